@@ -1,0 +1,133 @@
+"""Plain domain types shared by the store, the pipeline and the API layer.
+
+Only ``api/convert.py`` turns these into protobuf messages and back; nothing below the API layer
+sees a protobuf message.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class MemoryType(enum.IntEnum):
+    EPISODIC = 1
+    SEMANTIC = 2
+    PROCEDURAL = 3
+    WORKING = 4
+    REFLECTIVE = 5
+
+
+class AccessLevel(enum.IntEnum):
+    """Ordered: a principal with level L reads and writes memories of level <= L."""
+
+    PUBLIC = 1
+    INTERNAL = 2
+    CONFIDENTIAL = 3
+    RESTRICTED = 4
+
+
+class LinkType(enum.IntEnum):
+    RELATES_TO = 1
+    CONTRADICTS = 2
+    SUPERSEDES = 3
+    CAUSES = 4
+
+
+class Johari(enum.IntEnum):
+    OPEN = 1
+    BLIND = 2
+    HIDDEN = 3
+    UNKNOWN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    target_id: str
+    type: LinkType
+    weight: float = 1.0
+
+
+@dataclass(slots=True)
+class Memory:
+    """A memory and its bookkeeping. Times are POSIX seconds (float, UTC)."""
+
+    id: str
+    namespace: str
+    content: str
+    content_hash: str
+    memory_type: MemoryType = MemoryType.SEMANTIC
+    access_level: AccessLevel = AccessLevel.INTERNAL
+    source: str = ""
+    confidence: float = 1.0
+    importance: float = 0.5
+    event_time: float = 0.0
+    ingestion_time: float = 0.0
+    session_id: str = ""
+    session_position: int | None = None
+    links: tuple[Link, ...] = ()
+    metadata: dict[str, str] = field(default_factory=dict)
+    evergreen: bool = False
+    model_version: str = ""
+    chunk_count: int = 0
+    retrieved_count: int = 0
+    used_count: int = 0
+    helpful_count: int = 0
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+@dataclass(slots=True)
+class ChunkEmbedding:
+    """Every learned space of one chunk of a memory's text.
+
+    dense: float32 (D,), L2-normalised sentence vector (D = 384 for MiniLM).
+    tokens: float16 (T, D), L2-normalised per-token vectors for late interaction (T >= 0).
+    sparse_ids / sparse_weights: int32 / float32 (S,), learned-sparse (SPLADE) vocabulary terms.
+    start / end: character span of the chunk within the memory's content.
+    """
+
+    dense: np.ndarray
+    tokens: np.ndarray
+    sparse_ids: np.ndarray
+    sparse_weights: np.ndarray
+    start: int = 0
+    end: int = 0
+
+
+@dataclass(slots=True)
+class EmbeddingSet:
+    """All chunks of one text, produced by one model version (never mixed across versions)."""
+
+    model_version: str
+    chunks: list[ChunkEmbedding]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The authenticated caller: an agent identity and its scope."""
+
+    agent_id: str
+    token_id: str
+    read_namespaces: frozenset[str]
+    write_namespaces: frozenset[str]
+    access_level: AccessLevel
+    default_namespace: str
+
+    def can_read(self, namespace: str, level: AccessLevel) -> bool:
+        return level <= self.access_level and _in_scope(namespace, self.read_namespaces)
+
+    def can_write(self, namespace: str, level: AccessLevel) -> bool:
+        return level <= self.access_level and _in_scope(namespace, self.write_namespaces)
+
+
+def _in_scope(namespace: str, scope: frozenset[str]) -> bool:
+    # "*" grants every namespace; "prefix*" grants namespaces beginning with prefix.
+    if namespace in scope or "*" in scope:
+        return True
+    return any(s.endswith("*") and namespace.startswith(s[:-1]) for s in scope)

@@ -1,0 +1,1 @@
+"""Embedding: one model code path, served in-process or through Triton."""

@@ -1,0 +1,43 @@
+"""The embedder interface the server depends on."""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+from teleo_server.domain import EmbeddingSet
+
+
+class TextRole(enum.Enum):
+    """Queries and documents are embedded differently (e.g. SPLADE query-side handling)."""
+
+    QUERY = "query"
+    DOCUMENT = "document"
+
+
+class Embedder(Protocol):
+    """Turns texts into every learned space at once (all or none).
+
+    Implementations raise ``errors.Unavailable`` when the model backend cannot be reached, and
+    never return a partial set.
+    """
+
+    @property
+    def model_version(self) -> str: ...
+
+    @property
+    def description(self) -> str:
+        """Where embedding happens, for logs and Stats ("in-process", "triton://host:port")."""
+        ...
+
+    async def start(self) -> None:
+        """Load models or connect; raises Unavailable if not ready."""
+        ...
+
+    async def ready(self) -> bool: ...
+
+    async def embed(self, texts: list[str], role: TextRole) -> list[EmbeddingSet]:
+        """One EmbeddingSet per text, chunked when a text exceeds the model window."""
+        ...
+
+    async def close(self) -> None: ...

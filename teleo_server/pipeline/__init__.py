@@ -1,0 +1,1 @@
+"""Retrieval: indexes over every space and the staged pipeline that ranks memories."""
