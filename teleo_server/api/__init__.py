@@ -1,0 +1,1 @@
+"""The gRPC layer: the only code that touches protobuf messages."""

@@ -1,0 +1,311 @@
+"""Protobuf messages <-> domain types, validating every field on the way in.
+
+Validation errors name the field (``memory.metadata``) so a caller can act on them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from teleo.v1 import memory_pb2 as pb
+
+from teleo_server.api import validate as v
+from teleo_server.auth import NAMESPACE_RE
+from teleo_server.config import Limits
+from teleo_server.core import QueryVectors, new_memory_id
+from teleo_server.domain import AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
+from teleo_server.errors import InvalidArgument, PermissionDenied
+from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
+
+FUSIONS = ("rrf", "weighted", "relative", "additive_rrf")
+AGGREGATIONS = {
+    pb.AGGREGATION_UNSPECIFIED: "weighted_average",
+    pb.AGGREGATION_WEIGHTED_AVERAGE: "weighted_average",
+    pb.AGGREGATION_RRF: "rrf",
+    pb.AGGREGATION_MAX: "max",
+    pb.AGGREGATION_MIN: "min",
+    pb.AGGREGATION_GEOMETRIC_MEAN: "geometric_mean",
+}
+
+
+def ts_to_float(ts: Timestamp) -> float:
+    return ts.seconds + ts.nanos / 1e9
+
+
+def float_to_ts(t: float) -> Timestamp:
+    ts = Timestamp()
+    ts.FromNanoseconds(int(round(t * 1e9)))
+    return ts
+
+
+# -- memories --------------------------------------------------------------------------------
+
+
+def memory_from_input(msg: pb.MemoryInput, principal: Principal, limits: Limits, now: float, field: str = "memory") -> Memory:
+    content = msg.content
+    if not content.strip():
+        raise InvalidArgument("must not be empty", field=f"{field}.content")
+    v.max_bytes(content, limits.max_content_bytes, f"{field}.content")
+    namespace = msg.namespace or principal.default_namespace
+    if not NAMESPACE_RE.match(namespace):
+        raise InvalidArgument(f"{namespace[:64]!r} must match [A-Za-z0-9_.:-]{{1,128}}", field=f"{field}.namespace")
+    level = v.enum_value(AccessLevel, msg.access_level, AccessLevel.INTERNAL, f"{field}.access_level")
+    mtype = v.enum_value(MemoryType, msg.memory_type, MemoryType.SEMANTIC, f"{field}.memory_type")
+    v.max_chars(msg.source, limits.max_string_chars, f"{field}.source")
+    v.max_chars(msg.session_id, 256, f"{field}.session_id")
+    confidence = v.unit(msg.confidence, f"{field}.confidence") if msg.HasField("confidence") else 1.0
+    importance = v.unit(msg.importance, f"{field}.importance") if msg.HasField("importance") else 0.5
+    position = None
+    if msg.HasField("session_position"):
+        if msg.session_position < 0:
+            raise InvalidArgument("must be >= 0", field=f"{field}.session_position")
+        position = msg.session_position
+    event_time = ts_to_float(msg.event_time) if msg.HasField("event_time") else now
+    if len(msg.links) > limits.max_links:
+        raise InvalidArgument(f"at most {limits.max_links} links", field=f"{field}.links")
+    links = []
+    for i, lk in enumerate(msg.links):
+        f = f"{field}.links[{i}]"
+        if not lk.target_id or len(lk.target_id) > 128:
+            raise InvalidArgument("target_id must be 1..128 characters", field=f)
+        ltype = v.enum_value(LinkType, lk.type, None, f"{f}.type")
+        weight = v.unit(lk.weight, f"{f}.weight") or 1.0
+        links.append(Link(lk.target_id, ltype, weight))
+    metadata = v.metadata(dict(msg.metadata), limits, f"{field}.metadata")
+    if not principal.can_write(namespace, level):
+        raise PermissionDenied(
+            f"agent {principal.agent_id!r} may not write {level.name} memories in namespace {namespace!r}",
+            field=f"{field}.namespace",
+        )
+    return Memory(
+        id=new_memory_id(),
+        namespace=namespace,
+        content=content,
+        content_hash=content_hash(content),
+        memory_type=mtype,
+        access_level=level,
+        source=msg.source,
+        confidence=confidence,
+        importance=importance,
+        event_time=event_time,
+        ingestion_time=now,
+        session_id=msg.session_id,
+        session_position=position,
+        links=tuple(links),
+        metadata=metadata,
+        evergreen=msg.evergreen,
+    )
+
+
+def memory_to_proto(m: Memory) -> pb.Memory:
+    inp = pb.MemoryInput(
+        content=m.content,
+        namespace=m.namespace,
+        access_level=int(m.access_level),
+        memory_type=int(m.memory_type),
+        source=m.source,
+        confidence=m.confidence,
+        importance=m.importance,
+        event_time=float_to_ts(m.event_time),
+        session_id=m.session_id,
+        links=[pb.Link(target_id=lk.target_id, type=int(lk.type), weight=lk.weight) for lk in m.links],
+        metadata=m.metadata,
+        evergreen=m.evergreen,
+    )
+    if m.session_position is not None:
+        inp.session_position = m.session_position
+    return pb.Memory(
+        id=m.id,
+        input=inp,
+        content_hash=m.content_hash,
+        ingestion_time=float_to_ts(m.ingestion_time),
+        model_version=m.model_version,
+        chunk_count=m.chunk_count,
+        retrieved_count=m.retrieved_count,
+        used_count=m.used_count,
+        helpful_count=m.helpful_count,
+    )
+
+
+def ids_from(ids: list[str] | tuple[str, ...], limits: Limits, field: str = "ids") -> list[str]:
+    ids = list(ids)
+    if not ids:
+        raise InvalidArgument("at least one id is required", field=field)
+    if len(ids) > limits.max_ids:
+        raise InvalidArgument(f"at most {limits.max_ids} ids per call", field=field)
+    for i in ids:
+        if not i or len(i) > 128:
+            raise InvalidArgument("each id must be 1..128 characters", field=field)
+    return list(dict.fromkeys(ids))
+
+
+# -- retrieval -------------------------------------------------------------------------------
+
+
+def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Limits, now: float) -> tuple[Query, QueryVectors | None]:
+    """The Query (embedding still unset) and, for precomputed vectors, the vectors."""
+    which = req.WhichOneof("query")
+    vectors = None
+    text = ""
+    if which == "text":
+        text = req.text
+        if not text.strip():
+            raise InvalidArgument("must not be empty", field="text")
+        v.max_bytes(text, limits.max_query_bytes, "text")
+    elif which == "vectors":
+        vectors = _vectors(req.vectors)
+    else:
+        raise InvalidArgument("set either text or vectors", field="query")
+    top_k = req.top_k or 10
+    if not 1 <= top_k <= limits.max_top_k:
+        raise InvalidArgument(f"must be in 1..{limits.max_top_k}", field="top_k")
+    profile = req.profile or "teleological"
+    if not (profile in ("teleological", "hybrid", "entry_point") or profile.startswith("single_space:")):
+        raise InvalidArgument(
+            f"unknown profile {profile[:64]!r}; use teleological, hybrid, entry_point or single_space:<space>",
+            field="profile",
+        )
+    johari = tuple(v.enum_value(Johari, q, None, "johari") for q in req.johari)
+    for i, g in enumerate(req.target_goals):
+        v.max_chars(g, 256, f"target_goals[{i}]")
+    return (
+        Query(
+            text=text,
+            embedding=None,
+            principal=principal,
+            top_k=top_k,
+            profile=profile,
+            filters=_filters(req.filters, principal, limits),
+            target_goals=tuple(req.target_goals),
+            johari=johari,
+            overrides=_overrides(req.overrides),
+            include_breakdown=req.include_breakdown,
+            explain=req.explain,
+            now=now,
+        ),
+        vectors,
+    )
+
+
+def _vectors(msg: pb.QueryVectors) -> QueryVectors:
+    import numpy as np
+
+    dense = np.asarray(msg.dense, dtype=np.float32)
+    if dense.size == 0:
+        raise InvalidArgument("dense vector is required", field="vectors.dense")
+    if not np.all(np.isfinite(dense)):
+        raise InvalidArgument("must be finite", field="vectors.dense")
+    if len(msg.sparse_ids) != len(msg.sparse_weights):
+        raise InvalidArgument("sparse_ids and sparse_weights differ in length", field="vectors.sparse_weights")
+    weights = np.asarray(msg.sparse_weights, dtype=np.float32)
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise InvalidArgument("must be finite and >= 0", field="vectors.sparse_weights")
+    ids = np.asarray(msg.sparse_ids, dtype=np.int32)
+    if np.any(ids < 0):
+        raise InvalidArgument("must be >= 0", field="vectors.sparse_ids")
+    return QueryVectors(dense=dense, sparse_ids=ids, sparse_weights=weights, model_version=msg.model_version)
+
+
+def _filters(msg: pb.RetrieveFilters, principal: Principal, limits: Limits) -> Filters:
+    for ns in msg.namespaces:
+        if not NAMESPACE_RE.match(ns):
+            raise InvalidArgument(f"{ns[:64]!r} is not a valid namespace", field="filters.namespaces")
+        if not principal.can_read(ns, AccessLevel.PUBLIC):
+            raise PermissionDenied(f"agent {principal.agent_id!r} may not read namespace {ns!r}", field="filters.namespaces")
+    start = end = None
+    if msg.HasField("event_time"):
+        if msg.event_time.HasField("start"):
+            start = ts_to_float(msg.event_time.start)
+        if msg.event_time.HasField("end"):
+            end = ts_to_float(msg.event_time.end)
+        if start is not None and end is not None and end <= start:
+            raise InvalidArgument("end must be after start", field="filters.event_time")
+    min_conf = v.unit(msg.min_confidence, "filters.min_confidence") if msg.HasField("min_confidence") else None
+    return Filters(
+        namespaces=tuple(dict.fromkeys(msg.namespaces)),
+        memory_types=tuple(v.enum_value(MemoryType, t, None, "filters.memory_types") for t in msg.memory_types),
+        event_start=start,
+        event_end=end,
+        min_confidence=min_conf,
+        session_id=msg.session_id,
+        metadata=tuple(sorted(v.metadata(dict(msg.metadata), limits, "filters.metadata").items())),
+    )
+
+
+def _overrides(msg: pb.StageOverrides) -> Overrides:
+    def opt(name: str, check) -> object:
+        return check(getattr(msg, name), f"overrides.{name}") if msg.HasField(name) else None
+
+    fusion = None
+    if msg.HasField("fusion"):
+        if msg.fusion not in FUSIONS:
+            raise InvalidArgument(f"must be one of {', '.join(FUSIONS)}", field="overrides.fusion")
+        fusion = msg.fusion
+    weights = []
+    for name, w in msg.space_weights.items():
+        weights.append((name, v.in_range(w, 0.0, 10.0, f"overrides.space_weights[{name}]")))
+    return Overrides(
+        sparse_weight=opt("sparse_weight", v.unit),
+        max_candidates=opt("max_candidates", lambda x, f: v.int_range(x, 1, 100_000, f)),
+        dense_dimension=opt("dense_dimension", lambda x, f: v.int_range(x, 0, 4096, f)),
+        fusion=fusion,
+        rrf_k=opt("rrf_k", lambda x, f: v.in_range(x, 1e-6, 1e6, f)),
+        late_interaction_weight=opt("late_interaction_weight", v.unit),
+        decay_half_life_days=opt("decay_half_life_days", lambda x, f: v.in_range(x, 0.0, 1e6, f)),
+        mmr_lambda=opt("mmr_lambda", v.unit),
+        min_score=opt("min_score", v.unit),
+        misalignment_threshold=opt("misalignment_threshold", v.unit),
+        filter_misaligned=msg.filter_misaligned if msg.HasField("filter_misaligned") else None,
+        space_weights=tuple(sorted(weights)),
+        disable_stages=tuple(msg.disable_stages),
+    )
+
+
+def stage_to_proto(s: StageReport) -> pb.StageEvent:
+    return pb.StageEvent(
+        stage=s.stage,
+        elapsed_ms=s.elapsed_ms,
+        candidates_in=s.candidates_in,
+        candidates_out=s.candidates_out,
+        backend=s.backend,
+        detail=s.detail,
+        skipped=s.skipped,
+    )
+
+
+def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool) -> pb.Result:
+    r = pb.Result(
+        rank=rank,
+        memory=memory_to_proto(hit.memory),
+        score=_finite(hit.score),
+        found_by=list(hit.found_by),
+        misaligned=hit.misaligned,
+        johari=int(hit.johari),
+        chunk_index=hit.chunk_index,
+    )
+    if include_breakdown:
+        b = hit.breakdown
+        r.breakdown.CopyFrom(
+            pb.ScoreBreakdown(
+                content=_finite(b.content),
+                purpose_alignment=_finite(b.purpose_alignment),
+                goal_alignment=_finite(b.goal_alignment),
+                late_interaction=_finite(b.late_interaction),
+                temporal=_finite(b.temporal),
+                spaces={k: _finite(x) for k, x in b.spaces.items()},
+                space_ranks=b.space_ranks,
+            )
+        )
+    if explain:
+        r.explanation = hit.explanation
+    return r
+
+
+def _finite(x: float) -> float:
+    return float(x) if math.isfinite(x) else 0.0
+
+
+def now() -> float:
+    return time.time()

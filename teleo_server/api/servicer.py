@@ -1,0 +1,229 @@
+"""MemoryService over grpc.aio: authenticate, convert, call MemoryCore, convert back."""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import structlog
+from teleo.v1 import memory_pb2 as pb
+from teleo.v1 import memory_pb2_grpc as pb_grpc
+
+from teleo_server import __version__
+from teleo_server.api import convert
+from teleo_server.api.status import status_of
+from teleo_server.auth import Authenticator
+from teleo_server.config import Limits
+from teleo_server.core import MemoryCore, RetrieveDone
+from teleo_server.domain import Principal
+from teleo_server.errors import InvalidArgument, ResourceExhausted, TeleoError
+from teleo_server.pipeline.types import Hit, StageReport
+
+log = structlog.get_logger(__name__)
+
+
+def _request_id(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-request-id" and 0 < len(value) <= 64:
+            return value
+    return uuid.uuid4().hex[:16]
+
+
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return value
+    return None
+
+
+async def _fail(context: grpc.aio.ServicerContext, exc: BaseException, rid: str, method: str) -> None:
+    code = status_of(exc)
+    if isinstance(exc, TeleoError):
+        log.info("rpc.rejected", method=method, code=code.name, error=str(exc))
+        detail = str(exc)
+    else:
+        log.exception("rpc.internal_error", method=method)
+        detail = f"internal error; quote request id {rid} when reporting it"
+    await context.abort(code, detail, trailing_metadata=(("x-request-id", rid),))
+
+
+def rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Unary and client-streaming handlers: request id, auth, logging, error mapping."""
+
+    @functools.wraps(fn)
+    async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        rid = _request_id(context)
+        structlog.contextvars.bind_contextvars(request_id=rid, method=fn.__name__)
+        t0 = time.perf_counter()
+        try:
+            principal = self.auth.authenticate(_authorization(context))
+            structlog.contextvars.bind_contextvars(agent=principal.agent_id)
+            result = await fn(self, request, context, principal)
+            context.set_trailing_metadata((("x-request-id", rid),))
+            log.info("rpc.ok", ms=round((time.perf_counter() - t0) * 1e3, 3))
+            return result
+        except Exception as exc:  # mapped to a status; abort() raises
+            await _fail(context, exc, rid, fn.__name__)
+        finally:
+            structlog.contextvars.clear_contextvars()
+
+    return handler
+
+
+def streaming_rpc(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    """Server-streaming handlers: the same, around an async generator."""
+
+    @functools.wraps(fn)
+    async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        rid = _request_id(context)
+        structlog.contextvars.bind_contextvars(request_id=rid, method=fn.__name__)
+        t0 = time.perf_counter()
+        try:
+            principal = self.auth.authenticate(_authorization(context))
+            structlog.contextvars.bind_contextvars(agent=principal.agent_id)
+            async for item in fn(self, request, context, principal, rid):
+                yield item
+            context.set_trailing_metadata((("x-request-id", rid),))
+            log.info("rpc.ok", ms=round((time.perf_counter() - t0) * 1e3, 3))
+        except Exception as exc:
+            await _fail(context, exc, rid, fn.__name__)
+        finally:
+            structlog.contextvars.clear_contextvars()
+
+    return handler
+
+
+class MemoryServicer(pb_grpc.MemoryServiceServicer):
+    def __init__(self, core: MemoryCore, auth: Authenticator, limits: Limits, backend: str, debug: bool = False) -> None:
+        self.core = core
+        self.auth = auth
+        self.limits = limits
+        self.backend = backend
+        self.debug = debug
+
+    @rpc
+    async def Store(self, request: pb.StoreRequest, context: Any, principal: Principal) -> pb.StoreResponse:
+        if not request.HasField("memory"):
+            raise InvalidArgument("is required", field="memory")
+        memory = convert.memory_from_input(request.memory, principal, self.limits, convert.now())
+        (out,) = await self.core.store_many([memory])
+        return pb.StoreResponse(id=out.memory.id, content_hash=out.memory.content_hash, duplicate=out.duplicate)
+
+    @rpc
+    async def StoreBatch(self, request_iterator: Any, context: Any, principal: Principal) -> pb.StoreBatchResponse:
+        items: list[pb.StoreBatchItem] = []
+        valid = []  # (index in items, Memory)
+        now = convert.now()
+        async for req in request_iterator:
+            index = len(items)
+            if index >= self.limits.max_batch_items:
+                raise ResourceExhausted(
+                    f"a batch holds at most {self.limits.max_batch_items} items; split it", field="StoreBatch"
+                )
+            item = pb.StoreBatchItem(index=index, client_ref=req.client_ref[:256])
+            items.append(item)
+            try:
+                if not req.HasField("memory"):
+                    raise InvalidArgument("is required", field="memory")
+                valid.append((index, convert.memory_from_input(req.memory, principal, self.limits, now)))
+            except TeleoError as exc:
+                item.error, item.error_code = str(exc), status_of(exc).name
+        # One embedding+commit per chunk of items: bounded memory, and a failure (embedder down)
+        # marks only the items of the chunk that failed.
+        for start in range(0, len(valid), 256):
+            chunk = valid[start : start + 256]
+            try:
+                outs = await self.core.store_many([m for _, m in chunk])
+            except TeleoError as exc:
+                for index, _ in chunk:
+                    items[index].error, items[index].error_code = str(exc), status_of(exc).name
+                continue
+            for (index, _), out in zip(chunk, outs, strict=True):
+                items[index].id = out.memory.id
+                items[index].content_hash = out.memory.content_hash
+                items[index].duplicate = out.duplicate
+        failed = sum(1 for i in items if i.error)
+        dups = sum(1 for i in items if i.duplicate)
+        return pb.StoreBatchResponse(items=items, stored=len(items) - failed - dups, duplicates=dups, failed=failed)
+
+    @rpc
+    async def Get(self, request: pb.GetRequest, context: Any, principal: Principal) -> pb.GetResponse:
+        ids = convert.ids_from(request.ids, self.limits)
+        memories = await self.core.get(principal, ids)
+        return pb.GetResponse(memories=[convert.memory_to_proto(m) for m in memories])
+
+    @rpc
+    async def Delete(self, request: pb.DeleteRequest, context: Any, principal: Principal) -> pb.DeleteResponse:
+        ids = convert.ids_from(request.ids, self.limits)
+        return pb.DeleteResponse(deleted=await self.core.delete(principal, ids))
+
+    @streaming_rpc
+    async def Retrieve(self, request: pb.RetrieveRequest, context: Any, principal: Principal, rid: str) -> AsyncIterator[pb.RetrieveResponse]:
+        query, vectors = convert.query_from_request(request, principal, self.limits, convert.now())
+        if self.debug:
+            log.debug("retrieve.query", text=query.text, profile=query.profile)
+        if vectors is not None:
+            query.embedding, embed_ms, degraded = self.core.vectors_to_embedding(vectors), 0.0, ""
+        else:
+            query.embedding, embed_ms, degraded = await self.core.embed_query(query.text)
+        stages: list[pb.StageEvent] = []
+        rank = 0
+        async for ev in self.core.retrieve(query, embed_ms, degraded):
+            if isinstance(ev, StageReport):
+                stage = convert.stage_to_proto(ev)
+                stages.append(stage)
+                yield pb.RetrieveResponse(stage=stage)
+            elif isinstance(ev, Hit):
+                rank += 1
+                yield pb.RetrieveResponse(result=convert.hit_to_result(ev, rank, query.include_breakdown, query.explain))
+            elif isinstance(ev, RetrieveDone):
+                yield pb.RetrieveResponse(
+                    summary=pb.RetrieveSummary(
+                        returned=ev.returned,
+                        total_ms=ev.total_ms,
+                        embed_ms=ev.embed_ms,
+                        stages=stages,
+                        degraded=ev.outcome.degraded,
+                        degraded_reason=ev.outcome.degraded_reason,
+                        profile=query.profile,
+                        request_id=rid,
+                        corpus_size=ev.outcome.corpus_size,
+                    )
+                )
+
+    @rpc
+    async def Compare(self, request: pb.CompareRequest, context: Any, principal: Principal) -> pb.CompareResponse:
+        if not request.id_a or not request.id_b:
+            raise InvalidArgument("both id_a and id_b are required", field="id_a" if not request.id_a else "id_b")
+        aggregation = convert.AGGREGATIONS.get(request.aggregation)
+        if aggregation is None:
+            raise InvalidArgument(f"unknown value {request.aggregation}", field="aggregation")
+        weights = {k: convert.v.in_range(w, 0.0, 10.0, f"space_weights[{k}]") for k, w in request.space_weights.items()}
+        spaces, agg = await self.core.compare(principal, request.id_a, request.id_b, aggregation, weights)
+        return pb.CompareResponse(spaces=spaces, aggregate=agg, aggregation=request.aggregation or pb.AGGREGATION_WEIGHTED_AVERAGE)
+
+    @rpc
+    async def Feedback(self, request: pb.FeedbackRequest, context: Any, principal: Principal) -> pb.FeedbackResponse:
+        if not request.id:
+            raise InvalidArgument("is required", field="id")
+        helpful = request.helpful if request.HasField("helpful") else None
+        memory = await self.core.feedback(principal, request.id, request.used, helpful)
+        return pb.FeedbackResponse(memory=convert.memory_to_proto(memory))
+
+    @rpc
+    async def Stats(self, request: pb.StatsRequest, context: Any, principal: Principal) -> pb.StatsResponse:
+        counts, goals = await self.core.stats(principal, list(request.namespaces))
+        return pb.StatsResponse(
+            memories=sum(n for n, _ in counts.values()),
+            namespaces=[pb.NamespaceStats(namespace=ns, memories=n, chunks=c) for ns, (n, c) in sorted(counts.items())],
+            model_version=self.core.embedder.model_version,
+            backend=self.backend,
+            embedder=self.core.embedder.description,
+            embedder_ready=self.core.embedder_ready,
+            goals=goals,
+            server_version=__version__,
+        )

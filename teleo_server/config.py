@@ -1,0 +1,124 @@
+"""Server settings: pydantic-settings from ``TELEO_*`` environment variables and an optional TOML file.
+
+Precedence (highest first): keyword arguments, environment (``TELEO_PORT``, nested with ``__``:
+``TELEO_EMBEDDING__TRITON_URL``), the TOML file named by ``TELEO_CONFIG`` (or ``--config``), defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from teleo_server.errors import InvalidArgument
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "teleo"
+
+
+def default_token_file() -> Path:
+    """Where the CLI looks for a token when ``TELEO_TOKEN`` is unset."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "teleo" / "token"
+
+
+class Limits(BaseModel):
+    """Bounds on request sizes; anything past them is INVALID_ARGUMENT (or RESOURCE_EXHAUSTED)."""
+
+    max_content_bytes: int = Field(64 * 1024, ge=1)
+    max_query_bytes: int = Field(8 * 1024, ge=1)
+    max_top_k: int = Field(1000, ge=1)
+    max_batch_items: int = Field(10_000, ge=1)
+    max_ids: int = Field(1000, ge=1)
+    max_metadata_entries: int = Field(64, ge=0)
+    max_metadata_key_chars: int = Field(128, ge=1)
+    max_metadata_value_bytes: int = Field(4096, ge=1)
+    max_links: int = Field(64, ge=0)
+    max_string_chars: int = Field(512, ge=1)
+    max_concurrent_retrieves: int = Field(64, ge=1)
+
+
+class TLSSettings(BaseModel):
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> "TLSSettings":
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("set both tls.cert_file and tls.key_file, or neither")
+        for p in (self.cert_file, self.key_file):
+            if p is not None and not p.is_file():
+                raise ValueError(f"TLS file {p} does not exist")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TELEO_", env_nested_delimiter="__", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(50051, ge=0, le=65535)  # 0 = any free port (tests)
+    data_dir: Path = Field(default_factory=default_data_dir)
+    backend: Literal["auto", "numpy", "cupy"] = "auto"
+    auth: bool = True  # False only for local experiments: every caller is an all-namespace admin
+    create_dev_token: bool = True  # on first start with an empty token table
+    dev_token_file: Path = Field(default_factory=default_token_file)
+    debug: bool = False  # logs may then contain query text
+    log_format: Literal["json", "console"] = "json"
+    grace_seconds: float = Field(5.0, ge=0)
+    embedder_check_seconds: float = Field(2.0, gt=0)  # how often health re-checks the embedder
+    max_workers: int = Field(4, ge=1)
+    limits: Limits = Field(default_factory=Limits)
+    tls: TLSSettings = Field(default_factory=TLSSettings)
+    embedding: dict[str, Any] = Field(default_factory=dict)  # validated by embedding.settings
+    pipeline: dict[str, Any] = Field(default_factory=dict)  # validated by pipeline.settings
+
+    @field_validator("data_dir", "dev_token_file", mode="after")
+    @classmethod
+    def _expand(cls, v: Path) -> Path:
+        return v.expanduser()
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "teleo.db"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml = os.environ.get("TELEO_CONFIG")
+        if toml:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build Settings, turning validation errors into one message a person can act on."""
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise InvalidArgument(f"config file {path} does not exist", field="config")
+        os.environ["TELEO_CONFIG"] = str(path)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "settings"
+            env = "TELEO_" + "__".join(str(p).upper() for p in err["loc"])
+            lines.append(f"  {loc} (env {env}): {err['msg']}")
+        raise InvalidArgument("invalid configuration:\n" + "\n".join(lines)) from exc

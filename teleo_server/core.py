@@ -1,0 +1,305 @@
+"""MemoryCore: the service's operations on domain types, independent of gRPC.
+
+Threading: SQLite work runs on a single store thread and index work (the Retriever) on a single
+index thread that, on a GPU backend, owns the CUDA stream. The asyncio loop only awaits them, so a
+slow query never blocks the loop and the Retriever needs no locks of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import structlog
+
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Memory, Principal
+from teleo_server.embedding.base import Embedder, TextRole
+from teleo_server.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    TeleoError,
+    Unavailable,
+)
+from teleo_server.pipeline.types import Hit, Outcome, Query, Retriever, StageReport
+from teleo_server.store.base import MemoryStore
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+_DONE = object()
+
+
+@dataclass(slots=True)
+class StoreOutcome:
+    memory: Memory
+    duplicate: bool
+
+
+@dataclass(slots=True)
+class QueryVectors:
+    dense: np.ndarray
+    sparse_ids: np.ndarray
+    sparse_weights: np.ndarray
+    model_version: str
+
+
+@dataclass(slots=True)
+class RetrieveDone:
+    """Last event of a retrieval, after the pipeline's Outcome."""
+
+    outcome: Outcome
+    embed_ms: float
+    total_ms: float
+    returned: int
+
+
+class MemoryCore:
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        retriever: Retriever,
+        max_concurrent_retrieves: int = 64,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.retriever = retriever
+        self._store_ex = ThreadPoolExecutor(1, thread_name_prefix="teleo-store")
+        self._index_ex = ThreadPoolExecutor(1, thread_name_prefix="teleo-index")
+        self._max_retrieves = max_concurrent_retrieves
+        self._in_flight = 0
+        self.embedder_ready = False
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _on_store(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._store_ex, fn, *args)
+
+    async def _on_index(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._index_ex, fn, *args)
+
+    async def load_indexes(self) -> int:
+        """Rebuild the in-memory indexes from the store; returns how many memories were indexed."""
+        version = self.embedder.model_version
+
+        def load() -> tuple[int, int]:
+            loaded = stale = 0
+            for memory, emb in self.store.iter_memories():
+                if emb.model_version != version:
+                    stale += 1  # other model's vectors must never be mixed in; re-embedded later
+                    continue
+                self.retriever.add(memory, emb)
+                loaded += 1
+            return loaded, stale
+
+        loaded, stale = await self._on_index(load)
+        log.info("index.loaded", memories=loaded, stale=stale, model_version=version)
+        return loaded
+
+    async def reembed_stale(self) -> int:
+        """Re-embed memories written by another model version, then index them."""
+        version = self.embedder.model_version
+        ids = await self._on_store(self.store.stale_ids, version)
+        done = 0
+        for start in range(0, len(ids), 32):
+            batch = await self._on_store(self.store.get, ids[start : start + 32])
+            memories = list(batch.values())
+            sets = await self.embedder.embed([m.content for m in memories], TextRole.DOCUMENT)
+            for memory, emb in zip(memories, sets, strict=True):
+                updated = await self._on_store(self.store.replace_embeddings, memory.id, emb)
+                if updated is not None:
+                    await self._on_index(self._reindex, updated, emb)
+                    done += 1
+        if ids:
+            log.info("index.reembedded", memories=done, model_version=version)
+        return done
+
+    def _reindex(self, memory: Memory, emb: EmbeddingSet) -> None:
+        self.retriever.remove([memory.id])
+        self.retriever.add(memory, emb)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def store_many(self, memories: list[Memory]) -> list[StoreOutcome]:
+        """Embed and durably store; duplicates (per namespace content hash) write nothing.
+
+        Raises Unavailable when the embedder is down: a memory is never stored half-embedded.
+        """
+        if not memories:
+            return []
+        known = await self._on_store(self._find_duplicates, memories)
+        fresh = [m for m in memories if m.id not in known]
+        unique: dict[tuple[str, str], Memory] = {}
+        for m in fresh:
+            unique.setdefault((m.namespace, m.content_hash), m)
+        to_embed = list(unique.values())
+        sets = await self.embedder.embed([m.content for m in to_embed], TextRole.DOCUMENT) if to_embed else []
+        if len(sets) != len(to_embed):
+            raise Unavailable("embedder returned a partial result; nothing was stored")
+        stored = await self._on_store(self.store.put_many, list(zip(to_embed, sets, strict=True)))
+        await self._on_index(self._index_new, stored, sets)
+        by_key = {(m.namespace, m.content_hash): (m, dup) for m, dup in stored}
+        out = []
+        for m in memories:
+            if m.id in known:
+                out.append(StoreOutcome(known[m.id], True))
+                continue
+            winner, dup = by_key[(m.namespace, m.content_hash)]
+            out.append(StoreOutcome(winner, dup or winner.id != m.id))
+        return out
+
+    def _find_duplicates(self, memories: list[Memory]) -> dict[str, Memory]:
+        found: dict[str, Memory] = {}
+        for m in memories:
+            existing = self.store.find_duplicate(m.namespace, m.content_hash)
+            if existing is not None:
+                found[m.id] = self.store.get([existing])[existing]
+        return found
+
+    def _index_new(self, stored: list[tuple[Memory, bool]], sets: list[EmbeddingSet]) -> None:
+        for (memory, dup), emb in zip(stored, sets, strict=True):
+            if not dup:
+                self.retriever.add(memory, emb)
+
+    async def get(self, principal: Principal, ids: list[str]) -> list[Memory]:
+        found = await self._on_store(self.store.get, ids)
+        missing = [i for i in ids if i not in found or not principal.can_read(found[i].namespace, found[i].access_level)]
+        if missing:
+            # Unreadable ids look exactly like unknown ones, so ids do not leak across tenants.
+            raise NotFound(f"no memory with id(s) {', '.join(missing[:10])}", field="ids")
+        return [found[i] for i in ids]
+
+    async def delete(self, principal: Principal, ids: list[str]) -> int:
+        memories = await self.get(principal, ids)
+        for m in memories:
+            if not principal.can_write(m.namespace, m.access_level):
+                raise PermissionDenied(f"token may not write namespace {m.namespace!r}", field="ids")
+        deleted = await self._on_store(self.store.delete, ids)
+        await self._on_index(self.retriever.remove, ids)
+        return deleted
+
+    async def feedback(self, principal: Principal, memory_id: str, used: bool, helpful: bool | None) -> Memory:
+        (memory,) = await self.get(principal, [memory_id])
+        updated = await self._on_store(self.store.record_feedback, memory.id, used, helpful)
+        if updated is None:
+            raise NotFound(f"no memory with id {memory_id}", field="id")
+        await self._on_index(self.retriever.update, updated)
+        return updated
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def embed_query(self, text: str) -> tuple[EmbeddingSet | None, float, str]:
+        """Returns (embedding or None when degraded, ms spent, degraded reason)."""
+        t0 = time.perf_counter()
+        try:
+            (emb,) = await self.embedder.embed([text], TextRole.QUERY)
+            return emb, (time.perf_counter() - t0) * 1e3, ""
+        except Unavailable as exc:
+            log.warning("retrieve.degraded", reason=str(exc))
+            return None, (time.perf_counter() - t0) * 1e3, f"embedding unavailable: {exc}"
+
+    def vectors_to_embedding(self, v: QueryVectors) -> EmbeddingSet:
+        if v.model_version != self.embedder.model_version:
+            raise InvalidArgument(
+                f"vectors were made by model version {v.model_version!r}, the server uses "
+                f"{self.embedder.model_version!r}",
+                field="vectors.model_version",
+            )
+        dim = v.dense.shape[0]
+        return EmbeddingSet(
+            model_version=v.model_version,
+            chunks=[
+                ChunkEmbedding(
+                    dense=v.dense.astype(np.float32),
+                    tokens=np.zeros((0, dim), np.float16),
+                    sparse_ids=v.sparse_ids.astype(np.int32),
+                    sparse_weights=v.sparse_weights.astype(np.float32),
+                )
+            ],
+        )
+
+    async def retrieve(self, query: Query, embed_ms: float, degraded_reason: str) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
+        """Stream the pipeline's events; the ACL is checked again on every hit before it leaves."""
+        if self._in_flight >= self._max_retrieves:
+            raise ResourceExhausted(f"{self._in_flight} retrievals in flight; retry shortly")
+        self._in_flight += 1
+        t0 = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        cancelled = threading.Event()
+
+        def produce() -> None:
+            try:
+                for ev in self.retriever.retrieve(query):
+                    if cancelled.is_set():
+                        return
+                    loop.call_soon_threadsafe(queue.put_nowait, ev)
+            except BaseException as exc:  # delivered to the consumer, which re-raises
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+
+        fut = loop.run_in_executor(self._index_ex, produce)
+        returned: list[str] = []
+        outcome = Outcome(corpus_size=0)
+        try:
+            while True:
+                ev = await queue.get()
+                if ev is _DONE:
+                    break
+                if isinstance(ev, BaseException):
+                    if isinstance(ev, TeleoError):
+                        raise ev
+                    raise RuntimeError("retrieval pipeline failed") from ev
+                if isinstance(ev, Hit):
+                    if not query.principal.can_read(ev.memory.namespace, ev.memory.access_level):
+                        log.error("retrieve.acl_violation_blocked", memory_id=ev.memory.id)
+                        continue
+                    returned.append(ev.memory.id)
+                elif isinstance(ev, Outcome):
+                    outcome = ev
+                    continue
+                yield ev
+            if degraded_reason and not outcome.degraded:
+                outcome.degraded, outcome.degraded_reason = True, degraded_reason
+            yield RetrieveDone(outcome, embed_ms, (time.perf_counter() - t0) * 1e3 + embed_ms, len(returned))
+        finally:
+            cancelled.set()
+            self._in_flight -= 1
+            await asyncio.shield(fut)
+        if returned:
+            await self._on_store(self.store.record_retrieved, returned)
+
+    async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
+        await self.get(principal, [a, b])
+        return await self._on_index(self.retriever.compare, a, b, aggregation, weights)
+
+    async def stats(self, principal: Principal, namespaces: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
+        counts = await self._on_store(self.store.count_by_namespace)
+        visible: dict[str, tuple[int, int]] = {}
+        for (ns, level), (n, chunks) in counts.items():
+            # Only what the caller could read counts, so Stats leaks nothing about other tenants.
+            if principal.can_read(ns, level) and (not namespaces or ns in namespaces):
+                prev = visible.get(ns, (0, 0))
+                visible[ns] = (prev[0] + n, prev[1] + chunks)
+        goals = await self._on_index(self.retriever.goal_count)
+        return visible, goals
+
+    async def close(self) -> None:
+        await self.embedder.close()
+        self._index_ex.shutdown(wait=True)
+        self._store_ex.shutdown(wait=True)
+        self.store.close()
+
+
+def new_memory_id() -> str:
+    return uuid.uuid4().hex

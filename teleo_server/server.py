@@ -1,0 +1,171 @@
+"""Building, starting and stopping the gRPC server.
+
+``build_server`` does everything but start (tests bind port 0); ``App.start`` loads the indexes
+from the store and flips health to SERVING; ``App.stop`` drains gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from teleo.v1 import memory_pb2, memory_pb2_grpc
+
+from teleo_server.api.servicer import MemoryServicer
+from teleo_server.auth import Authenticator, ensure_dev_token
+from teleo_server.config import Settings
+from teleo_server.core import MemoryCore
+from teleo_server.embedding.base import Embedder
+from teleo_server.errors import InvalidArgument, TeleoError, Unavailable
+from teleo_server.pipeline.types import Retriever
+from teleo_server.store import SQLiteStore
+
+log = structlog.get_logger(__name__)
+
+SERVICE_NAME = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+# Health service names: "" is the whole server; the others are its components.
+COMPONENTS = ("embedding", "index", "store")
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@dataclass
+class App:
+    settings: Settings
+    server: grpc.aio.Server
+    port: int
+    core: MemoryCore
+    health: HealthServicer
+    backend: str
+    dev_token: str | None = None
+    _tasks: list[asyncio.Task] = field(default_factory=list)
+
+    async def start(self) -> None:
+        for name in ("", SERVICE_NAME, *COMPONENTS):
+            await self.health.set(name, NOT_SERVING)
+        await self.server.start()
+        await self.health.set("store", SERVING)
+        ready = await self._check_embedder()
+        await self.core.load_indexes()
+        await self.health.set("index", SERVING)
+        await self.health.set("", SERVING)
+        await self.health.set(SERVICE_NAME, SERVING)
+        log.info("server.serving", port=self.port, backend=self.backend, embedder=self.core.embedder.description, embedder_ready=ready)
+        self._tasks.append(asyncio.create_task(self._watch_embedder(), name="teleo-embedder-watch"))
+        if ready:
+            self._tasks.append(asyncio.create_task(self._reembed(), name="teleo-reembed"))
+
+    async def _check_embedder(self) -> bool:
+        try:
+            ready = await self.core.embedder.ready()
+        except TeleoError:
+            ready = False
+        if ready != self.core.embedder_ready:
+            log.info("embedder.state", ready=ready, embedder=self.core.embedder.description)
+        self.core.embedder_ready = ready
+        await self.health.set("embedding", SERVING if ready else NOT_SERVING)
+        return ready
+
+    async def _watch_embedder(self) -> None:
+        # Recovery is automatic: when the embedder comes back, health and writes follow.
+        while True:
+            await asyncio.sleep(self.settings.embedder_check_seconds)
+            was = self.core.embedder_ready
+            if await self._check_embedder() and not was:
+                await self._reembed()
+
+    async def _reembed(self) -> None:
+        try:
+            await self.core.reembed_stale()
+        except TeleoError as exc:
+            log.warning("index.reembed_failed", error=str(exc))
+
+    async def wait(self) -> None:
+        await self.server.wait_for_termination()
+
+    async def stop(self, grace: float | None = None) -> None:
+        grace = self.settings.grace_seconds if grace is None else grace
+        await self.health.enter_graceful_shutdown()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        try:
+            await self.server.stop(grace)
+        finally:
+            await self.core.close()
+        log.info("server.stopped")
+
+
+def _default_embedder(settings: Settings) -> Embedder:
+    from teleo_server.embedding.settings import EmbeddingSettings, make_embedder
+
+    return make_embedder(EmbeddingSettings(**settings.embedding))
+
+
+def _default_retriever(settings: Settings, backend: str) -> Retriever:
+    from teleo_server.pipeline import make_retriever
+    from teleo_server.pipeline.settings import PipelineSettings
+
+    return make_retriever(PipelineSettings(**settings.pipeline), backend)
+
+
+def _resolve_backend(name: str) -> str:
+    from teleo_server.compute.backend import resolve
+
+    return resolve(name)
+
+
+def build_server(settings: Settings, *, embedder: Embedder | None = None, retriever: Retriever | None = None) -> App:
+    """Open the store, make the embedder and retriever, bind the port; does not start serving."""
+    backend = _resolve_backend(settings.backend)
+    log.info("backend.resolved", requested=settings.backend, backend=backend)
+    store = SQLiteStore(settings.db_path)
+    dev_token = None
+    if settings.auth and settings.create_dev_token:
+        dev_token = ensure_dev_token(store, settings.dev_token_file)
+    try:
+        embedder = embedder or _default_embedder(settings)
+        retriever = retriever or _default_retriever(settings, backend)
+    except TeleoError:
+        store.close()
+        raise
+    core = MemoryCore(store, embedder, retriever, settings.limits.max_concurrent_retrieves)
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    memory_pb2_grpc.add_MemoryServiceServicer_to_server(
+        MemoryServicer(core, Authenticator(store, settings.auth), settings.limits, backend, settings.debug), server
+    )
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
+    address = f"{settings.host}:{settings.port}"
+    try:
+        if settings.tls.enabled:
+            creds = grpc.ssl_server_credentials(
+                [(settings.tls.key_file.read_bytes(), settings.tls.cert_file.read_bytes())]  # type: ignore[union-attr]
+            )
+            port = server.add_secure_port(address, creds)
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        store.close()
+        raise Unavailable(f"cannot listen on {address}: {exc}; is another server running there?") from exc
+    if port == 0:
+        store.close()
+        raise InvalidArgument(f"cannot listen on {address}; is the port in use?", field="port")
+    return App(settings=settings, server=server, port=port, core=core, health=health, backend=backend, dev_token=dev_token)

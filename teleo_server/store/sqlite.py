@@ -1,0 +1,325 @@
+"""SQLite store: WAL, synchronous=FULL, one writer connection, per-thread readers."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+from teleo_server.domain import (
+    AccessLevel,
+    ChunkEmbedding,
+    EmbeddingSet,
+    Link,
+    LinkType,
+    Memory,
+    MemoryType,
+)
+from teleo_server.store.base import StoredToken
+from teleo_server.store.schema import migrate
+
+log = structlog.get_logger(__name__)
+
+_MEMORY_COLUMNS = (
+    "id, namespace, content, content_hash, memory_type, access_level, source, confidence, importance, "
+    "event_time, ingestion_time, session_id, session_position, links, metadata, evergreen, model_version, "
+    "chunk_count, retrieved_count, used_count, helpful_count"
+)
+
+
+class SQLiteStore:
+    """Embedded default store. Safe to call from several threads; writes are serialised."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._writer = self._connect()
+        before = migrate(self._writer)
+        log.info("store.opened", path=str(self.path), schema_from=before)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before we acknowledge it, also across power loss.
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # -- memories ---------------------------------------------------------------------------
+
+    def find_duplicate(self, namespace: str, content_hash: str) -> str | None:
+        row = self._reader().execute(
+            "SELECT id FROM memories WHERE namespace = ? AND content_hash = ?", (namespace, content_hash)
+        ).fetchone()
+        return row[0] if row else None
+
+    def put(self, memory: Memory, embeddings: EmbeddingSet) -> tuple[Memory, bool]:
+        return self.put_many([(memory, embeddings)])[0]
+
+    def put_many(self, items: list[tuple[Memory, EmbeddingSet]]) -> list[tuple[Memory, bool]]:
+        out: list[tuple[Memory, bool]] = []
+        with self._tx() as conn:
+            for memory, emb in items:
+                existing = conn.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND content_hash = ?",
+                    (memory.namespace, memory.content_hash),
+                ).fetchone()
+                if existing is not None:
+                    out.append((_row_to_memory(existing), True))
+                    continue
+                memory.model_version = emb.model_version
+                memory.chunk_count = len(emb.chunks)
+                cur = conn.execute(
+                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 21)})",
+                    _memory_to_row(memory),
+                )
+                _insert_chunks(conn, cur.lastrowid, emb)
+                out.append((memory, False))
+        return out
+
+    def get(self, ids: list[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        rows = self._reader().execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids
+        ).fetchall()
+        return {r[0]: _row_to_memory(r) for r in rows}
+
+    def delete(self, ids: list[str]) -> int:
+        if not ids:
+            return 0
+        with self._tx() as conn:
+            cur = conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)
+            return cur.rowcount
+
+    def record_feedback(self, memory_id: str, used: bool, helpful: bool | None) -> Memory | None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE memories SET used_count = used_count + ?, helpful_count = helpful_count + ? WHERE id = ?",
+                (int(used), 1 if helpful else 0, memory_id),
+            )
+            row = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        return _row_to_memory(row) if row else None
+
+    def record_retrieved(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        with self._tx() as conn:
+            conn.executemany("UPDATE memories SET retrieved_count = retrieved_count + 1 WHERE id = ?", [(i,) for i in ids])
+
+    def iter_memories(self) -> Iterator[tuple[Memory, EmbeddingSet]]:
+        conn = self._connect()  # its own snapshot, so a long start-up scan never blocks writers
+        try:
+            rows = conn.execute(f"SELECT pk, {_MEMORY_COLUMNS} FROM memories ORDER BY pk")
+            for row in rows:
+                memory = _row_to_memory(row[1:])
+                yield memory, _load_embeddings(conn, row[0], memory.model_version)
+        finally:
+            conn.close()
+
+    def stale_ids(self, model_version: str) -> list[str]:
+        rows = self._reader().execute("SELECT id FROM memories WHERE model_version != ?", (model_version,))
+        return [r[0] for r in rows]
+
+    def replace_embeddings(self, memory_id: str, embeddings: EmbeddingSet) -> Memory | None:
+        with self._tx() as conn:
+            row = conn.execute("SELECT pk FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            if row is None:
+                return None
+            conn.execute("DELETE FROM chunks WHERE memory_pk = ?", (row[0],))
+            _insert_chunks(conn, row[0], embeddings)
+            conn.execute(
+                "UPDATE memories SET model_version = ?, chunk_count = ? WHERE pk = ?",
+                (embeddings.model_version, len(embeddings.chunks), row[0]),
+            )
+            mem = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE pk = ?", (row[0],)).fetchone()
+        return _row_to_memory(mem)
+
+    def count_by_namespace(self) -> dict[tuple[str, AccessLevel], tuple[int, int]]:
+        rows = self._reader().execute(
+            "SELECT namespace, access_level, COUNT(*), COALESCE(SUM(chunk_count), 0) FROM memories "
+            "GROUP BY namespace, access_level"
+        )
+        return {(ns, AccessLevel(lvl)): (n, c) for ns, lvl, n, c in rows}
+
+    # -- tokens -----------------------------------------------------------------------------
+
+    def add_token(self, token: StoredToken, token_hash: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO tokens VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    token.token_id,
+                    token_hash,
+                    token.agent_id,
+                    json.dumps(list(token.read_namespaces)),
+                    json.dumps(list(token.write_namespaces)),
+                    int(token.access_level),
+                    token.default_namespace,
+                    token.created,
+                    token.revoked,
+                    token.note,
+                ),
+            )
+
+    def token_by_hash(self, token_hash: str) -> StoredToken | None:
+        row = self._reader().execute(
+            "SELECT token_id, agent_id, read_namespaces, write_namespaces, access_level, default_namespace, "
+            "created, revoked, note FROM tokens WHERE token_hash = ?",
+            (token_hash,),
+        ).fetchone()
+        return _row_to_token(row) if row else None
+
+    def list_tokens(self) -> list[StoredToken]:
+        rows = self._reader().execute(
+            "SELECT token_id, agent_id, read_namespaces, write_namespaces, access_level, default_namespace, "
+            "created, revoked, note FROM tokens ORDER BY created"
+        )
+        return [_row_to_token(r) for r in rows]
+
+    def revoke_token(self, token_id: str, when: float) -> bool:
+        with self._tx() as conn:
+            cur = conn.execute("UPDATE tokens SET revoked = ? WHERE token_id = ? AND revoked IS NULL", (when, token_id))
+            return cur.rowcount == 1
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._writer.close()
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+def _memory_to_row(m: Memory) -> tuple:
+    return (
+        m.id,
+        m.namespace,
+        m.content,
+        m.content_hash,
+        int(m.memory_type),
+        int(m.access_level),
+        m.source,
+        m.confidence,
+        m.importance,
+        m.event_time,
+        m.ingestion_time,
+        m.session_id,
+        m.session_position,
+        json.dumps([[lk.target_id, int(lk.type), lk.weight] for lk in m.links]),
+        json.dumps(m.metadata, sort_keys=True),
+        int(m.evergreen),
+        m.model_version,
+        m.chunk_count,
+        m.retrieved_count,
+        m.used_count,
+        m.helpful_count,
+    )
+
+
+def _row_to_memory(r: tuple) -> Memory:
+    return Memory(
+        id=r[0],
+        namespace=r[1],
+        content=r[2],
+        content_hash=r[3],
+        memory_type=MemoryType(r[4]),
+        access_level=AccessLevel(r[5]),
+        source=r[6],
+        confidence=r[7],
+        importance=r[8],
+        event_time=r[9],
+        ingestion_time=r[10],
+        session_id=r[11],
+        session_position=r[12],
+        links=tuple(Link(t, LinkType(k), w) for t, k, w in json.loads(r[13])),
+        metadata=json.loads(r[14]),
+        evergreen=bool(r[15]),
+        model_version=r[16],
+        chunk_count=r[17],
+        retrieved_count=r[18],
+        used_count=r[19],
+        helpful_count=r[20],
+    )
+
+
+def _row_to_token(r: tuple) -> StoredToken:
+    return StoredToken(
+        token_id=r[0],
+        agent_id=r[1],
+        read_namespaces=tuple(json.loads(r[2])),
+        write_namespaces=tuple(json.loads(r[3])),
+        access_level=AccessLevel(r[4]),
+        default_namespace=r[5],
+        created=r[6],
+        revoked=r[7],
+        note=r[8],
+    )
+
+
+def _insert_chunks(conn: sqlite3.Connection, memory_pk: int, emb: EmbeddingSet) -> None:
+    rows = []
+    for i, c in enumerate(emb.chunks):
+        dense = np.ascontiguousarray(c.dense, dtype=np.float32)
+        tokens = np.ascontiguousarray(c.tokens, dtype=np.float16).reshape(-1, dense.shape[0])
+        rows.append(
+            (
+                memory_pk,
+                i,
+                c.start,
+                c.end,
+                dense.shape[0],
+                dense.tobytes(),
+                tokens.shape[0],
+                tokens.tobytes(),
+                np.ascontiguousarray(c.sparse_ids, dtype=np.int32).tobytes(),
+                np.ascontiguousarray(c.sparse_weights, dtype=np.float32).tobytes(),
+            )
+        )
+    conn.executemany("INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+
+
+def _load_embeddings(conn: sqlite3.Connection, memory_pk: int, model_version: str) -> EmbeddingSet:
+    chunks = []
+    for start, end, dim, dense, n_tok, tokens, sids, sw in conn.execute(
+        "SELECT start, end, dim, dense, n_tokens, tokens, sparse_ids, sparse_weights FROM chunks "
+        "WHERE memory_pk = ? ORDER BY idx",
+        (memory_pk,),
+    ):
+        chunks.append(
+            ChunkEmbedding(
+                dense=np.frombuffer(dense, dtype=np.float32),
+                tokens=np.frombuffer(tokens, dtype=np.float16).reshape(n_tok, dim),
+                sparse_ids=np.frombuffer(sids, dtype=np.int32),
+                sparse_weights=np.frombuffer(sw, dtype=np.float32),
+                start=start,
+                end=end,
+            )
+        )
+    return EmbeddingSet(model_version=model_version, chunks=chunks)
