@@ -1,0 +1,114 @@
+"""Sparse recall (BM25 / SPLADE) as SpMV over a term-major CSC inverted index.
+
+Layout shared with ``kernels/spmv_recall.cu``: postings of term ``t`` are
+``indices[indptr[t]:indptr[t + 1]]`` (memory row ids) with weights ``data[...]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.compute.topk import topk
+
+
+def _check_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
+    if indptr.ndim != 1 or indptr.shape[0] < 1:
+        raise ValueError(f"indptr must be 1-D with V+1 >= 1 entries, got shape {indptr.shape}")
+    if indices.shape != data.shape or indices.ndim != 1:
+        raise ValueError(f"indices {indices.shape} and data {data.shape} must be equal 1-D shapes")
+    if int(indptr[-1]) != indices.shape[0]:
+        raise ValueError(f"indptr[-1]={int(indptr[-1])} != nnz={indices.shape[0]}")
+
+
+def spmv_scores(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    n_rows: int,
+    q_ids: np.ndarray,
+    q_weights: np.ndarray,
+) -> np.ndarray:
+    """Score every memory row: ``scores[r] = sum_i q_weights[i] * W[q_ids[i], r]``.
+
+    Parameters
+    ----------
+    indptr : np.ndarray int64, shape (V+1,), host
+    indices : np.ndarray int32, shape (nnz,), host — row ids in ``[0, n_rows)``
+    data : np.ndarray float32, shape (nnz,), host
+    n_rows : int
+        Number of memory rows N.
+    q_ids : np.ndarray int32, shape (Q,), host
+        Term ids. Ids outside ``[0, V)`` (out of vocabulary) are ignored; a repeated id counts
+        once per occurrence.
+    q_weights : np.ndarray float32, shape (Q,), host
+
+    Returns
+    -------
+    np.ndarray float32, shape (N,)
+        Accumulated in float64 and rounded once, so this is the oracle the float32-atomic GPU
+        kernel is compared against with a relative tolerance.
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices)
+    data = np.asarray(data)
+    _check_index(indptr, indices, data)
+    q_ids = np.asarray(q_ids, dtype=np.int64).ravel()
+    q_weights = np.asarray(q_weights, dtype=np.float64).ravel()
+    if q_ids.shape != q_weights.shape:
+        raise ValueError(f"q_ids {q_ids.shape} and q_weights {q_weights.shape} differ")
+    vocab = indptr.shape[0] - 1
+    keep = (q_ids >= 0) & (q_ids < vocab)
+    q_ids, q_weights = q_ids[keep], q_weights[keep]
+    starts = indptr[q_ids]
+    lengths = indptr[q_ids + 1] - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(n_rows, dtype=np.float32)
+    # Flatten the posting slices of all query terms into one gather, then one bincount.
+    first = np.cumsum(lengths) - lengths
+    pos = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
+    rows = indices[pos]
+    if rows.min() < 0 or rows.max() >= n_rows:
+        raise ValueError(f"posting row id outside [0, {n_rows})")
+    weights = data[pos].astype(np.float64) * np.repeat(q_weights, lengths)
+    return np.bincount(rows, weights=weights, minlength=n_rows).astype(np.float32)
+
+
+def spmv_topk(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    n_rows: int,
+    q_ids: np.ndarray,
+    q_weights: np.ndarray,
+    k: int,
+    mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best rows by sparse score.
+
+    Parameters
+    ----------
+    indptr, indices, data, n_rows, q_ids, q_weights
+        As for :func:`spmv_scores`.
+    k : int
+    mask : np.ndarray of bool, shape (N,), optional
+        Candidate / ACL filter; ``False`` rows never come back.
+
+    Returns
+    -------
+    ids : np.ndarray int32, shape (<= k,)
+        Best first, ties by ascending row id. Rows scoring ``<= 0`` are excluded, so fewer than
+        ``k`` come back when fewer rows share a term with the query.
+    scores : np.ndarray float32, same shape
+    """
+    scores = spmv_scores(indptr, indices, data, n_rows, q_ids, q_weights)
+    valid = scores > 0
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (n_rows,):
+            raise ValueError(f"mask shape {mask.shape} != ({n_rows},)")
+        valid &= mask
+    return topk(scores, k, mask=valid)
+
+
+__all__ = ["spmv_scores", "spmv_topk"]
