@@ -7,6 +7,7 @@ Precedence (highest first): keyword arguments, environment (``TELEO_PORT``, nest
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,10 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from teleo_server.errors import InvalidArgument
+
+
+# The TOML file given to load_settings(); TELEO_CONFIG is read when none is.
+_config_file: ContextVar[str | None] = ContextVar("teleo_config_file", default=None)
 
 
 def default_data_dir() -> Path:
@@ -100,7 +105,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        toml = os.environ.get("TELEO_CONFIG")
+        toml = _config_file.get() or os.environ.get("TELEO_CONFIG")
         if toml:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
         return tuple(sources)
@@ -108,11 +113,12 @@ class Settings(BaseSettings):
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
     """Build Settings, turning validation errors into one message a person can act on."""
-    if config_file is not None:
+    config_file = config_file or os.environ.get("TELEO_CONFIG")
+    if config_file:
         path = Path(config_file)
         if not path.is_file():
             raise InvalidArgument(f"config file {path} does not exist", field="config")
-        os.environ["TELEO_CONFIG"] = str(path)
+    reset = _config_file.set(str(config_file) if config_file else None)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
@@ -122,3 +128,5 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             env = "TELEO_" + "__".join(str(p).upper() for p in err["loc"])
             lines.append(f"  {loc} (env {env}): {err['msg']}")
         raise InvalidArgument("invalid configuration:\n" + "\n".join(lines)) from exc
+    finally:
+        _config_file.reset(reset)

@@ -1,0 +1,146 @@
+"""SQLiteStore: durability, de-duplication, embeddings round-trip, migrations, tokens."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import numpy as np
+import pytest
+
+from teleo_server.domain import AccessLevel, ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, MemoryType, content_hash
+from teleo_server.store import SQLiteStore, StoredToken
+from teleo_server.store.schema import SCHEMA_VERSION
+
+
+def _memory(content: str, ns: str = "a", **kw) -> Memory:
+    import uuid
+
+    return Memory(id=uuid.uuid4().hex, namespace=ns, content=content, content_hash=content_hash(content), **kw)
+
+
+def _emb(rng: np.random.Generator, chunks: int = 1, tokens: int = 5, version: str = "v1") -> EmbeddingSet:
+    out = []
+    for i in range(chunks):
+        d = rng.standard_normal(384).astype(np.float32)
+        out.append(
+            ChunkEmbedding(
+                dense=d / np.linalg.norm(d),
+                tokens=rng.standard_normal((tokens, 384)).astype(np.float16),
+                sparse_ids=rng.choice(30522, 7, replace=False).astype(np.int32),
+                sparse_weights=rng.random(7).astype(np.float32),
+                start=i * 10,
+                end=i * 10 + 10,
+            )
+        )
+    return EmbeddingSet(version, out)
+
+
+def test_put_get_round_trips_every_field_and_embedding(tmp_path):
+    rng = np.random.default_rng(0)
+    store = SQLiteStore(tmp_path / "t.db")
+    m = _memory(
+        "hello",
+        memory_type=MemoryType.PROCEDURAL,
+        access_level=AccessLevel.CONFIDENTIAL,
+        source="tool",
+        confidence=0.25,
+        importance=0.75,
+        event_time=1000.5,
+        ingestion_time=2000.25,
+        session_id="s1",
+        session_position=3,
+        links=(Link("other", LinkType.CONTRADICTS, 0.5),),
+        metadata={"k": "v", "ü": "ß"},
+        evergreen=True,
+    )
+    emb = _emb(rng, chunks=2)
+    stored, dup = store.put(m, emb)
+    assert not dup and stored.model_version == "v1" and stored.chunk_count == 2
+    store.close()
+
+    store = SQLiteStore(tmp_path / "t.db")  # reopened: everything came from disk
+    got = store.get([m.id])[m.id]
+    assert got == m
+    ((mem, loaded),) = list(store.iter_memories())
+    assert mem.id == m.id and loaded.model_version == "v1" and len(loaded.chunks) == 2
+    for a, b in zip(loaded.chunks, emb.chunks, strict=True):
+        np.testing.assert_array_equal(a.dense, b.dense)
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_array_equal(a.sparse_ids, b.sparse_ids)
+        np.testing.assert_array_equal(a.sparse_weights, b.sparse_weights)
+        assert (a.start, a.end) == (b.start, b.end)
+
+
+def test_duplicates_are_per_namespace_and_write_nothing(tmp_path):
+    rng = np.random.default_rng(1)
+    store = SQLiteStore(tmp_path / "t.db")
+    first, dup = store.put(_memory("same"), _emb(rng))
+    assert not dup
+    again, dup = store.put(_memory("same"), _emb(rng))
+    assert dup and again.id == first.id
+    other_ns, dup = store.put(_memory("same", ns="b"), _emb(rng))
+    assert not dup and other_ns.id != first.id
+    # within one batch too
+    results = store.put_many([(_memory("x"), _emb(rng)), (_memory("x"), _emb(rng))])
+    assert [d for _, d in results] == [False, True] and results[0][0].id == results[1][0].id
+    assert sum(n for n, _ in store.count_by_namespace().values()) == 3
+
+
+def test_delete_cascades_to_chunks(tmp_path):
+    rng = np.random.default_rng(2)
+    store = SQLiteStore(tmp_path / "t.db")
+    m, _ = store.put(_memory("gone"), _emb(rng, chunks=3))
+    assert store.delete([m.id, "nope"]) == 1
+    assert store.get([m.id]) == {}
+    conn = sqlite3.connect(tmp_path / "t.db")
+    assert conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
+
+
+def test_feedback_and_retrieved_counters(tmp_path):
+    rng = np.random.default_rng(3)
+    store = SQLiteStore(tmp_path / "t.db")
+    m, _ = store.put(_memory("fb"), _emb(rng))
+    store.record_feedback(m.id, used=True, helpful=True)
+    updated = store.record_feedback(m.id, used=True, helpful=False)
+    store.record_retrieved([m.id, m.id])
+    got = store.get([m.id])[m.id]
+    assert (updated.used_count, updated.helpful_count) == (2, 1)
+    assert got.retrieved_count == 2
+    assert store.record_feedback("missing", True, None) is None
+
+
+def test_stale_embeddings_are_found_and_replaced(tmp_path):
+    rng = np.random.default_rng(4)
+    store = SQLiteStore(tmp_path / "t.db")
+    old, _ = store.put(_memory("old"), _emb(rng, version="v0"))
+    store.put(_memory("new"), _emb(rng, version="v1"))
+    assert store.stale_ids("v1") == [old.id]
+    store.replace_embeddings(old.id, _emb(rng, chunks=2, version="v1"))
+    assert store.stale_ids("v1") == []
+    assert store.get([old.id])[old.id].chunk_count == 2
+
+
+def test_wal_and_full_sync_are_on(tmp_path):
+    store = SQLiteStore(tmp_path / "t.db")
+    assert store._writer.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._writer.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert store._writer.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_newer_schema_is_refused(tmp_path):
+    SQLiteStore(tmp_path / "t.db").close()
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(RuntimeError, match="newer"):
+        SQLiteStore(tmp_path / "t.db")
+
+
+def test_tokens_store_only_hashes_and_revoke(tmp_path):
+    store = SQLiteStore(tmp_path / "t.db")
+    tok = StoredToken("abc", "agent", ("a",), ("a",), AccessLevel.PUBLIC, "a", time.time(), None, "")
+    store.add_token(tok, "h" * 64)
+    assert store.token_by_hash("h" * 64) == tok
+    assert store.revoke_token("abc", 5.0) and not store.revoke_token("abc", 6.0)
+    assert store.token_by_hash("h" * 64).revoked == 5.0
