@@ -1,0 +1,110 @@
+// Exact dense scan: fp16 matrix x fp32 query -> fp32 inner products (GEMV), optionally over a
+// Matryoshka prefix, a candidate list and a row bitmask. The top-k cut is topk.cu.
+//
+// Contract
+// --------
+// Matrix  m      float16 (N, D) row-major, row stride D elements; rows L2-normalised at full D.
+// Query   q      float32 (dim,), the first dim dims of the query, already L2-normalised over
+//                those dims by the wrapper. 1 <= dim <= D, dim <= DENSE_MAX_DIM.
+// Rows    rows   int32 (n_out,) row ids to score, strictly ascending (so position order is row
+//                order and topk's "lower position first" tie rule is "lower row id first");
+//                ignored when has_rows == 0, then n_out == N and position i is row i.
+// Mask    mask   uint32 bitset over the N rows (bit set = allowed); a masked row scores NaN,
+//                which topk.cu never selects; ignored when has_mask == 0.
+// Output  out    float32 (n_out,). renorm != 0 (dim < D): out = <m[r,:dim], q> / ||m[r,:dim]||,
+//                and 0.0 when that prefix norm is zero. renorm == 0: the plain inner product.
+//                fp16 values are widened to fp32 and accumulated in fp32.
+//
+// Why a kernel and not cupy.matmul: cuBLAS on fp16 operands returns fp16 scores, whose 11-bit
+// mantissa turns near neighbours into ties and reorders them against the fp32 reference; casting
+// the matrix to fp32 per query would move 3x the bytes. This GEMV reads each fp16 byte once,
+// keeps fp32 output, and computes the prefix norm in the same pass. The benchmark reports
+// cupy.matmul (fp16 out) beside it as the named peer.
+//
+// Launch  DENSE_THREADS = 256 (8 warps), grid-stride over rows, one warp per row at a time.
+//         Dynamic shared memory: dim * 4 bytes (the query).
+//         dense_scan_vec8: dim % 8 == 0, D % 8 == 0 and m 16-byte aligned; each lane loads
+//         8 halves (16 bytes) per step, so a 256-dim row is one coalesced 512-byte warp load.
+//         dense_scan_scalar: any dim / D; lanes load one half each.
+
+#define DENSE_THREADS 256
+#define DENSE_MAX_DIM 8192
+
+__device__ __forceinline__ float dense_h2f(unsigned short h) {
+    float f;
+    asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ void dense_write(float dot, float nrm, int renorm, float* out) {
+    if (renorm) *out = nrm > 0.0f ? dot / sqrtf(nrm) : 0.0f;
+    else *out = dot;
+}
+
+template <bool VEC8>
+__device__ __forceinline__ void dense_body(const unsigned short* __restrict__ m, long long n_out,
+                                           int width, int dim, const float* __restrict__ q,
+                                           const int* __restrict__ rows, int has_rows,
+                                           const unsigned int* __restrict__ mask, int has_mask,
+                                           int renorm, float* __restrict__ out) {
+    extern __shared__ float s_q[];
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) s_q[i] = q[i];
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+    for (long long i = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); i < n_out;
+         i += warps) {
+        const long long r = has_rows ? (long long)rows[i] : i;
+        if (has_mask && !((mask[r >> 5] >> (r & 31)) & 1u)) {  // warp-uniform
+            if (lane == 0) out[i] = __int_as_float(0x7FC00000);
+            continue;
+        }
+        const unsigned short* row = m + r * (long long)width;
+        float dot = 0.0f, nrm = 0.0f;
+        if (VEC8) {
+            const uint4* row8 = reinterpret_cast<const uint4*>(row);
+            for (int v = lane; v < (dim >> 3); v += 32) {
+                const uint4 pack = row8[v];
+                const unsigned int words[4] = {pack.x, pack.y, pack.z, pack.w};
+#pragma unroll
+                for (int h = 0; h < 4; ++h) {
+                    const float a = dense_h2f((unsigned short)(words[h] & 0xFFFFu));
+                    const float b = dense_h2f((unsigned short)(words[h] >> 16));
+                    const int d = (v << 3) + 2 * h;
+                    dot = fmaf(a, s_q[d], dot);
+                    dot = fmaf(b, s_q[d + 1], dot);
+                    nrm = fmaf(a, a, nrm);
+                    nrm = fmaf(b, b, nrm);
+                }
+            }
+        } else {
+            for (int d = lane; d < dim; d += 32) {
+                const float a = dense_h2f(row[d]);
+                dot = fmaf(a, s_q[d], dot);
+                nrm = fmaf(a, a, nrm);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
+            nrm += __shfl_xor_sync(0xFFFFFFFFu, nrm, o);
+        }
+        if (lane == 0) dense_write(dot, nrm, renorm, &out[i]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DENSE_THREADS)
+dense_scan_vec8(const unsigned short* __restrict__ m, long long n_out, int width, int dim,
+                const float* __restrict__ q, const int* __restrict__ rows, int has_rows,
+                const unsigned int* __restrict__ mask, int has_mask, int renorm,
+                float* __restrict__ out) {
+    dense_body<true>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
+}
+
+extern "C" __global__ void __launch_bounds__(DENSE_THREADS)
+dense_scan_scalar(const unsigned short* __restrict__ m, long long n_out, int width, int dim,
+                  const float* __restrict__ q, const int* __restrict__ rows, int has_rows,
+                  const unsigned int* __restrict__ mask, int has_mask, int renorm,
+                  float* __restrict__ out) {
+    dense_body<false>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
+}

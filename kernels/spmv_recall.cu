@@ -1,0 +1,87 @@
+// Sparse recall: query term weights x term-major CSC inverted index -> one score per memory.
+//
+// Contract
+// --------
+// Index   indptr  int64 (V+1,)   postings of term t are [indptr[t], indptr[t+1])
+//         indices int32 (nnz,)   memory row ids in [0, n_rows)
+//         data    float32 (nnz,) term weight in that memory (BM25 impact or SPLADE weight)
+// Query   q_ids int32 (Q,), q_weights float32 (Q,), 1 <= Q <= SPMV_MAX_TERMS per launch (the
+//         wrapper launches once per chunk of terms, accumulating into the same scores).
+//         Ids outside [0, V) are out of vocabulary and contribute nothing; a repeated id counts
+//         once per occurrence, like the NumPy reference.
+// Output  scores float32 (n_rows,), zeroed by the caller, ACCUMULATED into: a second index
+//         segment (appended memories) is scored by a second launch into the same buffer.
+//
+// Formulation: scatter with atomics, not gather. Work is proportional to the postings the query
+// touches (sum of its terms' document frequencies), not to n_rows x Q. Inside one posting list
+// every row is distinct, so atomics only collide when two query terms hit the same memory in the
+// same instant, which is rare; a gather (per-row binary search of every query term) would cost
+// n_rows * Q * log(df) and read the whole index. The price: float32 atomic accumulation order
+// is not fixed, so scores match the float64 reference to ~1e-6 relative, not bit for bit.
+//
+// The candidate / ACL bitmask and the top-k cut happen afterwards in topk.cu (floor 0: a memory
+// that shares no term with the query never comes back).
+//
+// Launch  spmv_plan<<<1, 256>>>: prefix sum of the Q posting-list lengths into plan_off (Q+1,)
+//         and term starts into plan_start (Q,), int64, on the device: no host round trip.
+//         spmv_scatter<<<grid, 256, 0>>>: grid-stride over the flattened (term, posting) space;
+//         the plan sits in shared memory and each thread finds its term by binary search, so a
+//         long posting list is spread over every block instead of serialising one.
+
+#define SPMV_THREADS 256
+#define SPMV_MAX_TERMS 1024
+
+extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
+spmv_plan(const long long* __restrict__ indptr, long long vocab,
+          const int* __restrict__ q_ids, int n_terms,
+          long long* __restrict__ plan_start, long long* __restrict__ plan_off) {
+    __shared__ long long lens[SPMV_MAX_TERMS];
+    for (int t = threadIdx.x; t < n_terms; t += blockDim.x) {
+        const long long id = q_ids[t];
+        long long start = 0, len = 0;
+        if (id >= 0 && id < vocab) {
+            start = indptr[id];
+            len = indptr[id + 1] - start;
+        }
+        plan_start[t] = start;
+        lens[t] = len;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {  // Q <= 1024: a serial scan is a few microseconds and obviously right
+        long long acc = 0;
+        plan_off[0] = 0;
+        for (int t = 0; t < n_terms; ++t) {
+            acc += lens[t];
+            plan_off[t + 1] = acc;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
+spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
+             const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
+             const float* __restrict__ q_weights, int n_terms, float* __restrict__ scores) {
+    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
+    __shared__ long long s_start[SPMV_MAX_TERMS];
+    __shared__ float s_w[SPMV_MAX_TERMS];
+    for (int t = threadIdx.x; t <= n_terms; t += blockDim.x) {
+        s_off[t] = plan_off[t];
+        if (t < n_terms) {
+            s_start[t] = plan_start[t];
+            s_w[t] = q_weights[t];
+        }
+    }
+    __syncthreads();
+    const long long total = s_off[n_terms];
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;
+         j += (long long)gridDim.x * blockDim.x) {
+        // Largest t with s_off[t] <= j; empty lists (equal offsets) are skipped by taking the last.
+        int lo = 0, hi = n_terms - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (s_off[mid] <= j) lo = mid; else hi = mid - 1;
+        }
+        const long long p = s_start[lo] + (j - s_off[lo]);
+        atomicAdd(&scores[indices[p]], s_w[lo] * data[p]);
+    }
+}
