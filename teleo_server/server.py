@@ -132,8 +132,11 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
     if settings.auth and settings.create_dev_token:
         dev_token = ensure_dev_token(store, settings.dev_token_file)
     try:
-        embedder = embedder or _default_embedder(settings)
-        retriever = retriever or _default_retriever(settings, backend)
+        # `is None`, not `or`: an empty Retriever has len() == 0 and is falsy.
+        if embedder is None:
+            embedder = _default_embedder(settings)
+        if retriever is None:
+            retriever = _default_retriever(settings, backend)
     except TeleoError:
         store.close()
         raise
