@@ -1,0 +1,1 @@
+"""In-memory indexes: catalog, sparse inverted index, dense (exact/HNSW), token store, purpose."""

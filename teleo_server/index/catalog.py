@@ -1,0 +1,273 @@
+"""Row bookkeeping for indexed memories: ids, chunk rows, and the columns filters and ACL read.
+
+Memories occupy *memory rows* and their chunks *chunk rows*; every space index is keyed by one of
+the two. Removal tombstones a row (``alive`` goes False); ``compact`` renumbers rows densely and
+returns the kept old rows so every index can follow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.domain import AccessLevel, Memory, Principal
+from teleo_server.pipeline.types import Filters
+
+
+class Column:
+    """A growable 1-D numpy array (amortised O(1) append)."""
+
+    __slots__ = ("_a", "n")
+
+    def __init__(self, dtype: np.dtype | type, fill: float | int | bool = 0) -> None:
+        self._a = np.full(64, fill, dtype=dtype)
+        self.n = 0
+
+    def append(self, value: float | int | bool) -> None:
+        if self.n == self._a.size:
+            self._a = np.concatenate([self._a, np.zeros_like(self._a)])
+        self._a[self.n] = value
+        self.n += 1
+
+    def extend(self, values: np.ndarray) -> None:
+        need = self.n + values.size
+        if need > self._a.size:
+            grown = np.zeros(max(need, 2 * self._a.size), dtype=self._a.dtype)
+            grown[: self.n] = self._a[: self.n]
+            self._a = grown
+        self._a[self.n : need] = values
+        self.n = need
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._a[: self.n]
+
+    def keep(self, rows: np.ndarray) -> None:
+        kept = self._a[rows].copy()
+        self._a = np.zeros(max(64, kept.size), dtype=self._a.dtype)
+        self._a[: kept.size] = kept
+        self.n = kept.size
+
+
+class Catalog:
+    """Memory rows, chunk rows and filterable columns.
+
+    Arrays exposed (all length ``n_rows`` unless noted): ``alive`` bool, ``ns`` int32 namespace
+    code, ``level`` int8, ``mtype`` int8, ``event_time`` float64, ``confidence`` float32,
+    ``session`` int32 session code, ``position`` int32 (-1 = none), ``evergreen`` bool,
+    ``used`` int64; ``chunk_mem`` int32 (n_chunks,) maps a chunk row to its memory row;
+    ``chunk_start`` int64 maps a memory row to its first chunk row, ``chunk_count`` int32.
+    """
+
+    def __init__(self) -> None:
+        self.memories: list[Memory | None] = []
+        self.row_of: dict[str, int] = {}
+        self._ns_codes: dict[str, int] = {}
+        self.ns_names: list[str] = []
+        self._session_codes: dict[str, int] = {"": 0}
+        self._metadata: dict[tuple[str, str], set[int]] = {}
+        self._alive = Column(np.bool_, False)
+        self._ns = Column(np.int32)
+        self._level = Column(np.int8)
+        self._mtype = Column(np.int8)
+        self._event = Column(np.float64)
+        self._conf = Column(np.float32)
+        self._session = Column(np.int32)
+        self._position = Column(np.int32, -1)
+        self._evergreen = Column(np.bool_, False)
+        self._used = Column(np.int64)
+        self._chunk_start = Column(np.int64)
+        self._chunk_count = Column(np.int32)
+        self._chunk_mem = Column(np.int32)
+        self.dead = 0
+
+    # ---- columns -------------------------------------------------------------------------------
+    @property
+    def n_rows(self) -> int:
+        return self._alive.n
+
+    @property
+    def n_chunks(self) -> int:
+        return self._chunk_mem.n
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self._alive.view
+
+    @property
+    def ns(self) -> np.ndarray:
+        return self._ns.view
+
+    @property
+    def level(self) -> np.ndarray:
+        return self._level.view
+
+    @property
+    def mtype(self) -> np.ndarray:
+        return self._mtype.view
+
+    @property
+    def event_time(self) -> np.ndarray:
+        return self._event.view
+
+    @property
+    def confidence(self) -> np.ndarray:
+        return self._conf.view
+
+    @property
+    def session(self) -> np.ndarray:
+        return self._session.view
+
+    @property
+    def position(self) -> np.ndarray:
+        return self._position.view
+
+    @property
+    def evergreen(self) -> np.ndarray:
+        return self._evergreen.view
+
+    @property
+    def used(self) -> np.ndarray:
+        return self._used.view
+
+    @property
+    def chunk_mem(self) -> np.ndarray:
+        return self._chunk_mem.view
+
+    @property
+    def chunk_start(self) -> np.ndarray:
+        return self._chunk_start.view
+
+    @property
+    def chunk_count(self) -> np.ndarray:
+        return self._chunk_count.view
+
+    def __len__(self) -> int:
+        return self.n_rows - self.dead
+
+    # ---- writes --------------------------------------------------------------------------------
+    def add(self, memory: Memory, n_chunks: int) -> tuple[int, np.ndarray]:
+        """Append a memory; returns its memory row and its chunk rows (int64 (n_chunks,))."""
+        row = self.n_rows
+        self.memories.append(memory)
+        self.row_of[memory.id] = row
+        self._alive.append(True)
+        self._ns.append(self._code(self._ns_codes, memory.namespace, self.ns_names))
+        self._level.append(int(memory.access_level))
+        self._mtype.append(int(memory.memory_type))
+        self._event.append(memory.event_time or memory.ingestion_time)
+        self._conf.append(memory.confidence)
+        self._session.append(self._code(self._session_codes, memory.session_id, None))
+        self._position.append(-1 if memory.session_position is None else memory.session_position)
+        self._evergreen.append(memory.evergreen)
+        self._used.append(memory.used_count)
+        first = self.n_chunks
+        self._chunk_start.append(first)
+        self._chunk_count.append(n_chunks)
+        self._chunk_mem.extend(np.full(n_chunks, row, dtype=np.int32))
+        for kv in memory.metadata.items():
+            self._metadata.setdefault(kv, set()).add(row)
+        return row, np.arange(first, first + n_chunks, dtype=np.int64)
+
+    def remove(self, memory_id: str) -> int | None:
+        row = self.row_of.pop(memory_id, None)
+        if row is None:
+            return None
+        memory = self.memories[row]
+        assert memory is not None
+        for kv in memory.metadata.items():
+            self._metadata.get(kv, set()).discard(row)
+        self.memories[row] = None
+        self._alive.view[row] = False
+        self.dead += 1
+        return row
+
+    def update(self, memory: Memory) -> int | None:
+        """Refresh feedback counters and the stored Memory; returns the row or None if unknown."""
+        row = self.row_of.get(memory.id)
+        if row is None:
+            return None
+        self.memories[row] = memory
+        self._used.view[row] = memory.used_count
+        return row
+
+    def compact(self) -> tuple[np.ndarray, np.ndarray]:
+        """Drop tombstoned rows; returns kept old memory rows and kept old chunk rows (int64)."""
+        keep = np.flatnonzero(self.alive)
+        keep_chunks = np.flatnonzero(self.alive[self.chunk_mem])
+        new_of_old = np.full(self.n_rows, -1, dtype=np.int64)
+        new_of_old[keep] = np.arange(keep.size)
+        for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._conf,
+                    self._session, self._position, self._evergreen, self._used, self._chunk_count):
+            col.keep(keep)
+        mem_of_chunk = new_of_old[self.chunk_mem[keep_chunks]].astype(np.int32)
+        self._chunk_mem = Column(np.int32)
+        self._chunk_mem.extend(mem_of_chunk)
+        starts = np.zeros(keep.size, dtype=np.int64)
+        if keep.size:
+            starts[1:] = np.cumsum(self.chunk_count)[:-1]
+        self._chunk_start = Column(np.int64)
+        self._chunk_start.extend(starts)
+        self.memories = [self.memories[r] for r in keep]
+        self.row_of = {m.id: i for i, m in enumerate(self.memories) if m is not None}
+        self._metadata = {kv: {int(new_of_old[r]) for r in rows} for kv, rows in self._metadata.items() if rows}
+        self.dead = 0
+        return keep, keep_chunks
+
+    # ---- masks ---------------------------------------------------------------------------------
+    def readable(self, principal: Principal) -> np.ndarray:
+        """bool (n_rows,): alive and readable by ``principal`` (namespace scope and level)."""
+        n_ns = len(self.ns_names)
+        table = np.zeros((max(n_ns, 1), len(AccessLevel) + 1), dtype=bool)
+        for code, name in enumerate(self.ns_names):
+            for level in AccessLevel:
+                table[code, int(level)] = principal.can_read(name, level)
+        if self.n_rows == 0:
+            return np.zeros(0, dtype=bool)
+        return self.alive & table[self.ns, self.level]
+
+    def mask(self, principal: Principal, filters: Filters) -> np.ndarray:
+        """bool (n_rows,): ACL mask AND every filter of ``filters``. Applied before any scoring."""
+        m = self.readable(principal)
+        if filters.namespaces:
+            wanted = np.zeros(max(len(self.ns_names), 1), dtype=bool)
+            for name in filters.namespaces:
+                code = self._ns_codes.get(name)
+                if code is not None:
+                    wanted[code] = True
+            m &= wanted[self.ns]
+        if filters.memory_types:
+            m &= np.isin(self.mtype, np.array([int(t) for t in filters.memory_types], dtype=np.int8))
+        if filters.event_start is not None:
+            m &= self.event_time >= filters.event_start
+        if filters.event_end is not None:
+            m &= self.event_time < filters.event_end
+        if filters.min_confidence is not None:
+            m &= self.confidence >= np.float32(filters.min_confidence)
+        if filters.session_id:
+            code = self._session_codes.get(filters.session_id)
+            m &= (self.session == code) if code is not None else False
+        for kv in filters.metadata:
+            rows = self._metadata.get(kv, set())
+            sel = np.zeros(self.n_rows, dtype=bool)
+            if rows:
+                sel[np.fromiter(rows, dtype=np.int64, count=len(rows))] = True
+            m &= sel
+        return m
+
+    def memory(self, row: int) -> Memory:
+        m = self.memories[row]
+        assert m is not None, "tombstoned row"
+        return m
+
+    @staticmethod
+    def _code(codes: dict[str, int], key: str, names: list[str] | None) -> int:
+        code = codes.get(key)
+        if code is None:
+            code = len(codes)
+            codes[key] = code
+            if names is not None:
+                names.append(key)
+        return code
+
+
+__all__ = ["Catalog", "Column"]

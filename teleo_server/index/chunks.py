@@ -1,0 +1,54 @@
+"""Chunk-to-memory folding: long memories are indexed as several chunks, ranked as one (max)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def expand(chunk_start: np.ndarray, chunk_count: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk rows of memory ``rows`` (chunks of a memory are contiguous).
+
+    Returns chunk rows int64 (sum(counts),) in memory order and counts int64 (len(rows),).
+    """
+    counts = chunk_count[rows].astype(np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64), counts
+    seg_offsets = np.cumsum(counts) - counts
+    base = np.repeat(chunk_start[rows].astype(np.int64) - seg_offsets, counts)
+    return base + np.arange(total, dtype=np.int64), counts
+
+
+def segment_max(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-segment max and the 0-based index of the maximum within its segment.
+
+    values: float32 (sum(counts),); counts: int64 (S,). Empty segments give NaN and index 0.
+    """
+    out = np.full(counts.size, np.nan, dtype=np.float32)
+    arg = np.zeros(counts.size, dtype=np.int64)
+    nonempty = counts > 0
+    if not nonempty.any():
+        return out, arg
+    if np.all(counts == 1):
+        return values.astype(np.float32), arg
+    starts = (np.cumsum(counts) - counts)[nonempty]
+    seg_max = np.maximum.reduceat(values, starts)
+    out[nonempty] = seg_max
+    owner = np.repeat(np.arange(counts.size), counts)
+    is_max = values >= out[owner]
+    first = np.flatnonzero(is_max)
+    seg_of_first, idx = np.unique(owner[first], return_index=True)
+    arg[seg_of_first] = first[idx] - (np.cumsum(counts) - counts)[seg_of_first]
+    return out, arg
+
+
+def fold_rows(chunk_scores: np.ndarray, chunk_mem: np.ndarray, n_rows: int) -> np.ndarray:
+    """Max over each memory's chunks of a full chunk-score vector: float32 (n_rows,), -inf where none."""
+    out = np.full(n_rows, -np.inf, dtype=np.float32)
+    if chunk_mem.size == n_rows and n_rows and chunk_mem[-1] == n_rows - 1 and np.all(np.diff(chunk_mem) == 1):
+        return chunk_scores.astype(np.float32, copy=False)
+    np.maximum.at(out, chunk_mem, chunk_scores)
+    return out
+
+
+__all__ = ["expand", "fold_rows", "segment_max"]

@@ -1,0 +1,212 @@
+"""Dense vector index over chunk rows: exact below a size threshold, HNSW (hnswlib) above it.
+
+Vectors are L2-normalised, so inner product is cosine. Matryoshka truncation keeps a contiguous,
+re-normalised copy of the first ``d`` dimensions per configured ``d`` (a strided slice of the full
+matrix would cost as much memory traffic as the full product). A truncated search over-fetches
+``k * oversample`` rows and rescores them at full dimension; ``calibrate`` measures that
+procedure's recall against a full-dimension search and picks the smallest dimension that keeps it
+above the threshold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class DenseIndex:
+    """Parameters: ``dim`` full dimension; ``truncations`` Matryoshka dims below it."""
+
+    def __init__(self, dim: int, truncations: tuple[int, ...] = (), exact_threshold: int = 50_000,
+                 hnsw_m: int = 16, hnsw_ef_construction: int = 200, hnsw_ef_search: int = 256,
+                 oversample: int = 4) -> None:
+        self.dim = dim
+        self.truncations = tuple(d for d in truncations if d < dim)
+        self.exact_threshold = exact_threshold
+        self._hnsw_params = (hnsw_m, hnsw_ef_construction, hnsw_ef_search)
+        self.oversample = oversample
+        self._m = np.zeros((64, dim), dtype=np.float32)
+        self._trunc: dict[int, np.ndarray] = {d: np.zeros((64, d), dtype=np.float32) for d in self.truncations}
+        self.n = 0
+        self.alive = np.zeros(64, dtype=bool)
+        self._hnsw: Any = None
+        self.adaptive_dim = dim
+        self.recall_by_dim: dict[int, float] = {}
+        self._calibrated_at = 0
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """float32 (n, dim), host; rows of removed chunks are still present (masked by ``alive``)."""
+        return self._m[: self.n]
+
+    def truncated(self, d: int) -> np.ndarray:
+        return self.matrix if d >= self.dim else self._trunc[d][: self.n]
+
+    @property
+    def uses_hnsw(self) -> bool:
+        return self._hnsw is not None
+
+    def add(self, vectors: np.ndarray) -> np.ndarray:
+        """Append float32 (B, dim) L2-normalised rows; returns their row ids int64 (B,)."""
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
+        b = vectors.shape[0]
+        need = self.n + b
+        if need > self._m.shape[0]:
+            cap = max(need, 2 * self._m.shape[0])
+            self._m = self._grow(self._m, cap)
+            self._trunc = {d: self._grow(t, cap) for d, t in self._trunc.items()}
+            alive = np.zeros(cap, dtype=bool)
+            alive[: self.n] = self.alive[: self.n]
+            self.alive = alive
+        rows = np.arange(self.n, need, dtype=np.int64)
+        self._m[self.n : need] = vectors
+        for d, t in self._trunc.items():
+            t[self.n : need] = _normalise(vectors[:, :d])
+        self.alive[self.n : need] = True
+        self.n = need
+        if self._hnsw is not None:
+            self._hnsw_add(rows)
+        elif self.n >= self.exact_threshold:
+            self._build_hnsw()
+        return rows
+
+    def remove(self, rows: np.ndarray) -> None:
+        self.alive[rows] = False
+        if self._hnsw is not None:
+            for r in rows:
+                self._hnsw.mark_deleted(int(r))
+
+    def compact(self, keep_rows: np.ndarray) -> None:
+        kept = self._m[keep_rows].copy()
+        self.n = 0
+        self._m = np.zeros((max(64, kept.shape[0]), self.dim), dtype=np.float32)
+        self._trunc = {d: np.zeros((self._m.shape[0], d), dtype=np.float32) for d in self.truncations}
+        self.alive = np.zeros(self._m.shape[0], dtype=bool)
+        self._hnsw = None
+        if kept.shape[0]:
+            self.add(kept)
+
+    @staticmethod
+    def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+        g = np.zeros((cap, a.shape[1]), dtype=a.dtype)
+        g[: a.shape[0]] = a
+        return g
+
+    # ---- HNSW ----------------------------------------------------------------------------------
+    def _build_hnsw(self) -> None:
+        import hnswlib
+
+        m, efc, efs = self._hnsw_params
+        index = hnswlib.Index(space="ip", dim=self.dim)
+        index.init_index(max_elements=max(2 * self.n, 1024), ef_construction=efc, M=m, random_seed=0)
+        index.set_ef(efs)
+        index.set_num_threads(1)
+        self._hnsw = index
+        live = np.flatnonzero(self.alive[: self.n])
+        self._hnsw_add(live)
+        log.info("dense_hnsw_built", rows=int(live.size), m=m, ef_construction=efc)
+
+    def _hnsw_add(self, rows: np.ndarray) -> None:
+        if rows.size == 0:
+            return
+        need = int(rows.max()) + 1
+        if need > self._hnsw.get_max_elements():
+            self._hnsw.resize_index(max(2 * need, 1024))
+        self._hnsw.add_items(self._m[rows], rows, num_threads=1)
+
+    # ---- search --------------------------------------------------------------------------------
+    def search(self, ops: Any, query: np.ndarray, k: int, mask: np.ndarray | None = None,
+               dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` rows by inner product with ``query`` among rows where ``mask`` holds.
+
+        Parameters
+        ----------
+        ops : backend ops namespace providing ``dense_topk``.
+        query : float32 (dim,), L2-normalised.
+        mask : bool (n,) or None; removed rows are always excluded.
+        dim : Matryoshka dimension for the first pass (None/full = exact full dimension).
+
+        Returns
+        -------
+        rows int64 (<=k,), scores float32 (<=k,) at full dimension, best first.
+        """
+        live = self.alive[: self.n] if mask is None else (mask[: self.n] & self.alive[: self.n])
+        k = min(k, self.n)
+        if k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        query = np.asarray(query, dtype=np.float32)
+        if self._hnsw is not None and int(live.sum()) >= self.exact_threshold:
+            return self._search_hnsw(query, k, live)
+        if dim is None or dim >= self.dim or dim not in self._trunc:
+            ids, scores = ops.dense_topk(self.matrix, query, k, mask=live)
+            return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+        q_t = _normalise(query[:dim])
+        ids, _ = ops.dense_topk(self.truncated(dim), q_t, min(k * self.oversample, self.n), mask=live)
+        ids = np.asarray(ids, dtype=np.int64)
+        full = self.matrix[ids] @ query
+        order = np.argsort(-full, kind="stable")[:k]
+        return ids[order], full[order].astype(np.float32)
+
+    def _search_hnsw(self, query: np.ndarray, k: int, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        fetch = k
+        while True:
+            fetch = min(fetch * 2, self._hnsw.get_current_count())
+            self._hnsw.set_ef(max(self._hnsw_params[2], fetch))
+            labels, dist = self._hnsw.knn_query(query, k=fetch, num_threads=1)
+            rows = labels[0].astype(np.int64)
+            keep = live[rows]
+            if keep.sum() >= k or fetch >= self._hnsw.get_current_count():
+                rows = rows[keep][:k]
+                return rows, (1.0 - dist[0][keep][:k]).astype(np.float32)
+
+    def score(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Full-dimension inner products float32 (len(rows),) of ``rows`` with ``query``."""
+        return (self._m[rows] @ np.asarray(query, dtype=np.float32)).astype(np.float32)
+
+    # ---- Matryoshka calibration ------------------------------------------------------------------
+    def calibrate(self, ops: Any, threshold: float, k: int = 10, n_queries: int = 64, seed: int = 0) -> int:
+        """Pick the smallest truncation whose search recall@k vs full dimension is >= threshold.
+
+        Stored vectors serve as pseudo-queries (seeded sample). Returns the chosen dimension and
+        records ``recall_by_dim``.
+        """
+        self._calibrated_at = self.n
+        live = np.flatnonzero(self.alive[: self.n])
+        if not self.truncations or live.size < 2 * k:
+            self.adaptive_dim = self.dim
+            return self.dim
+        rng = np.random.default_rng(seed)
+        queries = rng.choice(live, size=min(n_queries, live.size), replace=False)
+        mask = self.alive[: self.n].copy()
+        truth = [set(self.search(ops, self._m[q], k + 1, mask)[0].tolist()) - {int(q)} for q in queries]
+        chosen = self.dim
+        self.recall_by_dim = {}
+        for d in self.truncations:
+            hits = total = 0
+            for q, t in zip(queries, truth):
+                got = set(self.search(ops, self._m[q], k + 1, mask, dim=d)[0].tolist()) - {int(q)}
+                hits += len(got & t)
+                total += len(t)
+            recall = hits / max(total, 1)
+            self.recall_by_dim[d] = recall
+            if recall >= threshold and d < chosen:
+                chosen = d
+        self.adaptive_dim = chosen
+        log.info("dense_dimension_calibrated", rows=int(live.size), chosen=chosen,
+                 recall={str(d): round(r, 4) for d, r in self.recall_by_dim.items()})
+        return chosen
+
+    def needs_calibration(self) -> bool:
+        return bool(self.truncations) and self.n >= 2 * max(self._calibrated_at, 500)
+
+
+__all__ = ["DenseIndex"]

@@ -1,0 +1,74 @@
+"""Compare two memories space by space and aggregate the per-space similarities."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from teleo_server.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from teleo_server.pipeline.retriever import TeleologicalRetriever
+
+AGGREGATIONS = ("weighted_average", "rrf", "max", "min", "geometric_mean")
+_RRF_K = 60.0
+_POOL = 200
+
+
+def aggregate(sims: dict[str, float], aggregation: str, weights: dict[str, float],
+              space_ranks: dict[str, int] | None = None) -> float:
+    """Aggregate per-space similarities in [0, 1].
+
+    ``rrf`` needs ``space_ranks``: the 1-based rank of b among a's neighbours in each space; the
+    sum of w / (60 + rank) is divided by its best value (every rank 1), so it lies in (0, 1].
+    """
+    if aggregation not in AGGREGATIONS:
+        raise InvalidArgument(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}", field="aggregation")
+    names = [n for n in sims if weights.get(n, 1.0) > 0]
+    if not names:
+        return 0.0
+    w = np.array([weights.get(n, 1.0) for n in names], dtype=np.float64)
+    s = np.array([sims[n] for n in names], dtype=np.float64)
+    if aggregation == "weighted_average":
+        return float((w * s).sum() / w.sum())
+    if aggregation == "max":
+        return float(s.max())
+    if aggregation == "min":
+        return float(s.min())
+    if aggregation == "geometric_mean":
+        return float(np.exp((w * np.log(np.maximum(s, 1e-6))).sum() / w.sum()))
+    assert space_ranks is not None
+    r = np.array([space_ranks[n] for n in names], dtype=np.float64)
+    return float((w / (_RRF_K + r)).sum() / (w / (_RRF_K + 1.0)).sum())
+
+
+def compare_rows(retriever: "TeleologicalRetriever", a: int, b: int, aggregation: str,
+                 weights: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Per-space similarity of memory rows a and b, and their aggregate.
+
+    For ``rrf`` each space ranks b among a pool of a's nearest memories (E1 top 200, plus b).
+    """
+    sims: dict[str, float] = {}
+    for name, space in retriever.spaces.items():
+        v = space.similarity(a, np.array([b], dtype=np.int64))
+        if v.size and not np.isnan(v[0]):
+            sims[name] = float(np.clip(v[0], 0.0, 1.0))
+    ranks = None
+    if aggregation == "rrf":
+        semantic = retriever.spaces["E1_semantic"]
+        alive = np.flatnonzero(retriever.catalog.alive)
+        alive = alive[alive != a]
+        pool = alive
+        if semantic.index is not None and alive.size > _POOL:
+            s = semantic.similarity(a, alive)
+            pool = alive[np.argsort(-s, kind="stable")[:_POOL]]
+        pool = np.union1d(pool, [b])
+        ranks = {}
+        for name in sims:
+            s = retriever.spaces[name].similarity(a, pool)
+            ranks[name] = 1 + int((s > s[np.searchsorted(pool, b)]).sum())
+    return sims, aggregate(sims, aggregation, weights, ranks)
+
+
+__all__ = ["AGGREGATIONS", "aggregate", "compare_rows"]

@@ -1,0 +1,74 @@
+"""Final stage: temporal decay, MMR diversity, minimum score, top-K."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.domain import MemoryType
+from teleo_server.pipeline.alignment import johari_filter
+from teleo_server.pipeline.state import State
+
+DAY = 86_400.0
+
+
+def decay(state: State) -> None:
+    """score *= 0.5 ** (age / half_life); evergreen and procedural memories are exempt."""
+    c, cfg, cat = state.cands, state.cfg, state.ctx.catalog
+    c.temporal = np.ones(c.size, dtype=np.float32)
+    if cfg.decay_half_life_days <= 0 or c.size == 0:
+        return
+    age = np.maximum(state.ctx.now - cat.event_time[c.rows], 0.0) / DAY
+    factor = np.power(0.5, age / cfg.decay_half_life_days)
+    exempt = cat.evergreen[c.rows] | (cat.mtype[c.rows] == int(MemoryType.PROCEDURAL))
+    c.temporal = np.where(exempt, 1.0, factor).astype(np.float32)
+    assert c.score is not None
+    c.score = (c.score * c.temporal).astype(np.float32)
+
+
+def mmr(state: State, k: int) -> np.ndarray:
+    """Greedy maximal marginal relevance over the top ``mmr_depth``; returns positions in order.
+
+    Similarity between candidates is the cosine of their memory vectors (E1); without vectors the
+    order is relevance only. The loop runs over selected results (k), never over candidates.
+    """
+    c, cfg = state.cands, state.cfg
+    assert c.score is not None
+    order = np.argsort(-c.score, kind="stable")
+    lam = cfg.mmr_lambda
+    semantic = state.spaces.get("E1_semantic")
+    if lam >= 1.0 or c.size <= 1 or semantic is None or getattr(semantic, "index", None) is None:
+        return order[:k]
+    pool = order[: max(cfg.mmr_depth, k)]
+    vecs = semantic.memory_vectors(c.rows[pool])
+    rel = c.score[pool].astype(np.float64)
+    sims = vecs @ vecs.T
+    chosen: list[int] = []
+    max_sim = np.full(pool.size, -np.inf)
+    available = np.ones(pool.size, dtype=bool)
+    for _ in range(min(k, pool.size)):
+        penalty = np.where(np.isfinite(max_sim), max_sim, 0.0)
+        value = np.where(available, lam * rel - (1.0 - lam) * penalty, -np.inf)
+        j = int(np.argmax(value))
+        chosen.append(j)
+        available[j] = False
+        max_sim = np.maximum(max_sim, sims[j])
+    rest = order[pool.size :] if k > pool.size else np.zeros(0, dtype=np.int64)
+    return np.concatenate([pool[chosen], rest])[:k]
+
+
+def finalize(state: State) -> str:
+    removed_johari = johari_filter(state)
+    decay(state)
+    c, cfg = state.cands, state.cfg
+    n_in = c.size
+    assert c.score is not None
+    keep = np.flatnonzero(c.score >= cfg.min_score) if cfg.min_score > 0 else np.arange(c.size)
+    state.cands = c = c.take(keep)
+    below = n_in - c.size
+    picked = mmr(state, state.top_k)
+    state.cands = c.take(picked)
+    return (f"half_life_days={cfg.decay_half_life_days:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} "
+            f"below_min={below} johari_removed={removed_johari}")
+
+
+__all__ = ["decay", "finalize", "mmr"]

@@ -1,0 +1,99 @@
+"""Multi-space fusion of per-space candidate scores into one normalised content score.
+
+Methods (weights w_s per space; spaces without a weight or without scores are left out):
+- ``rrf``: sum_s w_s / (k + rank_s), ranks within the candidate pool, 1-based.
+- ``weighted``: sum_s w_s * score_s / max_s (scores over their max).
+- ``relative``: sum_s w_s * (score_s - min_s) / (max_s - min_s) (relative-score fusion).
+- ``additive_rrf``: RRF plus the relative score scaled to one RRF step, so score magnitude
+  breaks ties between equal rank patterns.
+Every method is divided by its best possible value (sum of weights, or sum_s w_s / (k + 1)), so
+``content`` lies in [0, 1]; thresholds never see raw RRF.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.pipeline.state import State
+
+
+def ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based rank float64 (C,) by descending score, ties by position; NaN scores rank +inf."""
+    valid = ~np.isnan(scores)
+    out = np.full(scores.size, np.inf)
+    idx = np.flatnonzero(valid)
+    order = idx[np.argsort(-scores[idx], kind="stable")]
+    out[order] = np.arange(1, order.size + 1)
+    return out
+
+
+def _relative(scores: np.ndarray) -> np.ndarray:
+    valid = ~np.isnan(scores)
+    if not valid.any():
+        return np.zeros(scores.size)
+    lo, hi = float(np.nanmin(scores)), float(np.nanmax(scores))
+    out = np.where(valid, (scores - lo) / (hi - lo) if hi > lo else 1.0, 0.0)
+    return out
+
+
+def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, k: float) -> tuple[np.ndarray, list[str]]:
+    """Fused content float32 (C,) in [0, 1] and the spaces that took part."""
+    used = [n for n, s in spaces.items() if weights.get(n, 0.0) > 0 and not np.all(np.isnan(s))]
+    if not used:
+        return np.zeros(next(iter(spaces.values())).size if spaces else 0, dtype=np.float32), []
+    n = spaces[used[0]].size
+    total = np.zeros(n)
+    best = 0.0
+    for name in used:
+        s, w = spaces[name].astype(np.float64), weights[name]
+        if method in ("rrf", "additive_rrf"):
+            r = ranks(s)
+            total += w / (k + r)
+            best += w / (k + 1.0)
+            if method == "additive_rrf":
+                step = w * (1.0 / (k + 1.0) - 1.0 / (k + 2.0))
+                total += step * _relative(s)
+                best += step
+        elif method == "weighted":
+            m = float(np.nanmax(s))
+            total += w * np.where(np.isnan(s), 0.0, s / m if m > 0 else 0.0)
+            best += w
+        elif method == "relative":
+            total += w * _relative(s)
+            best += w
+        else:
+            raise ValueError(f"unknown fusion method {method!r}")
+    return (total / best).astype(np.float32), used
+
+
+def fusion(state: State) -> str:
+    c, cfg = state.cands, state.cfg
+    weights = dict(cfg.space_weights)
+    # context spaces (recency, periodicity, sequence...) join only when given a weight
+    for name, space in state.spaces.items():
+        if name not in c.spaces and weights.get(name, 0.0) > 0 and not space.recall and name != "E12_late":
+            feats = state.feature(name)
+            if feats is not None:
+                c.set_space(name, space.score(state.ctx, feats, c.rows), np.zeros(c.size, dtype=bool))
+    content, used = fuse(c.spaces, weights, cfg.fusion, cfg.rrf_k)
+    if cfg.purpose_weighting > 0 and state.purpose.n_goals:
+        p = state.purpose.purpose_alignment(c.rows)
+        content = content * ((1.0 - cfg.purpose_weighting) + cfg.purpose_weighting * p)
+    c.content = content
+    c.score = content.copy()
+    return f"method={cfg.fusion} k={cfg.rrf_k:g} spaces=" + "+".join(u.split("_")[0] for u in used)
+
+
+def no_fusion(state: State) -> None:
+    """When fusion is disabled, the content score is the first available space's relative score."""
+    c = state.cands
+    for name in ("E1_semantic", "E13_splade", "E6_lexical", "E9_hdc"):
+        if name in c.spaces and not np.all(np.isnan(c.spaces[name])):
+            c.content = _relative(c.spaces[name].astype(np.float64)).astype(np.float32)
+            break
+    else:
+        c.content = np.zeros(c.size, dtype=np.float32)
+    c.score = c.content.copy()
+
+
+__all__ = ["fuse", "fusion", "no_fusion", "ranks"]

@@ -1,0 +1,146 @@
+"""Candidate-producing stages: sparse recall, dense join, single space, entry point."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.pipeline.state import Candidates, State
+
+E1, E6, E9, E12, E13 = "E1_semantic", "E6_lexical", "E9_hdc", "E12_late", "E13_splade"
+
+
+def _max_norm(x: np.ndarray) -> np.ndarray:
+    m = float(x.max(initial=0.0))
+    return x / m if m > 0 else x
+
+
+def sparse_recall(state: State) -> str:
+    """BM25 and SPLADE scored over the whole corpus as SpMV, blended by ``sparse_weight``; the top
+    ``max_candidates`` by the blend, joined by E9's typo-robust top list, become the candidates."""
+    cat, ctx, cfg = state.ctx.catalog, state.ctx, state.cfg
+    lex_f, spl_f, hdc_f = state.feature(E6), state.feature(E13), state.feature(E9)
+    n = cat.n_rows
+    bm25 = state.spaces[E6].all_scores(ctx, lex_f) if lex_f is not None else np.zeros(n, np.float32)
+    splade = state.spaces[E13].all_scores(ctx, spl_f) if spl_f is not None else None
+    w = cfg.sparse_weight if splade is not None else 0.0
+    blend = (1.0 - w) * _max_norm(bm25)
+    if splade is not None:
+        blend = blend + w * _max_norm(splade)
+    ids, _ = ctx.ops.topk(blend, cfg.max_candidates, mask=ctx.mask & (blend > 0))
+    rows = ids.astype(np.int64)
+    hdc_rows = np.zeros(0, dtype=np.int64)
+    hdc_all = None
+    if hdc_f is not None and cfg.hdc_candidates > 0:
+        hdc_all = state.spaces[E9].all_scores(ctx, hdc_f)
+        h_ids, _ = ctx.ops.topk(hdc_all, cfg.hdc_candidates, mask=ctx.mask & (hdc_all > 0))
+        hdc_rows = h_ids.astype(np.int64)
+    c = Candidates(np.union1d(rows, hdc_rows))
+    in_blend = np.isin(c.rows, rows)
+    b = bm25[c.rows]
+    c.set_space(E6, np.where(b > 0, b, np.nan), in_blend & (b > 0))
+    if splade is not None:
+        s = splade[c.rows]
+        c.set_space(E13, np.where(s > 0, s, np.nan), in_blend & (s > 0))
+    if hdc_all is not None:
+        h = hdc_all[c.rows]
+        c.set_space(E9, np.where(h > 0, h, np.nan), np.isin(c.rows, hdc_rows))
+    state.cands = c
+    return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={hdc_rows.size}"
+
+
+def dense(state: State) -> str:
+    """Dense ANN over the whole corpus joins the sparse candidates; every candidate then gets its
+    exact full-dimension cosine (best chunk)."""
+    space = state.spaces[E1]
+    q = state.feature(E1)
+    if q is None:
+        state.notes.append("dense unavailable")
+        return "skipped: no query vector"
+    cfg = state.cfg
+    dim = space.dimension(cfg.dense_dimension or None)
+    rows, _ = space.search(state.ctx, q, cfg.dense_candidates, dim=dim)
+    c = state.cands
+    pos = c.extend(rows)
+    scores, chunk = space.score_with_chunks(q, c.rows)
+    found = np.zeros(c.size, dtype=bool)
+    found[pos] = True
+    c.set_space(E1, scores, found)
+    c.chunk = chunk
+    index = space.index
+    assert index is not None
+    recall = index.recall_by_dim.get(dim)
+    kind = "hnsw" if index.uses_hnsw else "exact"
+    return f"dense_dimension={dim} index={kind}" + (f" measured_recall={recall:.3f}" if recall is not None else "")
+
+
+def _space_top(state: State, name: str, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    feats = state.feature(name)
+    if feats is None:
+        return None
+    return state.spaces[name].search(state.ctx, feats, k)
+
+
+def _late_pool(state: State, k: int) -> np.ndarray:
+    pools = [t[0] for t in (_space_top(state, E1, k), _space_top(state, E6, k)) if t is not None]
+    return np.unique(np.concatenate(pools)) if pools else np.zeros(0, dtype=np.int64)
+
+
+def single_space(state: State, name: str) -> str:
+    """Rank by one space alone. E12 (no whole-corpus index) reranks the E1 + E6 top 1000."""
+    space = state.spaces[name]
+    feats = state.feature(name)
+    if feats is None:
+        state.cands = Candidates.empty()
+        state.degraded = state.degraded or f"{name} unavailable for this query"
+        return "skipped: space unavailable"
+    k = max(state.top_k, state.cfg.mmr_depth)
+    if name == E12:
+        pool = _late_pool(state, 1000)
+        s, chunk = space.score_with_chunks(state.ctx.ops, feats, pool)
+        order = np.argsort(-s, kind="stable")[:k]
+        rows, scores = pool[order], s[order]
+    else:
+        rows, scores = space.search(state.ctx, feats, k)
+    c = Candidates(rows.astype(np.int64))
+    c.set_space(name, scores.astype(np.float32))
+    top = float(scores.max(initial=0.0))
+    low = float(scores.min(initial=0.0))
+    c.content = (scores - min(low, 0.0)) / (top - min(low, 0.0)) if top > min(low, 0.0) else np.ones(rows.size, np.float32)
+    c.score = c.content.astype(np.float32)
+    state.cands = c
+    return f"space={name}"
+
+
+def entry_point(state: State) -> str:
+    """Query every recall space, start from the one whose top list the rest of the array
+    corroborates most, and pool its candidates (the refinement scores them in every space)."""
+    k_top, k_pool = 10, 100
+    tops: dict[str, np.ndarray] = {}
+    for name, space in state.spaces.items():
+        if space.recall:
+            got = _space_top(state, name, state.cfg.dense_candidates)
+            if got is not None and got[0].size:
+                tops[name] = got[0]
+    if not tops:
+        state.cands = Candidates.empty()
+        return "no space could serve the query"
+    agreement = {}
+    for name, rows in tops.items():
+        others = [set(r[:k_pool].tolist()) for o, r in tops.items() if o != name]
+        head = rows[:k_top].tolist()
+        agreement[name] = sum(sum(x in o for o in others) for x in head) / max(len(head) * max(len(others), 1), 1)
+    entry = max(agreement, key=lambda n: (agreement[n], n == E1))
+    pool = np.unique(np.concatenate([tops[entry]] + [r[:k_pool] for r in tops.values()]))
+    c = Candidates(pool)
+    for name, rows in tops.items():
+        feats = state.feature(name)
+        s = state.spaces[name].score(state.ctx, feats, pool)
+        c.set_space(name, s, np.isin(pool, rows))
+    state.cands = c
+    state.feats["entry_space"] = entry
+    # the entry space leads the refinement's fusion
+    state.cfg.space_weights[entry] = state.cfg.space_weights.get(entry, 1.0) * 2.0
+    return f"entry={entry} agreement=" + ",".join(f"{n.split('_')[0]}:{a:.2f}" for n, a in sorted(agreement.items()))
+
+
+__all__ = ["dense", "entry_point", "single_space", "sparse_recall"]

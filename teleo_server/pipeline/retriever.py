@@ -1,0 +1,202 @@
+"""The retriever the server talks to: indexes every space and runs a profile's stages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import structlog
+
+from teleo_server.domain import EmbeddingSet, Johari, Memory
+from teleo_server.errors import InvalidArgument, NotFound
+from teleo_server.index.catalog import Catalog
+from teleo_server.index.purpose import PurposeIndex
+from teleo_server.pipeline import alignment as alignment_stage
+from teleo_server.pipeline.compare import compare_rows
+from teleo_server.pipeline.explain import explanation
+from teleo_server.pipeline.finalize import finalize
+from teleo_server.pipeline.fusion import fusion, no_fusion, ranks
+from teleo_server.pipeline.ops import resolve_ops
+from teleo_server.pipeline.profiles import profile
+from teleo_server.pipeline.recall import dense, entry_point, single_space, sparse_recall
+from teleo_server.pipeline.rerank import late_interaction
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline.state import Candidates, State, resolve_config
+from teleo_server.pipeline.types import Breakdown, Hit, Outcome, Query, StageReport
+from teleo_server.spaces.base import QueryContext
+from teleo_server.spaces.registry import build_spaces
+
+log = structlog.get_logger(__name__)
+
+
+class TeleologicalRetriever:
+    """In-memory indexes over every registered space; the store stays the source of truth."""
+
+    def __init__(self, settings: PipelineSettings, backend: str = "numpy") -> None:
+        self.settings = settings
+        self._backend = backend
+        self.ops = resolve_ops(backend)
+        self.catalog = Catalog()
+        self.spaces = build_spaces(settings, self.catalog)
+        self.purpose = PurposeIndex(settings.goals)
+
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    def __len__(self) -> int:
+        return len(self.catalog)
+
+    # ---- writes --------------------------------------------------------------------------------
+    def add(self, memory: Memory, embeddings: EmbeddingSet) -> None:
+        if memory.id in self.catalog.row_of:
+            self.remove([memory.id])
+        row, chunk_rows = self.catalog.add(memory, len(embeddings.chunks))
+        for space in self.spaces.values():
+            space.add(row, chunk_rows, memory, embeddings)
+
+    def add_many(self, items: list[tuple[Memory, EmbeddingSet]]) -> None:
+        for memory, embeddings in items:
+            self.add(memory, embeddings)
+
+    def remove(self, ids: list[str]) -> None:
+        rows = [r for r in (self.catalog.remove(i) for i in ids) if r is not None]
+        if not rows:
+            return
+        arr = np.array(rows, dtype=np.int64)
+        chunks = np.concatenate([np.arange(self.catalog.chunk_start[r], self.catalog.chunk_start[r] + self.catalog.chunk_count[r])
+                                 for r in rows]).astype(np.int64)
+        for space in self.spaces.values():
+            space.remove(arr, chunks)
+        if self.catalog.dead > self.settings.compact_dead_fraction * max(self.catalog.n_rows, 1):
+            self.compact()
+
+    def update(self, memory: Memory) -> None:
+        self.catalog.update(memory)
+
+    def compact(self) -> None:
+        """Drop tombstoned rows from every index (renumbering rows densely)."""
+        keep, keep_chunks = self.catalog.compact()
+        for space in self.spaces.values():
+            space.compact(keep, keep_chunks)
+        self.purpose.compact(keep)
+        log.info("indexes_compacted", memories=int(keep.size), chunks=int(keep_chunks.size))
+
+    # ---- maintenance done lazily before reads ------------------------------------------------------
+    def _maintain(self) -> None:
+        semantic = self.spaces["E1_semantic"]
+        index = semantic.index
+        if index is None:
+            return
+        if self.settings.dense_dimension == 0 and index.needs_calibration():
+            index.calibrate(self.ops, self.settings.min_recall_threshold)
+        live = np.flatnonzero(self.catalog.alive)
+        if self.purpose.stale(live.size):
+            lexical = self.spaces["E6_lexical"]
+            self.purpose.refresh(live, semantic.memory_vectors,
+                                 lambda groups, k: lexical.top_terms(groups, k, self.settings.goals.label_terms),
+                                 self.catalog.n_rows)
+        self.purpose.sync(self.catalog.n_rows, semantic.memory_vectors)
+
+    def goal_count(self) -> int:
+        self._maintain()
+        return self.purpose.n_goals
+
+    def goals(self) -> list[tuple[str, str, int, float]]:
+        """(id, label, size, drift) of every emergent goal."""
+        self._maintain()
+        return [(g.id, g.label, g.size, g.drift) for g in self.purpose.goals]
+
+    # ---- reads ---------------------------------------------------------------------------------
+    def retrieve(self, query: Query) -> Iterator[StageReport | Hit | Outcome]:
+        if query.top_k < 1:
+            raise InvalidArgument("top_k must be >= 1", field="top_k")
+        prof = profile(query.profile or self.settings.default_profile)
+        cfg = resolve_config(self.settings, query.overrides, prof.updates)
+        self._maintain()
+        cat = self.catalog
+        mask = cat.mask(query.principal, query.filters)
+        ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask,
+                           chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
+                           now=query.now or time.time())
+        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=self.purpose, top_k=query.top_k)
+        if query.embedding is None:
+            state.degraded = "embedding unavailable: lexical only"
+        disabled = set(query.overrides.disable_stages)
+        for stage in prof.stages:
+            n_in = state.cands.size
+            if stage in disabled and stage != "finalize":
+                if stage == "fusion":
+                    no_fusion(state)
+                yield StageReport(stage, 0.0, n_in, state.cands.size, self._backend, "disabled", skipped=True)
+                continue
+            t0 = time.perf_counter()
+            detail = self._run(stage, state, prof.space)
+            ms = (time.perf_counter() - t0) * 1e3
+            skipped = detail.startswith("skipped")
+            yield StageReport(stage, ms, n_in, state.cands.size, self._backend, detail, skipped=skipped)
+            if stage in ("dense", "entry") and "fusion" in disabled:
+                no_fusion(state)
+        yield from self._hits(state, query)
+        yield Outcome(corpus_size=int(cat.readable(query.principal).sum()), degraded=bool(state.degraded),
+                      degraded_reason=state.degraded)
+
+    def _run(self, stage: str, state: State, space: str) -> str:
+        if stage == "sparse_recall":
+            return sparse_recall(state)
+        if stage == "dense":
+            return dense(state)
+        if stage == "entry":
+            return entry_point(state)
+        if stage == "single_space":
+            return single_space(state, space)
+        if stage == "fusion":
+            return fusion(state)
+        if stage == "alignment":
+            return alignment_stage.alignment(state)
+        if stage == "late_interaction":
+            if state.cands.score is None:
+                no_fusion(state)
+            return late_interaction(state)
+        if stage == "finalize":
+            if state.cands.score is None:
+                no_fusion(state)
+            return finalize(state)
+        raise InvalidArgument(f"unknown stage {stage!r}", field="profile")
+
+    def _hits(self, state: State, query: Query) -> Iterator[Hit]:
+        c = state.cands
+        if c.size == 0:
+            return
+        alignment_stage.annotate(state)
+        quadrants = alignment_stage.johari_of(state)
+        assert c.score is not None and c.purpose is not None and c.goal is not None
+        assert c.misaligned is not None and c.goal_index is not None
+        rank_cols = {n: ranks(s.astype(np.float64)) for n, s in c.spaces.items()}
+        for i in range(c.size):
+            row = int(c.rows[i])
+            found = tuple(n for n in c.spaces if c.found[n][i])
+            spaces = {n: float(s[i]) for n, s in c.spaces.items() if not np.isnan(s[i])}
+            space_ranks = {n: int(rank_cols[n][i]) for n in found if np.isfinite(rank_cols[n][i])}
+            late = None if c.late is None else float(c.late[i])
+            temporal = 1.0 if c.temporal is None else float(c.temporal[i])
+            breakdown = Breakdown(
+                content=float(c.content[i]) if c.content is not None else float(c.score[i]),
+                purpose_alignment=float(c.purpose[i]), goal_alignment=float(c.goal[i]),
+                late_interaction=late or 0.0, temporal=temporal, spaces=spaces, space_ranks=space_ranks)
+            gi = int(c.goal_index[i])
+            goal = self.purpose.goals[gi] if gi >= 0 else None
+            text = explanation(found, goal, float(c.goal[i]), late, bool(c.misaligned[i]), temporal) if query.explain else ""
+            yield Hit(memory=self.catalog.memory(row), score=float(np.clip(c.score[i], 0.0, 1.0)), breakdown=breakdown,
+                      found_by=found, misaligned=bool(c.misaligned[i]), johari=Johari(int(quadrants[i])),
+                      explanation=text, chunk_index=int(c.chunk[i]) if c.chunk is not None else 0)
+
+    def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
+        ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)
+        if ra is None or rb is None:
+            raise NotFound(f"memory {a if ra is None else b} is not indexed")
+        return compare_rows(self, ra, rb, aggregation, weights)
+
+
+__all__ = ["TeleologicalRetriever"]

@@ -1,0 +1,105 @@
+"""Pipeline settings: index parameters and the default stage configuration of every profile.
+
+The server nests this model as ``settings.pipeline``; per-request ``Overrides`` are applied on top
+of it by ``pipeline.config.resolve``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+FusionMethod = Literal["rrf", "weighted", "relative", "additive_rrf"]
+
+
+class GoalSettings(BaseModel):
+    """How goals emerge from stored memories (spherical k-means over sentence vectors)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_memories: int = Field(12, ge=2)        # no goals until this many memories are indexed
+    max_goals: int = Field(16, ge=1)
+    memories_per_goal: int = Field(40, ge=2)    # k = clamp(n / memories_per_goal, 2, max_goals)
+    refresh_growth: float = Field(0.25, gt=0)   # re-cluster once the corpus grew by this fraction
+    iterations: int = Field(20, ge=1)
+    label_terms: int = Field(3, ge=1)
+    drift_threshold: float = Field(0.15, ge=0)  # centroid movement (1 - cosine) reported as drift
+    sample_size: int = Field(20_000, ge=100)    # memories clustered at most (seeded sample)
+    seed: int = 0
+
+
+class PipelineSettings(BaseModel):
+    """Index parameters and stage defaults. Every field is optional in the server's config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_profile: str = "teleological"
+
+    # E6 lexical (BM25 over lowercase alphanumeric tokens)
+    bm25_k1: float = Field(0.9, gt=0)
+    bm25_b: float = Field(0.4, ge=0, le=1)
+
+    # sparse recall: blended = (1 - w) * BM25 + w * SPLADE, each max-normalised per query
+    sparse_weight: float = Field(0.5, ge=0, le=1)
+    max_candidates: int = Field(10_000, ge=1, le=100_000)
+    hdc_candidates: int = Field(200, ge=0)      # E9 typo-robust candidates added to the pool
+
+    # E1 dense
+    dense_candidates: int = Field(1000, ge=1)   # ANN neighbours over the whole corpus
+    dense_dimension: int = Field(0, ge=0)       # 0 = adaptive (smallest Matryoshka dim meeting recall)
+    matryoshka_dims: tuple[int, ...] = (128, 256)
+    min_recall_threshold: float = Field(0.95, gt=0, le=1)
+    matryoshka_oversample: int = Field(4, ge=1)  # truncated search fetches k * this, rescored at full dim
+    exact_threshold: int = Field(50_000, ge=1)   # HNSW above this many chunks, exact below
+    hnsw_m: int = Field(16, ge=2)
+    hnsw_ef_construction: int = Field(200, ge=8)
+    hnsw_ef_search: int = Field(256, ge=8)
+
+    # fusion
+    fusion: FusionMethod = "rrf"
+    rrf_k: float = Field(60.0, gt=0)
+    space_weights: dict[str, float] = Field(
+        default_factory=lambda: {"E1_semantic": 1.0, "E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.1}
+    )
+    purpose_weighting: float = Field(0.0, ge=0, le=1)  # fused *= (1 - p) + p * purpose_alignment
+
+    # teleological alignment
+    goals: GoalSettings = Field(default_factory=GoalSettings)
+    alignment_weight: float = Field(0.05, ge=0, le=1)
+    misalignment_threshold: float = Field(0.3, ge=0, le=1)
+    filter_misaligned: bool = False
+
+    # late interaction (E12)
+    late_interaction_weight: float = Field(0.5, ge=0, le=1)
+    rerank_depth: int = Field(100, ge=1)
+    late_interaction_dim: int | None = Field(None, ge=8)  # seeded orthogonal projection of tokens
+
+    # finalize
+    decay_half_life_days: float = Field(0.0, ge=0)  # 0 disables temporal decay
+    mmr_lambda: float = Field(1.0, ge=0, le=1)      # 1 = relevance only
+    mmr_depth: int = Field(50, ge=1)
+    min_score: float = Field(0.0, ge=0, le=1)
+
+    # E9 hyperdimensional (hashed character n-grams)
+    hdc_dim_bits: int = Field(18, ge=8, le=24)
+    hdc_ngram: int = Field(3, ge=2, le=5)
+    hdc_query_grams: int = Field(48, ge=1)  # rarest query n-grams scored (bounds posting work)
+
+    # context spaces
+    recency_scale_days: float = Field(30.0, gt=0)
+    sequence_scale: float = Field(10.0, gt=0)
+
+    # index maintenance
+    compact_dead_fraction: float = Field(0.25, gt=0, le=1)
+    merge_fraction: float = Field(0.1, gt=0)  # sparse delta merged into CSC past this share of nnz
+
+    @field_validator("matryoshka_dims")
+    @classmethod
+    def _sorted_dims(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(d < 8 for d in v):
+            raise ValueError("matryoshka_dims must be >= 8")
+        return tuple(sorted(set(v)))
+
+
+__all__ = ["FusionMethod", "GoalSettings", "PipelineSettings"]

@@ -1,0 +1,123 @@
+"""Per-retrieval state passed from stage to stage: resolved config and the candidate table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline.types import Overrides
+from teleo_server.spaces.base import QueryContext, Space
+
+if TYPE_CHECKING:
+    from teleo_server.index.purpose import PurposeIndex
+
+_OVERRIDABLE = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k",
+                "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score",
+                "misalignment_threshold", "filter_misaligned")
+
+
+def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_updates: dict[str, Any]) -> PipelineSettings:
+    """Settings with the profile's values, then the request's overrides, applied."""
+    update: dict[str, Any] = dict(profile_updates)
+    for name in _OVERRIDABLE:
+        value = getattr(overrides, name)
+        if value is not None:
+            update[name] = value
+    weights = dict(update.get("space_weights", settings.space_weights))
+    for name, w in overrides.space_weights:
+        weights[name] = float(w)
+    update["space_weights"] = weights
+    return settings.model_copy(update=update)
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Column table of candidate memories; every array has length C.
+
+    rows int64 memory rows; spaces[name] float32 raw score (NaN = no signal); found[name] bool
+    (the space's own candidate list held it); chunk int64 best chunk index; score float32 the
+    current normalised score; the remaining columns fill the result breakdown.
+    """
+
+    rows: np.ndarray
+    spaces: dict[str, np.ndarray] = field(default_factory=dict)
+    found: dict[str, np.ndarray] = field(default_factory=dict)
+    chunk: np.ndarray | None = None
+    score: np.ndarray | None = None
+    content: np.ndarray | None = None
+    purpose: np.ndarray | None = None
+    goal: np.ndarray | None = None
+    goal_index: np.ndarray | None = None
+    late: np.ndarray | None = None
+    temporal: np.ndarray | None = None
+    misaligned: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.rows.size)
+
+    @classmethod
+    def empty(cls) -> "Candidates":
+        return cls(np.zeros(0, dtype=np.int64))
+
+    def take(self, idx: np.ndarray) -> "Candidates":
+        """Subset / reorder every column by positions ``idx``."""
+        def pick(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[idx]
+
+        return Candidates(
+            rows=self.rows[idx],
+            spaces={k: v[idx] for k, v in self.spaces.items()},
+            found={k: v[idx] for k, v in self.found.items()},
+            chunk=pick(self.chunk), score=pick(self.score), content=pick(self.content),
+            purpose=pick(self.purpose), goal=pick(self.goal), goal_index=pick(self.goal_index),
+            late=pick(self.late), temporal=pick(self.temporal), misaligned=pick(self.misaligned),
+        )
+
+    def extend(self, rows: np.ndarray) -> np.ndarray:
+        """Add rows not yet present (NaN/False in existing columns); returns positions of ``rows``."""
+        new = np.setdiff1d(rows, self.rows, assume_unique=False)
+        if new.size:
+            n_new = new.size
+            self.rows = np.concatenate([self.rows, new])
+            for k, v in self.spaces.items():
+                self.spaces[k] = np.concatenate([v, np.full(n_new, np.nan, dtype=np.float32)])
+            for k, v in self.found.items():
+                self.found[k] = np.concatenate([v, np.zeros(n_new, dtype=bool)])
+            if self.chunk is not None:
+                self.chunk = np.concatenate([self.chunk, np.zeros(n_new, dtype=np.int64)])
+        return self.positions(rows)
+
+    def positions(self, rows: np.ndarray) -> np.ndarray:
+        order = np.argsort(self.rows, kind="stable")
+        return order[np.searchsorted(self.rows, rows, sorter=order)]
+
+    def set_space(self, name: str, scores: np.ndarray, found: np.ndarray | None = None) -> None:
+        self.spaces[name] = scores.astype(np.float32, copy=False)
+        self.found[name] = (~np.isnan(scores)) if found is None else found
+
+
+@dataclass(slots=True)
+class State:
+    ctx: QueryContext
+    cfg: PipelineSettings
+    spaces: dict[str, Space]
+    purpose: "PurposeIndex"
+    top_k: int
+    cands: Candidates = field(default_factory=Candidates.empty)
+    feats: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    degraded: str = ""
+
+    def feature(self, name: str) -> Any | None:
+        """Prepared query features of a space (computed once per retrieval)."""
+        if name not in self.feats:
+            space = self.spaces.get(name)
+            self.feats[name] = None if space is None else space.prepare(self.ctx)
+        return self.feats[name]
+
+
+__all__ = ["Candidates", "State", "resolve_config"]

@@ -1,0 +1,91 @@
+"""What a space is: its index, its query-side features, its similarity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.index.catalog import Catalog
+from teleo_server.index.chunks import expand, segment_max
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline.types import Query
+
+
+@dataclass(slots=True)
+class QueryContext:
+    """One retrieval's shared state: resolved ops, the ACL/filter mask and query features.
+
+    mask: bool (n_rows,) memory rows the caller may see after filters; chunk_mask: bool (n_chunks,).
+    """
+
+    query: Query
+    ops: Any
+    catalog: Catalog
+    mask: np.ndarray
+    chunk_mask: np.ndarray
+    now: float
+    features: dict[str, Any] = field(default_factory=dict)
+
+
+class Space:
+    """A space of the teleological array.
+
+    Class attributes: ``name`` (e.g. "E1_semantic"), ``recall`` (can search the whole corpus),
+    ``needs_embedding`` (its query side comes from the query's EmbeddingSet).
+    Subclasses override what they support; scores are higher-is-better float32, NaN where the
+    space has no signal for a memory.
+    """
+
+    name: ClassVar[str] = ""
+    recall: ClassVar[bool] = False
+    needs_embedding: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+
+    def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
+        self.settings = settings
+        self.catalog = catalog
+
+    @property
+    def code(self) -> str:
+        return self.name.split("_", 1)[0]
+
+    def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
+        """Index one memory (memory row ``row``, chunk rows ``chunk_rows`` int64)."""
+
+    def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
+        """Tombstone memory rows (the catalog mask already hides them; indexes may drop them early)."""
+
+    def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
+        """Keep only these old rows (sorted), renumbered densely."""
+
+    def prepare(self, ctx: QueryContext) -> Any | None:
+        """Query-side features, or None when this space cannot serve the query."""
+        return None
+
+    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` memory rows int64 and scores float32 among ``ctx.mask``, best first."""
+        rows = np.flatnonzero(ctx.mask)
+        scores = self.score(ctx, feats, rows)
+        ids, top = ctx.ops.topk(np.nan_to_num(scores, nan=-np.inf), k, mask=~np.isnan(scores))
+        return rows[ids], top
+
+    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
+        """Scores float32 (len(rows),) of memory ``rows`` for the query."""
+        return np.full(rows.size, np.nan, dtype=np.float32)
+
+    def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
+        """Similarity in [0, 1] float32 (len(rows),) of memory row ``a`` to each of ``rows``."""
+        return np.full(rows.size, np.nan, dtype=np.float32)
+
+    # ---- helpers for chunk-level spaces ------------------------------------------------------------
+    def fold_candidates(self, rows: np.ndarray, chunk_scores_fn: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Max over each memory's chunks: (scores float32 (C,), best chunk index int64 (C,))."""
+        chunks, counts = expand(self.catalog.chunk_start, self.catalog.chunk_count, rows)
+        values = chunk_scores_fn(chunks) if chunks.size else np.zeros(0, dtype=np.float32)
+        return segment_max(np.asarray(values, dtype=np.float32), counts)
+
+
+__all__ = ["QueryContext", "Space"]

@@ -1,0 +1,111 @@
+"""E9 hyperdimensional: character n-grams hashed into a 2^bits-dimensional bipolar vector.
+
+Each n-gram of each word (with boundary marks, "#typo#") maps to one signed coordinate of a very
+high-dimensional space; a text is the bundle (sum) of its n-grams, L2-normalised. Two spellings
+of a word share most of their n-grams, so a typo still lands near the right memory. Vectors are
+stored sparsely (only touched coordinates), which is the same vector as a dense hypervector.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.index.catalog import Catalog
+from teleo_server.index.sparse import SparseIndex
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.registry import register
+from teleo_server.spaces.text import tokenize
+
+
+@register
+class HyperdimensionalSpace(Space):
+    name = "E9_hdc"
+    recall = True
+    description = "hashed character n-gram hypervectors (typo-robust)"
+
+    def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
+        super().__init__(settings, catalog)
+        self.dim = 1 << settings.hdc_dim_bits
+        self.n = settings.hdc_ngram
+        self._cache: dict[str, tuple[int, float]] = {}
+        self.df = np.zeros(self.dim, dtype=np.int32)
+        self.index = SparseIndex(merge_fraction=settings.merge_fraction)
+
+    def _coord(self, gram: str) -> tuple[int, float]:
+        hit = self._cache.get(gram)
+        if hit is None:
+            h = zlib.crc32(gram.encode("utf-8"))
+            hit = (h & (self.dim - 1), 1.0 if (h >> 31) & 1 else -1.0)
+            self._cache[gram] = hit
+        return hit
+
+    def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Coordinates int64 (S,) and signed L2-normalised values float32 (S,) of a text."""
+        grams: Counter[str] = Counter()
+        for word in tokenize(text):
+            w = f"#{word}#"
+            grams.update(w[i : i + self.n] for i in range(max(len(w) - self.n + 1, 1)))
+        acc: dict[int, float] = {}
+        for gram, count in grams.items():
+            c, sign = self._coord(gram)
+            acc[c] = acc.get(c, 0.0) + sign * (1.0 + np.log(count))
+        ids = np.fromiter(acc.keys(), dtype=np.int64, count=len(acc))
+        vals = np.fromiter(acc.values(), dtype=np.float32, count=len(acc))
+        norm = float(np.linalg.norm(vals))
+        return ids, (vals / norm if norm > 0 else vals).astype(np.float32)
+
+    def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
+        ids, vals = self.encode(memory.content)
+        self.df[ids] += 1
+        self.index.add(row, ids, vals)
+        self.index.grow_rows(row + 1)
+
+    def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
+        self.index.compact(keep_rows)
+
+    def prepare(self, ctx: QueryContext) -> Any | None:
+        if not ctx.query.text:
+            return None
+        ids, vals = self.encode(ctx.query.text)
+        if ids.size == 0:
+            return None
+        # Rare n-grams discriminate; common ones cost posting work and add little, so keep the rarest.
+        n_docs = max(len(self.catalog), 1)
+        idf = np.log1p(n_docs / (1.0 + self.df[ids]))
+        keep = np.argsort(-idf, kind="stable")[: self.settings.hdc_query_grams]
+        w = vals[keep] * idf[keep]
+        return ids[keep].astype(np.int32), (w / max(float(np.linalg.norm(w)), 1e-12)).astype(np.float32)
+
+    def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
+        out = np.zeros(self.catalog.n_rows, dtype=np.float32)
+        s = self.index.scores(ctx.ops, feats[0], feats[1])
+        out[: s.size] = s
+        return out
+
+    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = self.all_scores(ctx, feats)
+        ids, top = ctx.ops.topk(scores, k, mask=ctx.mask & (scores > 0))
+        return ids.astype(np.int64), top
+
+    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
+        s = self.all_scores(ctx, feats)[rows]
+        return np.where(s > 0, s, np.nan).astype(np.float32)
+
+    def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
+        ma = self.catalog.memory(a).content
+        ia, va = self.encode(ma)
+        lookup = dict(zip(ia.tolist(), va.tolist()))
+        out = np.zeros(rows.size, dtype=np.float32)
+        for i, r in enumerate(rows):
+            ib, vb = self.encode(self.catalog.memory(int(r)).content)
+            out[i] = sum(lookup.get(t, 0.0) * v for t, v in zip(ib.tolist(), vb.tolist()))
+        return np.clip(out, 0.0, 1.0)
+
+
+__all__ = ["HyperdimensionalSpace"]

@@ -1,0 +1,87 @@
+"""E12 late interaction: per-token vectors compared by MaxSim (optionally projected to fewer dims)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.index.catalog import Catalog
+from teleo_server.index.tokens import TokenStore
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.registry import register
+
+
+@register
+class LateInteractionSpace(Space):
+    """Scores are MaxSim divided by the query's token count (mean best-token cosine, about [0, 1]).
+
+    Not a recall space: MaxSim over a whole corpus is too slow for the hot path, so it reranks.
+    """
+
+    name = "E12_late"
+    needs_embedding = True
+    description = "late interaction (MaxSim over per-token vectors)"
+
+    def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
+        super().__init__(settings, catalog)
+        self.store = TokenStore(settings.late_interaction_dim)
+
+    def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
+        for chunk_row, chunk in zip(chunk_rows, embeddings.chunks):
+            self.store.add(int(chunk_row), chunk.tokens)
+
+    def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
+        self.store.compact(keep_chunks)
+
+    def prepare(self, ctx: QueryContext) -> Any | None:
+        emb = ctx.query.embedding
+        if emb is None or not emb.chunks or emb.chunks[0].tokens.size == 0 or self.store.n_tokens == 0:
+            return None
+        return self.store.transform(emb.chunks[0].tokens)
+
+    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
+        return self.score_with_chunks(ctx.ops, feats, rows)[0]
+
+    def score_with_chunks(self, ops: Any, feats: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Normalised MaxSim float32 (C,) of memory rows (best chunk) and that chunk's index."""
+        store = self.store
+        n_q = max(feats.shape[0], 1)
+
+        def chunk_scores(chunks: np.ndarray) -> np.ndarray:
+            inside = chunks < store.n
+            out = np.zeros(chunks.size, dtype=np.float32)
+            if inside.any():
+                out[inside] = ops.maxsim(feats, store.offsets, store.tokens, chunks[inside].astype(np.int32)) / n_q
+            return out
+
+        return self.fold_candidates(rows, chunk_scores)
+
+    def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
+        """Symmetric MaxSim: mean of both directions, clipped to [0, 1]."""
+        from teleo_server.compute.maxsim import maxsim
+
+        store = self.store
+        if store.n_tokens == 0:
+            return np.full(rows.size, np.nan, dtype=np.float32)
+
+        def tokens_of(r: int) -> np.ndarray:
+            start, count = int(self.catalog.chunk_start[r]), int(self.catalog.chunk_count[r])
+            lo, hi = store.offsets[start], store.offsets[min(start + count, store.n)]
+            return store.tokens[lo:hi].astype(np.float32)
+
+        ta = tokens_of(a)
+        out = np.zeros(rows.size, dtype=np.float32)
+        for i, r in enumerate(rows):
+            tb = tokens_of(int(r))
+            if ta.shape[0] == 0 or tb.shape[0] == 0:
+                continue
+            ab = maxsim(ta, np.array([0, tb.shape[0]]), tb, np.array([0], dtype=np.int32))[0] / ta.shape[0]
+            ba = maxsim(tb, np.array([0, ta.shape[0]]), ta, np.array([0], dtype=np.int32))[0] / tb.shape[0]
+            out[i] = (ab + ba) / 2
+        return np.clip(out, 0.0, 1.0)
+
+
+__all__ = ["LateInteractionSpace"]

@@ -1,0 +1,58 @@
+"""The one place spaces are registered. A new space is one module in this package that defines a
+``Space`` subclass decorated with ``@register``; it is discovered on first use."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from teleo_server.index.catalog import Catalog
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.spaces.base import Space
+
+_REGISTRY: dict[str, type[Space]] = {}
+_NOT_SPACES = {"base", "registry", "text"}
+_discovered = False
+
+
+def register(cls: type[Space]) -> type[Space]:
+    if not cls.name or cls.name in _REGISTRY:
+        raise ValueError(f"space name {cls.name!r} is empty or registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    package = importlib.import_module("teleo_server.spaces")
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name not in _NOT_SPACES:
+            importlib.import_module(f"teleo_server.spaces.{info.name}")
+    _discovered = True
+
+
+def space_classes() -> dict[str, type[Space]]:
+    """Every registered space class by name, in E-number order."""
+    _discover()
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: int(kv[0].split("_")[0][1:])))
+
+
+def build_spaces(settings: PipelineSettings, catalog: Catalog) -> dict[str, Space]:
+    return {name: cls(settings, catalog) for name, cls in space_classes().items()}
+
+
+def resolve_name(name: str) -> str:
+    """Accept a full name ("E1_semantic"), its code ("E1") or its suffix ("semantic")."""
+    names = space_classes()
+    if name in names:
+        return name
+    for full in names:
+        code, _, suffix = full.partition("_")
+        if name.lower() in (code.lower(), suffix.lower()):
+            return full
+    raise KeyError(name)
+
+
+__all__ = ["build_spaces", "register", "resolve_name", "space_classes"]

@@ -1,0 +1,86 @@
+"""E13 learned sparse: SPLADE term weights from the EmbeddingSet, scored as SpMV."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.index.catalog import Catalog
+from teleo_server.index.chunks import fold_rows
+from teleo_server.index.sparse import SparseIndex
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.registry import register
+
+
+@register
+class SpladeSpace(Space):
+    """Chunk-level inverted index over the model's vocabulary; a memory scores as its best chunk."""
+
+    name = "E13_splade"
+    recall = True
+    needs_embedding = True
+    description = "learned sparse (SPLADE) dot product"
+
+    def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
+        super().__init__(settings, catalog)
+        self.index = SparseIndex(merge_fraction=settings.merge_fraction)
+
+    def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
+        for chunk_row, chunk in zip(chunk_rows, embeddings.chunks):
+            self.index.add(int(chunk_row), np.asarray(chunk.sparse_ids, dtype=np.int64),
+                           np.asarray(chunk.sparse_weights, dtype=np.float32))
+        if chunk_rows.size:
+            self.index.grow_rows(int(chunk_rows[-1]) + 1)
+
+    def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
+        self.index.compact(keep_chunks)
+
+    def prepare(self, ctx: QueryContext) -> Any | None:
+        emb = ctx.query.embedding
+        if emb is None or not emb.chunks or emb.chunks[0].sparse_ids.size == 0:
+            return None
+        c = emb.chunks[0]
+        return np.asarray(c.sparse_ids, dtype=np.int32), np.asarray(c.sparse_weights, dtype=np.float32)
+
+    def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
+        """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""
+        ids, w = feats
+        chunk_scores = np.zeros(self.catalog.n_chunks, dtype=np.float32)
+        s = self.index.scores(ctx.ops, ids, w)
+        chunk_scores[: s.size] = s
+        out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows)
+        return np.maximum(out, 0.0)
+
+    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = self.all_scores(ctx, feats)
+        ids, top = ctx.ops.topk(scores, k, mask=ctx.mask & (scores > 0))
+        return ids.astype(np.int64), top
+
+    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
+        s = self.all_scores(ctx, feats)[rows]
+        return np.where(s > 0, s, np.nan).astype(np.float32)
+
+    def _vector(self, row: int) -> dict[int, float]:
+        start, count = int(self.catalog.chunk_start[row]), int(self.catalog.chunk_count[row])
+        acc: dict[int, float] = {}
+        for c in range(start, start + count):
+            terms, values = self.index.row_values(c)
+            for t, v in zip(terms.tolist(), values.tolist()):
+                acc[t] = max(acc.get(t, 0.0), v)
+        return acc
+
+    def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
+        va = self._vector(a)
+        na = np.sqrt(sum(v * v for v in va.values())) or 1.0
+        out = np.zeros(rows.size, dtype=np.float32)
+        for i, r in enumerate(rows):
+            vb = self._vector(int(r))
+            nb = np.sqrt(sum(v * v for v in vb.values())) or 1.0
+            out[i] = sum(v * vb.get(t, 0.0) for t, v in va.items()) / (na * nb)
+        return np.clip(out, 0.0, 1.0)
+
+
+__all__ = ["SpladeSpace"]

@@ -1,0 +1,156 @@
+"""Retriever mechanics on synthetic vectors: ACL, filters, stage events, degradation, deletes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from teleo_server.domain import AccessLevel, MemoryType
+from teleo_server.errors import InvalidArgument, NotFound
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline import synthetic as syn
+from teleo_server.pipeline.types import Filters, Hit, Outcome, Overrides, Query, StageReport
+
+
+def _retriever(n: int = 300, seed: int = 0, **settings: object):
+    r = make_retriever(PipelineSettings(**settings), "numpy")
+    items = syn.corpus(n, dim=64, topics=8, seed=seed, tokens=6)
+    for m, e in items:
+        r.add(m, e)
+    return r, items
+
+
+def _run(r, query: Query) -> tuple[list[StageReport], list[Hit], Outcome]:
+    events = list(r.retrieve(query))
+    reports = [e for e in events if isinstance(e, StageReport)]
+    hits = [e for e in events if isinstance(e, Hit)]
+    assert isinstance(events[-1], Outcome)
+    # order: every report before every hit, the outcome last
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == sorted(kinds[:-1], key=lambda k: k != "StageReport") + ["Outcome"]
+    return reports, hits, events[-1]
+
+
+def _query(items, i: int, **kw) -> Query:
+    m, e = items[i]
+    kw.setdefault("principal", syn.admin())
+    return Query(text=m.content, embedding=e, **kw)
+
+
+def test_self_query_ranks_itself_first_with_every_stage_reported():
+    r, items = _retriever()
+    reports, hits, outcome = _run(r, _query(items, 7, top_k=5))
+    assert [s.stage for s in reports] == ["sparse_recall", "dense", "fusion", "alignment", "late_interaction", "finalize"]
+    assert hits[0].memory.id == "m7"
+    assert len(hits) == 5
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert {"E1_semantic", "E6_lexical", "E13_splade"} <= set(hits[0].found_by)
+    assert "dense_dimension=" in reports[1].detail
+    assert outcome.corpus_size == 300 and not outcome.degraded
+
+
+def test_acl_hides_namespaces_and_levels_before_scoring():
+    r, items = _retriever()
+    # m7 is in namespace ns3; a principal reading only ns0/ns1 must never see it, even asked for it verbatim
+    p = syn.admin(frozenset({"ns0", "ns1"}))
+    _, hits, outcome = _run(r, _query(items, 7, top_k=50, principal=p))
+    assert hits and all(h.memory.namespace in {"ns0", "ns1"} for h in hits)
+    assert outcome.corpus_size == 150
+    secret, emb = syn.memory("secret", items[3][0].content, namespace="ns0", access_level=AccessLevel.RESTRICTED), items[3][1]
+    r.add(secret, emb)
+    low = syn.admin(frozenset({"*"}), AccessLevel.INTERNAL)
+    _, hits, _ = _run(r, _query(items, 3, top_k=20, principal=low))
+    assert "secret" not in {h.memory.id for h in hits}
+    _, hits, _ = _run(r, _query(items, 3, top_k=20))
+    assert "secret" in {h.memory.id for h in hits[:2]}
+
+
+@pytest.mark.parametrize("filters, check", [
+    pytest.param(Filters(namespaces=("ns2",)), lambda m: m.namespace == "ns2", id="namespace"),
+    pytest.param(Filters(memory_types=(MemoryType.EPISODIC,)), lambda m: m.memory_type == MemoryType.EPISODIC, id="type"),
+    pytest.param(Filters(event_start=1.7e9 + 100, event_end=1.7e9 + 200), lambda m: 1.7e9 + 100 <= m.event_time < 1.7e9 + 200, id="time"),
+    pytest.param(Filters(session_id="s1"), lambda m: m.session_id == "s1", id="session"),
+    pytest.param(Filters(metadata=(("tag", "x"),)), lambda m: m.metadata.get("tag") == "x", id="metadata"),
+    pytest.param(Filters(min_confidence=0.5), lambda m: m.confidence >= 0.5, id="confidence"),
+])
+def test_filters_are_hard(filters, check):
+    r = make_retriever(PipelineSettings(), "numpy")
+    items = syn.corpus(200, dim=32, topics=4, seed=1, tokens=4)
+    for i, (m, e) in enumerate(items):
+        m.memory_type = MemoryType.EPISODIC if i % 3 == 0 else MemoryType.SEMANTIC
+        m.session_id = "s1" if i % 5 == 0 else "s2"
+        m.metadata = {"tag": "x" if i % 7 == 0 else "y"}
+        m.confidence = (i % 10) / 10
+        r.add(m, e)
+    _, hits, _ = _run(r, _query(items, 0, top_k=100, filters=filters))
+    assert hits, "the filter keeps some memories"
+    assert all(check(h.memory) for h in hits)
+
+
+def test_missing_embedding_degrades_to_lexical():
+    r, items = _retriever()
+    m, _ = items[11]
+    reports, hits, outcome = _run(r, Query(text=m.content, embedding=None, principal=syn.admin(), top_k=3))
+    assert outcome.degraded and "lexical" in outcome.degraded_reason
+    assert hits[0].memory.id == "m11"
+    assert "E1_semantic" not in hits[0].found_by and "E6_lexical" in hits[0].found_by
+    assert next(s for s in reports if s.stage == "dense").skipped
+
+
+def test_remove_and_compaction_keep_results_consistent():
+    r, items = _retriever(n=200, compact_dead_fraction=0.2)
+    r.remove([f"m{i}" for i in range(0, 60)])  # 30% dead: triggers compaction
+    assert len(r) == 140 and r.catalog.dead == 0
+    _, hits, _ = _run(r, _query(items, 70, top_k=10))
+    assert hits[0].memory.id == "m70"
+    assert all(int(h.memory.id[1:]) >= 60 for h in hits)
+    _, hits, _ = _run(r, _query(items, 5, top_k=10))
+    assert all(h.memory.id != "m5" for h in hits)
+    r.add(*items[5])
+    _, hits, _ = _run(r, _query(items, 5, top_k=1))
+    assert hits[0].memory.id == "m5"
+
+
+def test_readding_an_id_replaces_it():
+    r, items = _retriever(n=50)
+    m, e = items[1]
+    r.add(m, e)
+    assert len(r) == 50
+
+
+def test_disabled_stage_is_reported_skipped():
+    r, items = _retriever()
+    reports, hits, _ = _run(r, _query(items, 9, top_k=3, overrides=Overrides(disable_stages=("late_interaction", "fusion"))))
+    by = {s.stage: s for s in reports}
+    assert by["late_interaction"].skipped and by["fusion"].skipped
+    assert hits[0].memory.id == "m9"
+
+
+def test_unknown_profile_and_compare_errors():
+    r, items = _retriever(n=30)
+    with pytest.raises(InvalidArgument):
+        list(r.retrieve(_query(items, 0, profile="nope")))
+    with pytest.raises(NotFound):
+        r.compare("m0", "missing", "max", {})
+
+
+def test_profiles_all_find_the_exact_match():
+    r, items = _retriever()
+    for prof in ("teleological", "hybrid", "entry_point", "single_space:E1", "single_space:E6_lexical",
+                 "single_space:splade", "single_space:E9", "single_space:E12"):
+        _, hits, _ = _run(r, _query(items, 21, top_k=3, profile=prof))
+        assert hits[0].memory.id == "m21", prof
+
+
+def test_chunked_memory_folds_to_its_best_chunk():
+    r, items = _retriever(n=100)
+    rng = np.random.default_rng(3)
+    target = syn.unit(rng.standard_normal(64).astype(np.float32))
+    other = syn.unit(rng.standard_normal(64).astype(np.float32))
+    long = syn.memory("long", "alpha beta gamma", namespace="ns0")
+    r.add(long, syn.embedding(syn.chunk(other, {1: 1.0}, rng=rng), syn.chunk(target, {2: 1.0}, rng=rng)))
+    q = Query(text="", embedding=syn.embedding(syn.chunk(target, {2: 1.0}, rng=rng)), principal=syn.admin(), top_k=3)
+    _, hits, _ = _run(r, q)
+    assert hits[0].memory.id == "long"
+    assert hits[0].chunk_index == 1
