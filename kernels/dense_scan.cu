@@ -4,6 +4,7 @@
 // Contract
 // --------
 // Matrix  m      float16 (N, D) row-major, row stride D elements; rows L2-normalised at full D.
+//                dense_scan_f32 takes a float32 matrix with the same layout.
 // Query   q      float32 (dim,), the first dim dims of the query, already L2-normalised over
 //                those dims by the wrapper. 1 <= dim <= D, dim <= DENSE_MAX_DIM.
 // Rows    rows   int32 (n_out,) row ids to score, strictly ascending (so position order is row
@@ -26,6 +27,7 @@
 //         dense_scan_vec8: dim % 8 == 0, D % 8 == 0 and m 16-byte aligned; each lane loads
 //         8 halves (16 bytes) per step, so a 256-dim row is one coalesced 512-byte warp load.
 //         dense_scan_scalar: any dim / D; lanes load one half each.
+//         dense_scan_f32: float32 matrix, any dim / D; lanes load one float each.
 
 #define DENSE_THREADS 256
 #define DENSE_MAX_DIM 8192
@@ -36,13 +38,16 @@ __device__ __forceinline__ float dense_h2f(unsigned short h) {
     return f;
 }
 
+__device__ __forceinline__ float dense_to_f(unsigned short h) { return dense_h2f(h); }
+__device__ __forceinline__ float dense_to_f(float x) { return x; }
+
 __device__ __forceinline__ void dense_write(float dot, float nrm, int renorm, float* out) {
     if (renorm) *out = nrm > 0.0f ? dot / sqrtf(nrm) : 0.0f;
     else *out = dot;
 }
 
-template <bool VEC8>
-__device__ __forceinline__ void dense_body(const unsigned short* __restrict__ m, long long n_out,
+template <typename T, bool VEC8>
+__device__ __forceinline__ void dense_body(const T* __restrict__ m, long long n_out,
                                            int width, int dim, const float* __restrict__ q,
                                            const int* __restrict__ rows, int has_rows,
                                            const unsigned int* __restrict__ mask, int has_mask,
@@ -59,9 +64,9 @@ __device__ __forceinline__ void dense_body(const unsigned short* __restrict__ m,
             if (lane == 0) out[i] = __int_as_float(0x7FC00000);
             continue;
         }
-        const unsigned short* row = m + r * (long long)width;
+        const T* row = m + r * (long long)width;
         float dot = 0.0f, nrm = 0.0f;
-        if (VEC8) {
+        if constexpr (VEC8) {
             const uint4* row8 = reinterpret_cast<const uint4*>(row);
             for (int v = lane; v < (dim >> 3); v += 32) {
                 const uint4 pack = row8[v];
@@ -79,7 +84,7 @@ __device__ __forceinline__ void dense_body(const unsigned short* __restrict__ m,
             }
         } else {
             for (int d = lane; d < dim; d += 32) {
-                const float a = dense_h2f(row[d]);
+                const float a = dense_to_f(row[d]);
                 dot = fmaf(a, s_q[d], dot);
                 nrm = fmaf(a, a, nrm);
             }
@@ -98,7 +103,7 @@ dense_scan_vec8(const unsigned short* __restrict__ m, long long n_out, int width
                 const float* __restrict__ q, const int* __restrict__ rows, int has_rows,
                 const unsigned int* __restrict__ mask, int has_mask, int renorm,
                 float* __restrict__ out) {
-    dense_body<true>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
+    dense_body<unsigned short, true>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
 }
 
 extern "C" __global__ void __launch_bounds__(DENSE_THREADS)
@@ -106,5 +111,13 @@ dense_scan_scalar(const unsigned short* __restrict__ m, long long n_out, int wid
                   const float* __restrict__ q, const int* __restrict__ rows, int has_rows,
                   const unsigned int* __restrict__ mask, int has_mask, int renorm,
                   float* __restrict__ out) {
-    dense_body<false>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
+    dense_body<unsigned short, false>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
+}
+
+extern "C" __global__ void __launch_bounds__(DENSE_THREADS)
+dense_scan_f32(const float* __restrict__ m, long long n_out, int width, int dim,
+               const float* __restrict__ q, const int* __restrict__ rows, int has_rows,
+               const unsigned int* __restrict__ mask, int has_mask, int renorm,
+               float* __restrict__ out) {
+    dense_body<float, false>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
 }

@@ -1,0 +1,122 @@
+"""Device exact dense scan (``kernels/dense_scan.cu``) and its top-k."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teleo_server.gpu import _checks, loader
+from teleo_server.gpu.topk import topk_device
+
+_THREADS = 256
+MAX_DIM = 8192  # DENSE_MAX_DIM in the kernel
+
+
+def _prefix_query(query: Any, width: int, dim: int) -> tuple[Any, bool]:
+    """The first ``dim`` dims of the query as float32 on the device, unit length when cut."""
+    import cupy
+
+    q = cupy.asarray(query, dtype=cupy.float32).ravel()
+    if q.shape[0] != width:
+        raise ValueError(f"query length {q.shape[0]} != matrix width {width}")
+    q = cupy.ascontiguousarray(q[:dim])
+    renorm = dim < width
+    if renorm:
+        norm = cupy.linalg.norm(q)
+        q = cupy.where(norm > 0, q / cupy.maximum(norm, 1e-30), 0).astype(cupy.float32)
+    return q, renorm
+
+
+def dense_scores_device(
+    matrix: Any,
+    query: Any,
+    *,
+    rows: Any | None = None,
+    mask: Any | None = None,
+    dim: int | None = None,
+) -> Any:
+    """Inner products of ``query`` with matrix rows, without synchronising.
+
+    Parameters
+    ----------
+    matrix : cupy.ndarray float16 (or float32), shape (N, D), device, C-contiguous
+    query : array-like float, shape (D,), host or device
+    rows : cupy.ndarray int32, shape (C,), device, optional
+        Rows to score, strictly ascending (not re-checked); all N when omitted.
+    mask : cupy.ndarray uint32, shape (ceil(N / 32),), device, optional
+        Row bitset; a clear bit scores NaN, which top-k never selects.
+    dim : int, optional
+        Matryoshka prefix; ``dim < D`` re-normalises both sides over the prefix.
+
+    Returns
+    -------
+    cupy.ndarray float32, shape (C,) or (N,), device
+    """
+    import cupy
+
+    if not isinstance(matrix, cupy.ndarray) or matrix.dtype not in (np.float16, np.float32):
+        raise TypeError("matrix must be a float16 or float32 cupy.ndarray")
+    _checks.device_array("matrix", matrix, matrix.dtype, 2)
+    n, width = (int(s) for s in matrix.shape)
+    d = width if dim is None else int(dim)
+    if not 1 <= d <= min(width, MAX_DIM):
+        raise ValueError(f"dim must be in [1, {min(width, MAX_DIM)}], got {d}")
+    q, renorm = _prefix_query(query, width, d)
+    if rows is not None:
+        _checks.device_array("rows", rows, np.int32, 1)
+    if mask is not None:
+        _checks.mask_words(mask, n)
+    n_out = n if rows is None else int(rows.shape[0])
+    out = cupy.empty(n_out, dtype=cupy.float32)
+    if n_out == 0:
+        return out
+    if matrix.dtype == np.float32:
+        name = "dense_scan_f32"
+    elif d % 8 == 0 and width % 8 == 0 and matrix.data.ptr % 16 == 0:
+        name = "dense_scan_vec8"
+    else:
+        name = "dense_scan_scalar"
+    kernel = loader.function("dense_scan", name)
+    dummy = cupy.zeros(1, dtype=cupy.int32)
+    warps_per_block = _THREADS // 32
+    grid = (max(1, min((n_out + warps_per_block - 1) // warps_per_block, loader.sm_count() * 8)),)
+    args = (
+        matrix,
+        np.int64(n_out),
+        np.int32(width),
+        np.int32(d),
+        q,
+        rows if rows is not None else dummy,
+        np.int32(rows is not None),
+        mask if mask is not None else dummy.view(cupy.uint32),
+        np.int32(mask is not None),
+        np.int32(renorm),
+        out,
+    )
+    kernel(grid, (_THREADS,), args, shared_mem=d * 4)
+    return out
+
+
+def dense_topk_device(
+    matrix: Any,
+    query: Any,
+    k: int,
+    *,
+    rows: Any | None = None,
+    mask: Any | None = None,
+    dim: int | None = None,
+) -> tuple[Any, Any, Any]:
+    """Best ``k`` rows by inner product; ``(ids, scores, count)`` as ``topk_device`` returns
+    them, with ids mapped back to matrix rows when ``rows`` is given (padding stays -1)."""
+    import cupy
+
+    scores = dense_scores_device(matrix, query, rows=rows, mask=mask, dim=dim)
+    pos, vals, count = topk_device(scores, k)
+    if rows is None or pos.shape[0] == 0:
+        return pos, vals, count
+    ids = cupy.where(pos >= 0, rows[cupy.maximum(pos, 0)], -1).astype(cupy.int32)
+    return ids, vals, count
+
+
+__all__ = ["MAX_DIM", "dense_scores_device", "dense_topk_device"]

@@ -1,0 +1,213 @@
+"""The CuPy backend behind :func:`teleo_server.compute.backend.ops`: host arrays in and out.
+
+Index arrays (CSC postings, token store, dense matrix) are mirrored to the device the first time
+a given host array is seen and reused while that host array lives, so a query moves only itself,
+its mask and its top-k across the bus. Host arrays handed in as an index are treated as
+immutable; code that appends should use :mod:`teleo_server.gpu.resident` instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from teleo_server.compute.backend import Ops
+from teleo_server.gpu._checks import pack_mask
+from teleo_server.gpu.dense import dense_scores_device
+from teleo_server.gpu.maxsim import maxsim_device
+from teleo_server.gpu.spmv import spmv_accumulate
+from teleo_server.gpu.topk import topk_device
+
+
+class DeviceMirror:
+    """Device copies of host arrays, keyed by the host object and dropped when it is collected."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, str], tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, host: np.ndarray, dtype: Any) -> Any:
+        """cupy.ndarray copy of ``host`` cast to ``dtype``, C-contiguous, uploaded at most once."""
+        import cupy
+
+        key = (id(host), np.dtype(dtype).str)
+        stamp = (host.__array_interface__["data"][0], host.shape, host.dtype.str)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == stamp:
+                return hit[1]
+        dev = cupy.asarray(np.ascontiguousarray(host, dtype=dtype))
+        with self._lock:
+            if key not in self._entries:
+                weakref.finalize(host, self._entries.pop, key, None)
+            self._entries[key] = (stamp, dev)
+        return dev
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_mirror = DeviceMirror()
+
+
+def _host_topk(ids: Any, scores: Any, count: Any) -> tuple[np.ndarray, np.ndarray]:
+    n = int(count)  # the one synchronisation of a call
+    return ids[:n].get(), scores[:n].get()
+
+
+def _host_mask(mask: np.ndarray | None, n: int) -> Any:
+    import cupy
+
+    if mask is None:
+        return None
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != (n,):
+        raise ValueError(f"mask shape {mask.shape} != ({n},)")
+    return cupy.asarray(pack_mask(mask))
+
+
+def _device_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_rows: int) -> tuple[Any, Any, Any]:
+    indptr = np.asarray(indptr)
+    if indptr.ndim != 1 or indptr.shape[0] < 1:
+        raise ValueError(f"indptr must be 1-D with V+1 >= 1 entries, got shape {indptr.shape}")
+    if np.shape(indices) != np.shape(data) or np.ndim(indices) != 1:
+        raise ValueError(f"indices {np.shape(indices)} and data {np.shape(data)} must be equal 1-D shapes")
+    if int(indptr[-1]) != np.shape(indices)[0]:
+        raise ValueError(f"indptr[-1]={int(indptr[-1])} != nnz={np.shape(indices)[0]}")
+    d_indices = _mirror.get(indices, np.int32)
+    # An out-of-range row id would be an out-of-bounds atomic on the device: check, once per upload.
+    if d_indices.size and int(_bounds(indices)) >= n_rows:
+        raise ValueError(f"posting row id outside [0, {n_rows})")
+    return _mirror.get(indptr, np.int64), d_indices, _mirror.get(data, np.float32)
+
+
+_bounds_cache: dict[int, int] = {}
+
+
+def _bounds(indices: np.ndarray) -> int:
+    key = id(indices)
+    if key not in _bounds_cache:
+        arr = np.asarray(indices)
+        if arr.size and arr.min() < 0:
+            raise ValueError("posting row id below 0")
+        _bounds_cache[key] = int(arr.max())
+        weakref.finalize(indices, _bounds_cache.pop, key, None)
+    return _bounds_cache[key]
+
+
+def _query(q_ids: np.ndarray, q_weights: np.ndarray) -> tuple[Any, Any]:
+    import cupy
+
+    ids = np.asarray(q_ids).ravel()
+    w = np.asarray(q_weights, dtype=np.float32).ravel()
+    if ids.shape != w.shape:
+        raise ValueError(f"q_ids {ids.shape} and q_weights {w.shape} differ")
+    # int64 ids beyond int32 are out of vocabulary anyway; clamp so the cast cannot wrap into range.
+    ids = np.clip(ids.astype(np.int64), -1, np.iinfo(np.int32).max).astype(np.int32)
+    return cupy.asarray(ids), cupy.asarray(w)
+
+
+def spmv_scores(indptr, indices, data, n_rows, q_ids, q_weights) -> np.ndarray:
+    """CuPy executor of :func:`teleo_server.compute.sparse.spmv_scores` (host in, host out)."""
+    import cupy
+
+    index = _device_index(indptr, indices, data, int(n_rows))
+    scores = cupy.zeros(int(n_rows), dtype=cupy.float32)
+    spmv_accumulate(*index, *_query(q_ids, q_weights), scores)
+    return scores.get()
+
+
+def spmv_topk(indptr, indices, data, n_rows, q_ids, q_weights, k, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """CuPy executor of :func:`teleo_server.compute.sparse.spmv_topk` (host in, host out)."""
+    import cupy
+
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    index = _device_index(indptr, indices, data, int(n_rows))
+    words = _host_mask(mask, int(n_rows))
+    scores = cupy.zeros(int(n_rows), dtype=cupy.float32)
+    spmv_accumulate(*index, *_query(q_ids, q_weights), scores)
+    return _host_topk(*topk_device(scores, k, mask=words, floor=0.0))
+
+
+def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
+    """CuPy executor of :func:`teleo_server.compute.maxsim.maxsim` (host in, host out).
+
+    float32 ``doc_tokens`` are stored as float16 on the device, which is the layout the kernel
+    reads; pass float16 to score exactly what the reference scores.
+    """
+    import cupy
+
+    q = np.asarray(query_tokens, dtype=np.float32)
+    if q.ndim != 2 or doc_tokens.ndim != 2 or q.shape[1] != doc_tokens.shape[1]:
+        raise ValueError(f"query {q.shape} and doc_tokens {doc_tokens.shape} must be (*, D) alike")
+    offsets = np.asarray(doc_offsets)
+    cand = np.asarray(candidates).ravel()
+    n_rows = offsets.shape[0] - 1
+    if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
+        raise ValueError(f"candidate row id outside [0, {n_rows})")
+    if cand.size == 0 or q.shape[0] == 0:
+        return np.zeros(cand.shape[0], dtype=np.float32)
+    out = maxsim_device(
+        cupy.asarray(q),
+        _mirror.get(doc_offsets, np.int64),
+        _mirror.get(doc_tokens, np.float16),
+        cupy.asarray(cand.astype(np.int32)),
+    )
+    return out.get()
+
+
+def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tuple[np.ndarray, np.ndarray]:
+    """CuPy executor of :func:`teleo_server.compute.dense.dense_topk` (host in, host out)."""
+    import cupy
+
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    n, width = matrix.shape
+    d = width if dim is None else int(dim)
+    if not 1 <= d <= width:
+        raise ValueError(f"dim must be in [1, {width}], got {d}")
+    dtype = np.float32 if matrix.dtype == np.float32 else np.float16
+    d_matrix = _mirror.get(matrix, dtype)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (n,):
+            raise ValueError(f"mask shape {mask.shape} != ({n},)")
+    if candidates is None:
+        scores = dense_scores_device(d_matrix, query, mask=_host_mask(mask, n), dim=d)
+        return _host_topk(*topk_device(scores, k))
+    rows = np.unique(np.asarray(candidates, dtype=np.int64))
+    if rows.size and (rows[0] < 0 or rows[-1] >= n):
+        raise ValueError(f"candidate row id outside [0, {n})")
+    if mask is not None:
+        rows = rows[mask[rows]]
+    if rows.size == 0:
+        return np.empty(0, np.int32), np.empty(0, np.float32)
+    scores = dense_scores_device(d_matrix, query, rows=cupy.asarray(rows.astype(np.int32)), dim=d)
+    pos, vals = _host_topk(*topk_device(scores, k))
+    return rows[pos].astype(np.int32), vals
+
+
+def topk(scores, k, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """CuPy executor of :func:`teleo_server.compute.topk.topk` (host in, host out)."""
+    import cupy
+
+    s = np.asarray(scores, dtype=np.float32)
+    if s.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got shape {s.shape}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    return _host_topk(*topk_device(cupy.asarray(s), k, mask=_host_mask(mask, s.shape[0])))
+
+
+@functools.cache
+def cupy_ops() -> Ops:
+    """The CuPy scorers bundled like the NumPy ones."""
+    return Ops("cupy", spmv_scores, spmv_topk, maxsim, dense_topk, topk)
+
+
+__all__ = ["DeviceMirror", "cupy_ops", "dense_topk", "maxsim", "spmv_scores", "spmv_topk", "topk"]

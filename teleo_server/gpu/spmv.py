@@ -1,0 +1,85 @@
+"""Device SpMV recall over a term-major CSC index (``kernels/spmv_recall.cu``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teleo_server.gpu import _checks, loader
+from teleo_server.gpu.topk import topk_device
+
+_THREADS = 256
+MAX_TERMS_PER_LAUNCH = 1024  # SPMV_MAX_TERMS in the kernel
+
+
+def _check_index(indptr: Any, indices: Any, data: Any) -> None:
+    _checks.device_array("indptr", indptr, np.int64, 1)
+    _checks.device_array("indices", indices, np.int32, 1)
+    _checks.device_array("data", data, np.float32, 1, (indices.shape[0],))
+    if indptr.shape[0] < 1:
+        raise ValueError("indptr must hold V+1 >= 1 entries")
+
+
+def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights: Any, scores: Any) -> None:
+    """Add one index segment's sparse scores into ``scores`` (no synchronisation).
+
+    Parameters
+    ----------
+    indptr : cupy.ndarray int64, shape (V+1,), device
+    indices : cupy.ndarray int32, shape (nnz,), device; every id < len(scores) (not re-checked)
+    data : cupy.ndarray float32, shape (nnz,), device
+    q_ids : cupy.ndarray int32, shape (Q,), device; ids outside [0, V) are ignored
+    q_weights : cupy.ndarray float32, shape (Q,), device
+    scores : cupy.ndarray float32, shape (N,), device; accumulated into with float32 atomics
+    """
+    import cupy
+
+    _check_index(indptr, indices, data)
+    _checks.device_array("q_ids", q_ids, np.int32, 1)
+    _checks.device_array("q_weights", q_weights, np.float32, 1, (q_ids.shape[0],))
+    _checks.device_array("scores", scores, np.float32, 1)
+    n_terms = int(q_ids.shape[0])
+    if n_terms == 0 or indices.shape[0] == 0 or scores.shape[0] == 0:
+        return
+    vocab = np.int64(indptr.shape[0] - 1)
+    plan = loader.function("spmv_recall", "spmv_plan")
+    scatter = loader.function("spmv_recall", "spmv_scatter")
+    grid = (loader.sm_count() * 8,)
+    for lo in range(0, n_terms, MAX_TERMS_PER_LAUNCH):
+        ids = q_ids[lo : lo + MAX_TERMS_PER_LAUNCH]
+        w = q_weights[lo : lo + MAX_TERMS_PER_LAUNCH]
+        q = np.int32(ids.shape[0])
+        plan_start = cupy.empty(int(q), dtype=cupy.int64)
+        plan_off = cupy.empty(int(q) + 1, dtype=cupy.int64)
+        plan((1,), (_THREADS,), (indptr, vocab, ids, q, plan_start, plan_off))
+        scatter(grid, (_THREADS,), (indices, data, plan_start, plan_off, w, q, scores))
+
+
+def spmv_scores_device(indptr: Any, indices: Any, data: Any, n_rows: int, q_ids: Any, q_weights: Any) -> Any:
+    """Sparse score of every row: cupy.ndarray float32 (n_rows,), device (see spmv_accumulate)."""
+    import cupy
+
+    scores = cupy.zeros(int(n_rows), dtype=cupy.float32)
+    spmv_accumulate(indptr, indices, data, q_ids, q_weights, scores)
+    return scores
+
+
+def spmv_topk_device(
+    indptr: Any,
+    indices: Any,
+    data: Any,
+    n_rows: int,
+    q_ids: Any,
+    q_weights: Any,
+    k: int,
+    *,
+    mask: Any | None = None,
+) -> tuple[Any, Any, Any]:
+    """Best ``k`` rows by sparse score, rows scoring <= 0 excluded; ``(ids, scores, count)`` as
+    :func:`teleo_server.gpu.topk.topk_device` returns them. ``mask`` is a uint32 row bitset."""
+    scores = spmv_scores_device(indptr, indices, data, n_rows, q_ids, q_weights)
+    return topk_device(scores, k, mask=mask, floor=0.0)
+
+
+__all__ = ["MAX_TERMS_PER_LAUNCH", "spmv_accumulate", "spmv_scores_device", "spmv_topk_device"]

@@ -1,0 +1,82 @@
+"""Device top-k: radix select in ``kernels/topk.cu`` plus a CUB sort of the k survivors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teleo_server.gpu import _checks, loader
+
+_THREADS = 256
+_PASSES = 8
+
+
+def _grid(n: int) -> int:
+    return max(1, min((n + _THREADS - 1) // _THREADS, loader.sm_count() * 4))
+
+
+def topk_device(
+    scores: Any,
+    k: int,
+    *,
+    mask: Any | None = None,
+    floor: float | None = None,
+) -> tuple[Any, Any, Any]:
+    """Best ``k`` rows of a device score vector, without synchronising.
+
+    Parameters
+    ----------
+    scores : cupy.ndarray float32, shape (N,), device, C-contiguous
+        NaN never qualifies.
+    k : int
+    mask : cupy.ndarray uint32, shape (ceil(N / 32),), device, optional
+        Row bitset; a clear bit excludes the row.
+    floor : float, optional
+        When given, only scores strictly greater qualify (SpMV uses 0.0).
+
+    Returns
+    -------
+    ids : cupy.ndarray int32, shape (min(k, N),), device
+        Best first, ties by ascending row id; padded with -1 past ``count``.
+    scores : cupy.ndarray float32, same shape, device; padded with -inf
+    count : cupy.ndarray uint64, shape (), device
+        Rows actually selected, ``min(k, qualifying)``. Reading it synchronises.
+    """
+    import cupy
+
+    _checks.device_array("scores", scores, np.float32, 1)
+    n = int(scores.shape[0])
+    if n >= 2**31:
+        raise ValueError(f"top-k over {n} rows exceeds int32 row ids")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    kbuf = min(int(k), n)
+    state = cupy.zeros(8, dtype=cupy.uint64)
+    if kbuf == 0:
+        return cupy.empty(0, cupy.int32), cupy.empty(0, cupy.float32), state[7]
+    if mask is not None:
+        _checks.mask_words(mask, n)
+    words = mask if mask is not None else cupy.zeros(1, dtype=cupy.uint32)
+    has_mask = np.int32(mask is not None)
+    use_floor = np.int32(floor is not None)
+    floor32 = np.float32(0.0 if floor is None else floor)
+    hist = cupy.zeros(256, dtype=cupy.uint32)
+    keys = cupy.zeros(kbuf, dtype=cupy.uint64)
+    grid = (_grid(n),)
+    histogram = loader.function("topk", "topk_histogram")
+    scan = loader.function("topk", "topk_scan")
+    for p in range(_PASSES):
+        histogram(grid, (_THREADS,), (scores, words, has_mask, use_floor, floor32, np.int32(n), np.int32(p), state, hist))
+        scan((1,), (32,), (hist, state, np.int32(kbuf), np.int32(p)))
+    collect = loader.function("topk", "topk_collect")
+    collect(grid, (_THREADS,), (scores, words, has_mask, use_floor, floor32, np.int32(n), state, keys, np.int32(kbuf)))
+    keys = cupy.sort(keys)
+    ids = cupy.empty(kbuf, dtype=cupy.int32)
+    vals = cupy.empty(kbuf, dtype=cupy.float32)
+    decode = loader.function("topk", "topk_decode")
+    decode(((kbuf + _THREADS - 1) // _THREADS,), (_THREADS,), (keys, np.int32(kbuf), ids, vals))
+    return ids, vals, state[7]
+
+
+__all__ = ["topk_device"]

@@ -1,0 +1,199 @@
+"""Device wrappers: argument checks, no-sync contract, resident indexes. GPU cases skip on CPU."""
+
+import numpy as np
+import pytest
+
+from teleo_server.compute import dense, maxsim, sparse, topk
+from teleo_server.gpu import loader
+from teleo_server.gpu._checks import pack_mask
+
+try:
+    from _backends import require_cupy
+except ImportError:  # tests/ imported as a package
+    from tests._backends import require_cupy
+
+
+def test_kernel_dir_is_found_and_overridable(tmp_path, monkeypatch):
+    assert (loader.kernel_dir() / "maxsim.cu").is_file()
+    (tmp_path / "topk.cu").write_text("// contract\n")
+    monkeypatch.setenv(loader.KERNEL_DIR_ENV, str(tmp_path))
+    assert loader.kernel_dir() == tmp_path
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 100])
+def test_pack_mask_matches_kernel_bit_order(n):
+    rng = np.random.default_rng(n)
+    mask = rng.random(n) < 0.5
+    words = pack_mask(mask)
+    assert words.dtype == np.uint32 and words.shape == ((n + 31) // 32,)
+    unpacked = [(int(words[i >> 5]) >> (i & 31)) & 1 for i in range(n)]
+    assert unpacked == mask.astype(int).tolist()
+
+
+def csc(rng, vocab, n_rows, density):
+    dense_w = np.where(rng.random((vocab, n_rows)) < density, rng.integers(1, 5, (vocab, n_rows)), 0)
+    indptr = np.concatenate([[0], np.cumsum((dense_w > 0).sum(axis=1))]).astype(np.int64)
+    t, r = np.nonzero(dense_w)
+    return indptr, r.astype(np.int32), dense_w[t, r].astype(np.float32)
+
+
+@pytest.mark.gpu
+def test_device_wrappers_reject_wrong_dtype_and_layout():
+    cupy = require_cupy()
+    from teleo_server.gpu.maxsim import maxsim_device
+    from teleo_server.gpu.topk import topk_device
+
+    with pytest.raises(TypeError):
+        topk_device(cupy.zeros(10, cupy.float64), 3)
+    with pytest.raises(TypeError):
+        topk_device(np.zeros(10, np.float32), 3)
+    with pytest.raises(ValueError):
+        topk_device(cupy.zeros((10, 2), cupy.float32)[:, 0], 3)  # strided
+    with pytest.raises(ValueError):
+        topk_device(cupy.zeros(64, cupy.float32), 3, mask=cupy.zeros(3, cupy.uint32))
+    q = cupy.zeros((2, 8), cupy.float32)
+    with pytest.raises(TypeError):
+        maxsim_device(q, cupy.zeros(2, cupy.int64), cupy.zeros((1, 8), cupy.float32), cupy.zeros(1, cupy.int32))
+
+
+@pytest.mark.gpu
+def test_topk_device_pads_and_counts_without_sync():
+    cupy = require_cupy()
+    from teleo_server.gpu.topk import topk_device
+
+    scores = cupy.asarray(np.array([0.5, np.nan, 2.0, -1.0, 0.0], np.float32))
+    ids, vals, count = topk_device(scores, 10, floor=0.0)
+    assert ids.shape == (5,)
+    assert int(count) == 2
+    assert ids.get().tolist() == [2, 0, -1, -1, -1]
+    assert vals.get()[2] == -np.inf
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(1, 1), (1000, 10), (300_000, 1000), (300_000, 299_999)])
+def test_topk_device_matches_reference_at_scale(n, k):
+    cupy = require_cupy()
+    from teleo_server.gpu.topk import topk_device
+
+    rng = np.random.default_rng(n + k)
+    host = rng.standard_normal(n).astype(np.float32)
+    host[rng.integers(0, n, n // 10 + 1)] = 0.25  # a large tie block
+    mask = rng.random(n) < 0.8
+    ids, vals, count = topk_device(cupy.asarray(host), k, mask=cupy.asarray(pack_mask(mask)))
+    want_ids, want_vals = topk.topk(host, k, mask=mask)
+    c = int(count)
+    assert ids[:c].get().tolist() == want_ids.tolist()
+    np.testing.assert_array_equal(vals[:c].get(), want_vals)
+
+
+@pytest.mark.gpu
+def test_spmv_device_accumulates_segments():
+    cupy = require_cupy()
+    from teleo_server.gpu.spmv import spmv_accumulate
+
+    rng = np.random.default_rng(5)
+    a, b = csc(rng, 50, 400, 0.05), csc(rng, 50, 400, 0.05)
+    q_ids = np.array([1, 7, 7, 49, 50], np.int32)
+    q_w = np.array([1.0, 0.5, 0.5, 2.0, 9.0], np.float32)
+    out = cupy.zeros(400, cupy.float32)
+    for seg in (a, b):
+        spmv_accumulate(*(cupy.asarray(x) for x in seg), cupy.asarray(q_ids), cupy.asarray(q_w), out)
+    want = sparse.spmv_scores(*a, 400, q_ids, q_w) + sparse.spmv_scores(*b, 400, q_ids, q_w)
+    np.testing.assert_allclose(out.get(), want, rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [7, 64, 96, 200, 384, 1000])
+def test_maxsim_device_every_entry(dim):
+    cupy = require_cupy()
+    from teleo_server.gpu.maxsim import maxsim_device
+
+    rng = np.random.default_rng(dim)
+    lengths = rng.integers(0, 12, 40)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.standard_normal((int(offsets[-1]), dim)).astype(np.float16)
+    q = rng.standard_normal((40, dim)).astype(np.float32)  # Q * D > 48 KiB at dim 384
+    cand = rng.integers(0, 40, 64).astype(np.int32)
+    got = maxsim_device(cupy.asarray(q), cupy.asarray(offsets), cupy.asarray(tokens), cupy.asarray(cand)).get()
+    np.testing.assert_allclose(got, maxsim.maxsim(q, offsets, tokens, cand), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width,dim", [(256, None), (256, 64), (100, None), (100, 37)])
+def test_dense_device_paths(width, dim):
+    cupy = require_cupy()
+    from teleo_server.gpu.dense import dense_scores_device
+
+    rng = np.random.default_rng(width)
+    m = rng.standard_normal((5000, width))
+    m = (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float16)
+    q = rng.standard_normal(width).astype(np.float32)
+    got = dense_scores_device(cupy.asarray(m), q, dim=dim).get()
+    np.testing.assert_allclose(got, dense.dense_scores(m, q, dim=dim), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_resident_indexes_append_delete_compact():
+    require_cupy()
+    from teleo_server.gpu.resident import DeviceExecutor, LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
+
+    rng = np.random.default_rng(9)
+    vocab, dim = 30, 48
+    executor = DeviceExecutor()
+    try:
+        def scenario():
+            live = LiveRows()
+            sparse_idx = ResidentSparseIndex(vocab, live, max_segments=2)
+            tokens = ResidentTokenStore(dim, live)
+            matrix = ResidentDenseMatrix(dim, live)
+            all_dense, all_w = [], np.zeros((vocab, 0))
+            tok_len, tok_all = [], []
+            for batch in range(4):  # the third append triggers a compaction
+                rows = live.append(100)
+                w = np.where(rng.random((vocab, 100)) < 0.1, rng.integers(1, 4, (vocab, 100)), 0).astype(np.float32)
+                t, r = np.nonzero(w)
+                indptr = np.concatenate([[0], np.cumsum((w > 0).sum(axis=1))]).astype(np.int64)
+                sparse_idx.append(indptr, (r + rows[0]).astype(np.int32), w[t, r])
+                all_w = np.concatenate([all_w, w], axis=1)
+                lengths = rng.integers(0, 6, 100)
+                toks = rng.standard_normal((int(lengths.sum()), dim)).astype(np.float16)
+                tokens.append(lengths, toks)
+                tok_len.append(lengths)
+                tok_all.append(toks)
+                d = rng.standard_normal((100, dim))
+                d = (d / np.linalg.norm(d, axis=1, keepdims=True)).astype(np.float16)
+                matrix.append(d)
+                all_dense.append(d)
+            assert len(sparse_idx.segments) <= 2
+            dead = np.array([0, 5, 150, 399])
+            live.delete(dead)
+            alive = np.ones(400, bool)
+            alive[dead] = False
+
+            q_ids = np.array([0, 3, 3, 29], np.int32)
+            q_w = np.array([1, 1, 2, 1], np.float32)
+            indptr = np.concatenate([[0], np.cumsum((all_w > 0).sum(axis=1))]).astype(np.int64)
+            t, r = np.nonzero(all_w)
+            want = sparse.spmv_topk(indptr, r.astype(np.int32), all_w[t, r].astype(np.float32), 400, q_ids, q_w, 50, mask=alive)
+            got = sparse_idx.search(q_ids, q_w, 50)
+            assert got[0].tolist() == want[0].tolist()
+
+            m = np.concatenate(all_dense)
+            q = m[7].astype(np.float32)
+            want = dense.dense_topk(m, q, 20, mask=alive)
+            got = matrix.search(q, 20)
+            assert got[0].tolist() == want[0].tolist()
+
+            lengths = np.concatenate(tok_len)
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            qt = rng.standard_normal((8, dim)).astype(np.float32)
+            cand = np.array([1, 2, 150, 398], np.int32)
+            got = tokens.maxsim(qt, cand)
+            want = maxsim.maxsim(qt, offsets, np.concatenate(tok_all), cand)
+            np.testing.assert_allclose(got[[0, 1, 3]], want[[0, 1, 3]], rtol=1e-4, atol=1e-3)
+            assert np.isnan(got[2])
+            return True
+
+        assert executor.run(scenario)
+    finally:
+        executor.shutdown()
