@@ -1,0 +1,1 @@
+"""Retrieval quality evaluation (SciFact, LoCoMo): ``make eval``."""

@@ -1,0 +1,80 @@
+"""Dense index: exact search, Matryoshka truncation with rescoring, HNSW above the threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.compute.backend import ops
+from teleo_server.index.dense import DenseIndex
+from teleo_server.pipeline.synthetic import unit
+
+OPS = ops("numpy")
+
+
+def _data(n: int, d: int, seed: int = 0) -> np.ndarray:
+    return unit(np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32))
+
+
+def test_exact_search_matches_brute_force_and_respects_mask():
+    x = _data(500, 32)
+    idx = DenseIndex(32)
+    idx.add(x[:200])
+    idx.add(x[200:])
+    q = x[17]
+    mask = np.ones(500, dtype=bool)
+    mask[17] = False
+    rows, scores = idx.search(OPS, q, 10, mask)
+    brute = x @ q
+    brute[17] = -np.inf
+    np.testing.assert_array_equal(rows, np.argsort(-brute, kind="stable")[:10])
+    np.testing.assert_allclose(scores, brute[rows], rtol=1e-5)
+    idx.remove(np.array([rows[0]]))
+    rows2, _ = idx.search(OPS, q, 10, mask)
+    assert rows[0] not in rows2
+
+
+def test_truncated_search_rescored_at_full_dimension():
+    # vectors whose energy sits in the first 16 dims: truncation loses little
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((400, 64)).astype(np.float32)
+    x[:, 16:] *= 0.05
+    x = unit(x)
+    idx = DenseIndex(64, truncations=(16, 32), oversample=4)
+    idx.add(x)
+    rows, scores = idx.search(OPS, x[5], 5, dim=16)
+    assert rows[0] == 5
+    np.testing.assert_allclose(scores, x[rows] @ x[5], rtol=1e-5)
+    chosen = idx.calibrate(OPS, threshold=0.9, k=5)
+    assert chosen == 16 and idx.recall_by_dim[16] >= 0.9
+
+
+def test_calibration_keeps_full_dimension_for_isotropic_vectors():
+    idx = DenseIndex(64, truncations=(8,), oversample=1)
+    idx.add(_data(600, 64, seed=3))
+    assert idx.calibrate(OPS, threshold=0.95, k=10) == 64
+    assert idx.recall_by_dim[8] < 0.95
+
+
+def test_hnsw_above_threshold_finds_neighbours_and_honours_deletes_and_masks():
+    x = _data(3000, 32, seed=4)
+    idx = DenseIndex(32, exact_threshold=1000, hnsw_ef_search=128)
+    idx.add(x[:1500])
+    assert idx.uses_hnsw
+    idx.add(x[1500:])
+    hits = 0
+    for qi in range(0, 3000, 150):
+        rows, _ = idx.search(OPS, x[qi], 10)
+        truth = np.argsort(-(x @ x[qi]))[:10]
+        hits += len(set(rows.tolist()) & set(truth.tolist()))
+    assert hits / (20 * 10) >= 0.9
+    idx.remove(np.array([42]))
+    assert 42 not in idx.search(OPS, x[42], 5)[0]
+    mask = np.zeros(3000, dtype=bool)
+    mask[::4] = True
+    rows, _ = idx.search(OPS, x[43], 5, mask)
+    assert rows.size == 5 and np.all(rows % 4 == 0)  # fewer rows than the threshold: exact over them
+    truth = np.flatnonzero(mask)[np.argsort(-(x[mask] @ x[43]))[:5]]
+    np.testing.assert_array_equal(np.sort(rows), np.sort(truth))
+    mask[::2] = True
+    rows, _ = idx.search(OPS, x[43], 5, mask)
+    assert rows.size == 5 and np.all(rows % 2 == 0)  # HNSW, post-filtered

@@ -1,0 +1,67 @@
+"""The incremental inverted index against a dense NumPy oracle, across merges and compaction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from teleo_server.compute.backend import ops
+from teleo_server.index.sparse import SparseIndex
+
+
+def _dense_oracle(docs: list[tuple[np.ndarray, np.ndarray]], n_terms: int) -> np.ndarray:
+    m = np.zeros((len(docs), n_terms))
+    for r, (ids, vals) in enumerate(docs):
+        m[r, ids] += vals
+    return m
+
+
+@pytest.mark.parametrize("min_merge", [pytest.param(10**9, id="delta-only"), pytest.param(50, id="merging")])
+def test_scores_match_dense_oracle(min_merge):
+    rng = np.random.default_rng(0)
+    idx = SparseIndex(merge_fraction=0.1, min_merge=min_merge)
+    docs = []
+    for r in range(300):
+        ids = rng.choice(500, size=rng.integers(0, 12), replace=False)
+        vals = rng.random(ids.size).astype(np.float32)
+        idx.add(r, ids, vals)
+        docs.append((ids, vals))
+    idx.grow_rows(300)
+    oracle = _dense_oracle(docs, 500)
+    q_ids = rng.choice(520, size=15, replace=False).astype(np.int32)  # some ids beyond the vocabulary
+    q_w = rng.random(15).astype(np.float32)
+    want = oracle[:, q_ids[q_ids < 500]] @ q_w[q_ids < 500]
+    got = idx.scores(ops("numpy"), q_ids, q_w)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if min_merge == 50:
+        assert idx.indices.size > 0, "the delta was merged into the CSC"
+
+
+def test_compaction_renumbers_rows():
+    rng = np.random.default_rng(1)
+    idx = SparseIndex(min_merge=20)
+    docs = []
+    for r in range(100):
+        ids = rng.choice(50, size=5, replace=False)
+        vals = np.ones(5, dtype=np.float32)
+        idx.add(r, ids, vals)
+        docs.append((ids, vals))
+    keep = np.arange(0, 100, 3)
+    idx.compact(keep)
+    assert idx.n_rows == keep.size
+    oracle = _dense_oracle([docs[k] for k in keep], 50)
+    q = np.array([3, 7, 11], dtype=np.int32)
+    w = np.array([1.0, 2.0, 0.5], dtype=np.float32)
+    np.testing.assert_allclose(idx.scores(ops("numpy"), q, w), oracle[:, q] @ w, rtol=1e-6)
+
+
+def test_weigh_is_applied_to_main_and_delta_alike():
+    idx = SparseIndex(weigh=lambda raw, rows: raw * (rows + 1).astype(np.float32), min_merge=3)
+    idx.add(0, np.array([0]), np.array([1.0], np.float32))
+    idx.add(1, np.array([0]), np.array([1.0], np.float32))
+    idx.add(2, np.array([0, 1]), np.array([1.0, 1.0], np.float32))  # 4 entries: merged
+    idx.add(3, np.array([0]), np.array([1.0], np.float32))         # stays in the delta
+    got = idx.scores(ops("numpy"), np.array([0], np.int32), np.array([1.0], np.float32))
+    np.testing.assert_allclose(got, [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError):
+        idx.add(1, np.array([0]), np.array([1.0], np.float32))

@@ -1,0 +1,83 @@
+"""Fusion methods and Compare aggregations on hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from teleo_server.errors import InvalidArgument
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline import synthetic as syn
+from teleo_server.pipeline.compare import aggregate
+from teleo_server.pipeline.fusion import fuse, ranks
+
+NAN = np.nan
+
+
+def test_ranks_skip_missing_scores():
+    np.testing.assert_array_equal(ranks(np.array([0.2, NAN, 0.9, 0.2])), [2, np.inf, 1, 3])
+
+
+def test_rrf_by_hand():
+    spaces = {"a": np.array([3.0, 2.0, NAN]), "b": np.array([NAN, 1.0, 5.0])}
+    got, used = fuse(spaces, {"a": 1.0, "b": 2.0}, "rrf", 60.0)
+    best = 1 / 61 + 2 / 61
+    want = np.array([1 / 61, 1 / 62 + 2 / 62, 2 / 61]) / best
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert used == ["a", "b"]
+
+
+def test_weighted_relative_and_additive_rrf():
+    spaces = {"a": np.array([4.0, 2.0, 1.0]), "b": np.array([0.5, 1.0, NAN])}
+    w, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "weighted", 60.0)
+    np.testing.assert_allclose(w, [(1.0 + 0.5) / 2, (0.5 + 1.0) / 2, 0.25 / 2], rtol=1e-6)
+    rel, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "relative", 60.0)
+    np.testing.assert_allclose(rel, [(1.0 + 0.0) / 2, (1 / 3 + 1.0) / 2, 0.0], rtol=1e-6)
+    add, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "additive_rrf", 60.0)
+    plain, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "rrf", 60.0)
+    assert plain[0] == plain[1]  # mirrored ranks tie under plain RRF
+    step = 1 / 61 - 1 / 62
+    want = (np.array([1 / 61 + 1 / 62, 1 / 62 + 1 / 61, 1 / 63]) + step * np.array([1.0, 1 / 3 + 1.0, 0.0])) / (2 / 61 + 2 * step)
+    np.testing.assert_allclose(add, want, rtol=1e-6)
+    assert add[1] > add[0]  # the magnitude breaks the tie
+
+
+def test_zero_weight_space_is_left_out_and_unknown_method_fails():
+    spaces = {"a": np.array([1.0, 2.0]), "b": np.array([9.0, 1.0])}
+    got, used = fuse(spaces, {"a": 1.0, "b": 0.0}, "rrf", 60.0)
+    assert used == ["a"] and got[1] > got[0]
+    with pytest.raises(ValueError):
+        fuse(spaces, {"a": 1.0}, "borda", 60.0)
+
+
+@pytest.mark.parametrize("aggregation, want", [
+    pytest.param("weighted_average", (0.8 * 1 + 0.2 * 3) / 4, id="weighted_average"),
+    pytest.param("max", 0.8, id="max"),
+    pytest.param("min", 0.2, id="min"),
+    pytest.param("geometric_mean", math.exp((math.log(0.8) + 3 * math.log(0.2)) / 4), id="geometric_mean"),
+    pytest.param("rrf", (1 / 61 + 3 / 65) / (4 / 61), id="rrf"),
+])
+def test_aggregations(aggregation, want):
+    got = aggregate({"x": 0.8, "y": 0.2}, aggregation, {"x": 1.0, "y": 3.0}, {"x": 1, "y": 5})
+    assert got == pytest.approx(want)
+
+
+def test_compare_two_memories_over_every_space():
+    r = make_retriever(PipelineSettings(), "numpy")
+    items = syn.corpus(120, dim=32, topics=4, seed=5, tokens=4)
+    for m, e in items:
+        r.add(m, e)
+    same, agg_same = r.compare("m0", "m0", "weighted_average", {})
+    assert set(same) >= {"E1_semantic", "E6_lexical", "E9_hdc", "E12_late", "E13_splade", "E2_recency"}
+    assert all(0.0 <= v <= 1.0 for v in same.values())
+    assert same["E1_semantic"] == pytest.approx(1.0, abs=1e-5) and same["E6_lexical"] == pytest.approx(1.0, abs=1e-5)
+    other = next(m.id for m, _ in items[1:] if m.id != "m0")
+    _, agg_other = r.compare("m0", other, "weighted_average", {})
+    assert agg_other < agg_same
+    _, rrf_self = r.compare("m0", "m0", "rrf", {})
+    _, rrf_other = r.compare("m0", other, "rrf", {})
+    assert rrf_self == pytest.approx(1.0) and rrf_other < 1.0
+    with pytest.raises(InvalidArgument):
+        r.compare("m0", other, "median", {})

@@ -1,0 +1,169 @@
+"""Goals, alignment, Johari, decay and MMR on synthetic vectors with known structure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from teleo_server.domain import Johari, MemoryType
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline import synthetic as syn
+from teleo_server.pipeline.types import Hit, Overrides, Query
+
+DIM = 48
+TOPICS = {
+    "deploy": "deploy pipeline release canary rollout",
+    "garden": "garden tomato compost seedling harvest",
+    "invoice": "invoice payment ledger refund billing",
+}
+
+
+def _clustered(seed: int = 0, per_topic: int = 20, outliers: int = 3, max_goals: int = 16):
+    """Three tight topic clusters (vectors and words) plus a few unrelated outliers."""
+    rng = np.random.default_rng(seed)
+    centres = syn.unit(rng.standard_normal((len(TOPICS), DIM)).astype(np.float32))
+    goals = {"min_memories": 10, "memories_per_goal": 20, "max_goals": max_goals}
+    r = make_retriever(PipelineSettings(goals=goals), "numpy")
+    ids: dict[str, list[str]] = {}
+    for t, (topic, words) in enumerate(TOPICS.items()):
+        for i in range(per_topic):
+            v = centres[t] + 0.15 * rng.standard_normal(DIM).astype(np.float32)
+            text = " ".join(rng.permutation(words.split())[:3]) + f" note {i}"
+            mid = f"{topic}{i}"
+            r.add(syn.memory(mid, text), syn.embedding(syn.chunk(v, {t: 1.0}, rng=rng)))
+            ids.setdefault(topic, []).append(mid)
+    for i in range(outliers):
+        # orthogonal to every centre: fits no goal
+        v = rng.standard_normal(DIM).astype(np.float32)
+        v -= centres.T @ (centres @ v)
+        r.add(syn.memory(f"odd{i}", f"stray remark {i}"), syn.embedding(syn.chunk(v, {10 + i: 1.0}, rng=rng)))
+    return r, centres, rng
+
+
+def _hits(r, q: Query) -> list[Hit]:
+    return [e for e in r.retrieve(q) if isinstance(e, Hit)]
+
+
+def test_goals_emerge_from_clusters_with_readable_labels():
+    r, _, _ = _clustered()
+    goals = r.goals()
+    assert r.goal_count() == 3
+    labels = [g[1] for g in goals]
+    for topic, words in TOPICS.items():
+        assert any(set(label.split()) <= set(words.split()) and label for label in labels), (topic, labels)
+    assert sorted(g[2] for g in goals) == [20, 21, 22] or sum(g[2] for g in goals) == 63
+
+
+def test_goals_refresh_keeps_ids_and_reports_drift():
+    r, centres, rng = _clustered(max_goals=3)
+    before = {g[0]: g[1] for g in r.goals()}
+    # a burst of new 'deploy' memories shifted towards another direction
+    shift = syn.unit(rng.standard_normal(DIM).astype(np.float32))
+    for i in range(20):
+        v = centres[0] + 0.6 * shift + 0.1 * rng.standard_normal(DIM).astype(np.float32)
+        r.add(syn.memory(f"deploy-new{i}", "deploy rollout canary"), syn.embedding(syn.chunk(v, rng=rng)))
+    after = r.goals()
+    assert {g[0] for g in after} == set(before)
+    drift = {g[0]: g[3] for g in after}
+    deploy_goal = next(g[0] for g in after if "deploy" in g[1] or "rollout" in g[1] or "canary" in g[1])
+    assert drift[deploy_goal] == max(drift.values()) and drift[deploy_goal] > 0.01
+
+
+def test_misaligned_memories_are_flagged_or_filtered():
+    r, _, _ = _clustered()
+    probe = syn.embedding(syn.chunk(r.spaces["E1_semantic"].index.matrix[-1], {10: 1.0}))  # an outlier's own vector
+    q = Query(text="stray remark", embedding=probe, principal=syn.admin(), top_k=5, explain=True)
+    hits = _hits(r, q)
+    assert hits[0].memory.id.startswith("odd") and hits[0].misaligned
+    assert "misaligned" in hits[0].explanation
+    aligned = [h for h in hits if not h.memory.id.startswith("odd")]
+    assert all(not h.misaligned for h in aligned)
+    q.overrides = Overrides(filter_misaligned=True)
+    assert all(not h.memory.id.startswith("odd") for h in _hits(r, q))
+
+
+def test_johari_quadrants_follow_alignment_and_use():
+    r, _, _ = _clustered()
+    used = r.catalog.memory(r.catalog.row_of["garden3"])
+    used.used_count = 2
+    r.update(used)
+    odd_used = r.catalog.memory(r.catalog.row_of["odd1"])
+    odd_used.used_count = 1
+    r.update(odd_used)
+    q = Query(text="garden tomato stray remark", embedding=None, principal=syn.admin(), top_k=100)
+    quad = {h.memory.id: h.johari for h in _hits(r, q)}
+    assert quad["garden3"] == Johari.OPEN
+    assert quad["odd1"] == Johari.HIDDEN
+    assert quad["odd0"] == Johari.UNKNOWN
+    assert quad["garden4"] == Johari.BLIND
+    q.johari = (Johari.OPEN, Johari.HIDDEN)
+    assert {h.memory.id for h in _hits(r, q)} == {"garden3", "odd1"}
+
+
+def test_goal_alignment_targets_a_named_goal_and_explains_it():
+    r, centres, _ = _clustered()
+    label = next(g[1] for g in r.goals() if set(g[1].split()) & {"invoice", "payment", "ledger", "refund", "billing"})
+    q = Query(text="note", embedding=None, principal=syn.admin(), top_k=60, target_goals=(label,), explain=True,
+              include_breakdown=True)
+    hits = _hits(r, q)
+    inv = [h for h in hits if h.memory.id.startswith("invoice")]
+    other = [h for h in hits if h.memory.id.startswith("garden")]
+    assert min(h.breakdown.goal_alignment for h in inv) > max(h.breakdown.goal_alignment for h in other)
+    assert f"goal '{label}'" in inv[0].explanation
+
+
+def test_decay_orders_by_age_and_spares_evergreen():
+    r = make_retriever(PipelineSettings(), "numpy")
+    rng = np.random.default_rng(1)
+    v = syn.unit(rng.standard_normal(DIM).astype(np.float32))
+    day = 86_400.0
+    now = 1e9 + 100 * day
+    for i, age in enumerate([1, 30, 90]):
+        r.add(syn.memory(f"a{age}", "same words here", event_time=now - age * day), syn.embedding(syn.chunk(v, {1: 1.0}, rng=rng)))
+    r.add(syn.memory("old-evergreen", "same words here", event_time=now - 90 * day, evergreen=True),
+          syn.embedding(syn.chunk(v, {1: 1.0}, rng=rng)))
+    r.add(syn.memory("old-howto", "same words here", event_time=now - 90 * day, memory_type=MemoryType.PROCEDURAL),
+          syn.embedding(syn.chunk(v, {1: 1.0}, rng=rng)))
+    q = Query(text="same words here", embedding=syn.embedding(syn.chunk(v, {1: 1.0}, rng=rng)), principal=syn.admin(),
+              top_k=5, now=now, overrides=Overrides(decay_half_life_days=30.0, disable_stages=("late_interaction",)))
+    hits = _hits(r, q)
+    order = [h.memory.id for h in hits]
+    assert order.index("a1") < order.index("a30") < order.index("a90")
+    by = {h.memory.id: h for h in hits}
+    assert by["a30"].breakdown.temporal == pytest.approx(0.5 ** (30 / 30), rel=1e-4)
+    assert by["old-evergreen"].breakdown.temporal == 1.0 and by["old-howto"].breakdown.temporal == 1.0
+    assert by["a90"].score < by["old-evergreen"].score
+
+
+def test_mmr_pushes_near_duplicates_down():
+    r = make_retriever(PipelineSettings(), "numpy")
+    rng = np.random.default_rng(2)
+    q = syn.unit(rng.standard_normal(DIM).astype(np.float32))
+    side = syn.unit(rng.standard_normal(DIM).astype(np.float32))
+    dup = syn.unit(q + 0.2 * side)
+    for i in range(4):  # four near-identical copies, closest to the query
+        r.add(syn.memory(f"dup{i}", f"copy {i}"), syn.embedding(syn.chunk(dup + 0.01 * rng.standard_normal(DIM).astype(np.float32), rng=rng)))
+    for i in range(4):  # distinct memories, a little further away
+        d = syn.unit(q + 0.35 * syn.unit(rng.standard_normal(DIM).astype(np.float32)))
+        r.add(syn.memory(f"distinct{i}", f"other {i}"), syn.embedding(syn.chunk(d, rng=rng)))
+    base = Query(text="", embedding=syn.embedding(syn.chunk(q, rng=rng)), principal=syn.admin(), top_k=4, profile="single_space:E1")
+    plain = [h.memory.id for h in _hits(r, base)]
+    assert all(m.startswith("dup") for m in plain)
+    base.overrides = Overrides(mmr_lambda=0.5)
+    diverse = [h.memory.id for h in _hits(r, base)]
+    assert diverse[0].startswith("dup")
+    assert sum(m.startswith("dup") for m in diverse) == 1
+
+
+def test_min_score_applies_to_the_normalised_score():
+    r, _, _ = _clustered()
+    q = Query(text="garden tomato", embedding=None, principal=syn.admin(), top_k=50)
+    all_hits = _hits(r, q)
+    scores = sorted(h.score for h in all_hits)
+    cut = (scores[len(scores) // 2] + scores[len(scores) // 2 - 1]) / 2
+    assert 0.0 < cut < 1.0
+    q.overrides = Overrides(min_score=cut)
+    kept = _hits(r, q)
+    assert 0 < len(kept) < len(all_hits)
+    assert all(h.score >= cut for h in kept)
+    assert {h.memory.id for h in kept} == {h.memory.id for h in all_hits if h.score >= cut}

@@ -1,0 +1,98 @@
+"""Text spaces: BM25 against its formula, E9 typo robustness, registry, context spaces."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline import synthetic as syn
+from teleo_server.pipeline.types import Hit, Query
+from teleo_server.spaces.registry import resolve_name, space_classes
+from teleo_server.spaces.text import tokenize
+
+DOCS = [
+    "the cat sat on the mat",
+    "dogs chase cats in the park",
+    "kubernetes deployment pipeline failed at the canary stage",
+    "a recipe for sourdough bread with a long fermentation",
+    "the mat was red and the cat was black and the cat slept",
+]
+
+
+def _lexical_only(docs: list[str], **settings):
+    r = make_retriever(PipelineSettings(**settings), "numpy")
+    for i, d in enumerate(docs):
+        r.add(syn.memory(f"d{i}", d), syn.embedding())  # no learned vectors at all
+    return r
+
+
+def _ids(r, text: str, profile: str, k: int = 5) -> list[tuple[str, float]]:
+    q = Query(text=text, embedding=None, principal=syn.admin(), top_k=k, profile=profile, include_breakdown=True)
+    return [(e.memory.id, e.breakdown.spaces.get(resolve_name(profile.split(":")[1]), 0.0))
+            for e in r.retrieve(q) if isinstance(e, Hit)]
+
+
+def _bm25(query: str, docs: list[str], k1: float, b: float) -> np.ndarray:
+    toks = [tokenize(d) for d in docs]
+    avgdl = sum(map(len, toks)) / len(toks)
+    out = np.zeros(len(docs))
+    for t in set(tokenize(query)):
+        df = sum(t in d for d in toks)
+        if not df:
+            continue
+        idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+        for i, d in enumerate(toks):
+            tf = d.count(t)
+            out[i] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl)) if tf else 0.0
+    return out
+
+
+@pytest.mark.parametrize("k1, b", [(0.9, 0.4), (1.2, 0.75)])
+def test_bm25_matches_the_formula(k1, b):
+    r = _lexical_only(DOCS, bm25_k1=k1, bm25_b=b)
+    got = dict(_ids(r, "the cat on a red mat", "single_space:E6"))
+    want = _bm25("the cat on a red mat", DOCS, k1, b)
+    for i, w in enumerate(want):
+        if w > 0:
+            assert got[f"d{i}"] == pytest.approx(w, rel=1e-5)
+    assert max(got, key=got.get) == f"d{int(np.argmax(want))}"
+
+
+def test_typo_is_found_only_through_hdc():
+    r = _lexical_only(DOCS)
+    assert _ids(r, "kuberentes deploymnet", "single_space:E6") == []  # BM25 sees no shared token
+    hits = _ids(r, "kuberentes deploymnet", "single_space:E9")
+    assert hits[0][0] == "d2"
+    q = Query(text="kuberentes deploymnet", embedding=None, principal=syn.admin(), top_k=3)
+    top = [e for e in r.retrieve(q) if isinstance(e, Hit)]
+    assert top[0].memory.id == "d2" and "E9_hdc" in top[0].found_by
+
+
+def test_registry_discovers_every_space_in_order():
+    names = list(space_classes())
+    assert names[:4] == ["E1_semantic", "E2_recency", "E3_periodicity", "E4_sequence"]
+    assert {"E6_lexical", "E9_hdc", "E12_late", "E13_splade"} <= set(names)
+    assert resolve_name("splade") == "E13_splade" and resolve_name("E12") == "E12_late"
+    with pytest.raises(KeyError):
+        resolve_name("E99")
+
+
+def test_context_spaces_rank_by_time_and_sequence():
+    r = make_retriever(PipelineSettings(), "numpy")
+    day = 86_400.0
+    for i in range(6):
+        r.add(syn.memory(f"t{i}", f"turn {i}", session_id="s", session_position=i, event_time=1e9 + i * day), syn.embedding())
+    r.add(syn.memory("loose", "no session", event_time=1e9 + 2.5 * day), syn.embedding())
+    now = 1e9 + 6 * day
+    q = Query(text="", embedding=None, principal=syn.admin(), top_k=3, profile="single_space:E2", now=now)
+    assert [e.memory.id for e in r.retrieve(q) if isinstance(e, Hit)] == ["t5", "t4", "t3"]
+    q = Query(text="", embedding=None, principal=syn.admin(), top_k=7, profile="single_space:E4", now=now)
+    got = [e.memory.id for e in r.retrieve(q) if isinstance(e, Hit)]
+    assert got[:2] == ["t5", "t4"] and "loose" not in got
+    sims, _ = r.compare("t1", "t2", "max", {})
+    far, _ = r.compare("t1", "t5", "max", {})
+    assert sims["E4_sequence"] > far["E4_sequence"] and sims["E2_recency"] > far["E2_recency"]
+    assert sims["E3_periodicity"] == pytest.approx((1.0 + (1 + math.cos(2 * math.pi / 7)) / 2) / 2, rel=1e-5)
