@@ -41,3 +41,17 @@ class Embedder(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+def check_texts(texts: list[str]) -> None:
+    """Raise InvalidArgument (field ``texts``) unless every item is a str encodable as utf-8."""
+    from teleo_server.errors import InvalidArgument
+
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidArgument(f"item {i} is {type(text).__name__}, not str", field="texts")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(f"item {i} is not valid unicode: {exc.reason}",
+                                  field="texts") from exc

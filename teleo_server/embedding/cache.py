@@ -1,0 +1,145 @@
+"""An on-disk embedding cache, so re-ingesting a text or re-running a benchmark never re-embeds.
+
+One SQLite file (``<cache_dir>/embeddings.sqlite3``, WAL mode, safe across processes), keyed by
+``(model_version, role, sha256(text))``. The model version names the weights, pooling code,
+chunking and query cap (see ``engine.version_string``), so a changed model never serves stale
+vectors. Values are uncompressed ``.npz`` blobs of one EmbeddingSet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet
+from teleo_server.embedding.base import Embedder, TextRole, check_texts
+
+log = structlog.get_logger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    model_version TEXT NOT NULL,
+    role TEXT NOT NULL,
+    text_sha256 TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (model_version, role, text_sha256)
+) WITHOUT ROWID
+"""
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def dumps(s: EmbeddingSet) -> bytes:
+    arrays: dict[str, np.ndarray] = {
+        "spans": np.array([(c.start, c.end) for c in s.chunks], np.int64).reshape(-1, 2)}
+    for i, c in enumerate(s.chunks):
+        arrays[f"dense{i}"] = c.dense
+        arrays[f"tokens{i}"] = c.tokens
+        arrays[f"ids{i}"] = c.sparse_ids
+        arrays[f"weights{i}"] = c.sparse_weights
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def loads(blob: bytes, model_version: str) -> EmbeddingSet:
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        spans = z["spans"]
+        chunks = [ChunkEmbedding(dense=z[f"dense{i}"], tokens=z[f"tokens{i}"],
+                                 sparse_ids=z[f"ids{i}"], sparse_weights=z[f"weights{i}"],
+                                 start=int(spans[i, 0]), end=int(spans[i, 1]))
+                  for i in range(len(spans))]
+    return EmbeddingSet(model_version, chunks)
+
+
+class EmbeddingCache:
+    """Get and put EmbeddingSets by (model version, role, text). Thread-safe."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "embeddings.sqlite3"
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+        self._db.commit()
+
+    def get_many(self, model_version: str, role: TextRole,
+                 texts: list[str]) -> list[EmbeddingSet | None]:
+        keys = [text_key(t) for t in texts]
+        found: dict[str, bytes] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+                part = keys[start:start + 500]
+                rows = self._db.execute(
+                    "SELECT text_sha256, value FROM embeddings WHERE model_version = ? AND "
+                    f"role = ? AND text_sha256 IN ({','.join('?' * len(part))})",
+                    [model_version, role.value, *part]).fetchall()
+                found.update(rows)
+        return [loads(found[k], model_version) if k in found else None for k in keys]
+
+    def put_many(self, role: TextRole, texts: list[str], sets: list[EmbeddingSet]) -> None:
+        rows = [(s.model_version, role.value, text_key(t), dumps(s)) for t, s in zip(texts, sets)]
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class CachedEmbedder:
+    """An Embedder that answers from an :class:`EmbeddingCache` first and embeds only misses."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def model_version(self) -> str:
+        return self.inner.model_version
+
+    @property
+    def description(self) -> str:
+        return f"{self.inner.description} (cached)"
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def ready(self) -> bool:
+        return await self.inner.ready()
+
+    async def embed(self, texts: list[str], role: TextRole) -> list[EmbeddingSet]:
+        check_texts(texts)
+        version = self.inner.model_version
+        cached = await asyncio.to_thread(self.cache.get_many, version, role, texts)
+        missing = list(dict.fromkeys(t for t, c in zip(texts, cached) if c is None))
+        self.hits += len(texts) - sum(c is None for c in cached)
+        self.misses += len(missing)
+        if missing:
+            fresh = dict(zip(missing, await self.inner.embed(missing, role)))
+            await asyncio.to_thread(self.cache.put_many, role, missing,
+                                    [fresh[t] for t in missing])
+            cached = [c if c is not None else fresh[t] for t, c in zip(texts, cached)]
+        return [c for c in cached if c is not None]
+
+    async def close(self) -> None:
+        await self.inner.close()
+        self.cache.close()

@@ -1,0 +1,88 @@
+"""Embedding in this process with onnxruntime: the default when no Triton address is set."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import structlog
+
+from teleo_server.domain import EmbeddingSet
+from teleo_server.embedding.base import TextRole, check_texts
+from teleo_server.embedding.chunking import ChunkPlan
+from teleo_server.embedding.engine import Engine
+from teleo_server.errors import Unavailable
+
+log = structlog.get_logger(__name__)
+
+
+class InProcessEmbedder:
+    """The :class:`~teleo_server.embedding.base.Embedder` protocol on local CPU models.
+
+    Model calls run on one dedicated worker thread (onnxruntime brings its own ``threads``
+    intra-op threads), so the event loop never blocks and calls never overlap.
+
+    Parameters
+    ----------
+    model_dir : a repository materialised by ``build_repo``.
+    threads : onnxruntime intra-op threads per model.
+    max_batch : chunk texts per onnxruntime call.
+    plan : chunk size and overlap in word pieces.
+    query_max_terms : sparse terms kept for a query.
+    """
+
+    def __init__(self, model_dir: Path, *, threads: int = 2, max_batch: int = 32,
+                 plan: ChunkPlan | None = None, query_max_terms: int = 64) -> None:
+        self._model_dir = model_dir
+        self._kwargs = dict(threads=threads, max_batch=max_batch, plan=plan or ChunkPlan(),
+                            query_max_terms=query_max_terms)
+        self._engine: Engine | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def model_version(self) -> str:
+        if self._engine is None:
+            raise Unavailable("embedder not started")
+        return self._engine.version
+
+    @property
+    def description(self) -> str:
+        return "in-process"
+
+    async def start(self) -> None:
+        if self._engine is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleo-embed")
+        loop = asyncio.get_running_loop()
+        try:
+            self._engine = await loop.run_in_executor(
+                self._executor, lambda: Engine(self._model_dir, **self._kwargs))
+        except Exception:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+        log.info("embedder.started", backend="in-process", model_version=self._engine.version,
+                 threads=self._kwargs["threads"])
+
+    async def ready(self) -> bool:
+        return self._engine is not None
+
+    async def embed(self, texts: list[str], role: TextRole) -> list[EmbeddingSet]:
+        """One EmbeddingSet per text (float32 dense (384,), float16 tokens (T, 384), ...)."""
+        if self._engine is None or self._executor is None:
+            raise Unavailable("embedder not started")
+        check_texts(texts)
+        if not texts:
+            return []
+        engine = self._engine
+        is_query = [role is TextRole.QUERY] * len(texts)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, engine.embed, texts, is_query)
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        self._executor = None
+        self._engine = None
+

@@ -1,0 +1,44 @@
+"""Embedding options; the server's settings nest them as ``settings.embedding``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field, model_validator
+
+from teleo_server.embedding.chunking import MAX_CHUNK_TOKENS
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/teleo/embeddings`` (``~/.cache/teleo/embeddings``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "teleo" / "embeddings"
+
+
+class EmbeddingSettings(BaseModel):
+    """Where and how texts are embedded.
+
+    ``triton_url`` None embeds in-process from ``model_dir``; otherwise a Triton server at
+    ``host:port`` (gRPC) serves ``triton_model``. Chunking and the query cap apply in-process;
+    a Triton server applies the parameters of its ``teleo_embed/config.pbtxt`` (the model
+    version string names both, so cached and stored vectors never mix them).
+    """
+
+    triton_url: str | None = None
+    triton_model: str = "teleo_embed"
+    model_dir: Path | None = None              # None: triton_models/ at the project root
+    cache_dir: Path | None = Field(default_factory=default_cache_dir)  # None: no cache
+    chunk_tokens: int = Field(MAX_CHUNK_TOKENS, ge=8, le=MAX_CHUNK_TOKENS)
+    chunk_overlap: int = Field(32, ge=0)
+    query_max_terms: int = Field(64, ge=1)
+    timeout_s: float = Field(10.0, gt=0)      # every Triton call
+    threads: int = Field(2, ge=1)              # onnxruntime intra-op threads (in-process)
+    max_batch: int = Field(32, ge=1, le=64)    # texts per model call / per Triton request
+    batch_window_ms: float = Field(2.0, ge=0)  # how long the Triton client waits to fill a batch
+
+    @model_validator(mode="after")
+    def _overlap_fits(self) -> EmbeddingSettings:
+        if self.chunk_overlap > self.chunk_tokens // 2:
+            raise ValueError("chunk_overlap must be at most chunk_tokens // 2")
+        return self

@@ -1,0 +1,125 @@
+"""The on-disk embedding cache: exact round trips, keys, persistence, and skipped re-embedding."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet
+from teleo_server.embedding.base import TextRole
+from teleo_server.embedding.cache import CachedEmbedder, EmbeddingCache, dumps, loads
+from teleo_server.embedding.inprocess import InProcessEmbedder
+from teleo_server.embedding.repository import ModelFiles, default_model_dir
+
+MODEL_DIR = default_model_dir()
+needs_models = pytest.mark.skipif(
+    bool(ModelFiles.in_dir(MODEL_DIR).missing()),
+    reason="model repository not materialised: run `make models`")
+
+
+def _random_set(rng: np.random.Generator, chunks: int, version: str = "v1") -> EmbeddingSet:
+    out = []
+    for i in range(chunks):
+        t, s = int(rng.integers(0, 20)), int(rng.integers(0, 30))
+        out.append(ChunkEmbedding(
+            dense=rng.standard_normal(384).astype(np.float32),
+            tokens=rng.standard_normal((t, 384)).astype(np.float16),
+            sparse_ids=np.sort(rng.choice(30522, s, replace=False)).astype(np.int32),
+            sparse_weights=rng.random(s).astype(np.float32),
+            start=i * 10, end=i * 10 + 15))
+    return EmbeddingSet(version, out)
+
+
+def _assert_same(a: EmbeddingSet, b: EmbeddingSet) -> None:
+    assert a.model_version == b.model_version and len(a.chunks) == len(b.chunks)
+    for x, y in zip(a.chunks, b.chunks):
+        for field in ("dense", "tokens", "sparse_ids", "sparse_weights"):
+            u, v = getattr(x, field), getattr(y, field)
+            assert u.dtype == v.dtype and u.shape == v.shape
+            np.testing.assert_array_equal(u, v)
+        assert (x.start, x.end) == (y.start, y.end)
+
+
+@pytest.mark.parametrize("chunks", [0, 1, 4])
+def test_blob_round_trip_is_exact(chunks):
+    s = _random_set(np.random.default_rng(chunks), chunks)
+    _assert_same(loads(dumps(s), "v1"), s)
+
+
+def test_keys_separate_versions_roles_and_texts_and_persist(tmp_path: Path):
+    rng = np.random.default_rng(0)
+    a, b = _random_set(rng, 2, "v1"), _random_set(rng, 1, "v2")
+    cache = EmbeddingCache(tmp_path)
+    cache.put_many(TextRole.DOCUMENT, ["alpha"], [a])
+    cache.put_many(TextRole.DOCUMENT, ["alpha"], [b])
+    assert cache.get_many("v1", TextRole.QUERY, ["alpha"]) == [None]
+    assert cache.get_many("v3", TextRole.DOCUMENT, ["alpha"]) == [None]
+    [hit, miss] = cache.get_many("v1", TextRole.DOCUMENT, ["alpha", "beta"])
+    assert miss is None and hit is not None
+    _assert_same(hit, a)
+    cache.close()
+    reopened = EmbeddingCache(tmp_path)
+    assert len(reopened) == 2
+    _assert_same(reopened.get_many("v2", TextRole.DOCUMENT, ["alpha"])[0], b)
+    reopened.close()
+
+
+def test_many_keys_in_one_lookup(tmp_path: Path):
+    rng = np.random.default_rng(1)
+    texts = [f"text {i}" for i in range(1200)]
+    cache = EmbeddingCache(tmp_path)
+    cache.put_many(TextRole.DOCUMENT, texts[::2], [_random_set(rng, 1) for _ in texts[::2]])
+    got = cache.get_many("v1", TextRole.DOCUMENT, texts)
+    assert [g is not None for g in got] == [i % 2 == 0 for i in range(len(texts))]
+    cache.close()
+
+
+class _Counting:
+    """Wraps a real embedder and records which texts reached it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seen: list[str] = []
+
+    model_version = property(lambda self: self.inner.model_version)
+    description = property(lambda self: self.inner.description)
+
+    async def start(self):
+        await self.inner.start()
+
+    async def ready(self):
+        return await self.inner.ready()
+
+    async def embed(self, texts, role):
+        self.seen.extend(texts)
+        return await self.inner.embed(texts, role)
+
+    async def close(self):
+        await self.inner.close()
+
+
+@needs_models
+def test_cached_embedder_embeds_each_text_once(tmp_path: Path):
+    counting = _Counting(InProcessEmbedder(MODEL_DIR, threads=1))
+    embedder = CachedEmbedder(counting, EmbeddingCache(tmp_path))
+
+    async def run():
+        await embedder.start()
+        try:
+            first = await embedder.embed(["a memory", "another", "a memory"], TextRole.DOCUMENT)
+            second = await embedder.embed(["another", "new one", "a memory"], TextRole.DOCUMENT)
+            query = await embedder.embed(["a memory"], TextRole.QUERY)
+            return first, second, query
+        finally:
+            await embedder.close()
+
+    first, second, query = asyncio.run(run())
+    assert counting.seen == ["a memory", "another", "new one", "a memory"]
+    _assert_same(first[0], second[2])
+    _assert_same(first[1], second[0])
+    _assert_same(first[0], first[2])
+    assert len(query[0].chunks[0].sparse_ids) <= 64
+    assert embedder.hits == 2 and embedder.misses == 4   # a duplicate within a call is no hit

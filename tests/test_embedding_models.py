@@ -1,0 +1,187 @@
+"""MiniLM and splade-tiny on the real weights: pooling, per-token vectors, sparse vectors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.special import erf
+
+from teleo_server.embedding.models import (
+    DENSE_DIM,
+    MAX_WINDOW,
+    DenseEncoder,
+    SparseEncoder,
+    WindowExceeded,
+)
+from teleo_server.embedding.repository import ModelFiles, default_model_dir
+
+MODEL_DIR = default_model_dir()
+FILES = ModelFiles.in_dir(MODEL_DIR)
+pytestmark = pytest.mark.skipif(
+    bool(FILES.missing()), reason="model repository not materialised: run `make models`")
+
+SENTENCES = [
+    "Older adults are at higher risk of falls.",
+    "The quick brown fox jumps over the lazy dog.",
+    "GPU kernels compute sparse matrix-vector products.",
+    "x",
+]
+
+
+@pytest.fixture(scope="module")
+def dense() -> DenseEncoder:
+    return DenseEncoder(FILES.dense_onnx, FILES.dense_tokenizer, threads=1, max_batch=4)
+
+
+@pytest.fixture(scope="module")
+def sparse() -> SparseEncoder:
+    return SparseEncoder(FILES.sparse_onnx, FILES.sparse_tokenizer, threads=1, max_batch=4)
+
+
+def _random_texts(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = ("memory agent retrieval goal purpose kernel vector sparse dense query older adults "
+             "risk river autumn store recall rerank decay").split()
+    return [" ".join(rng.choice(words, int(rng.integers(1, 40)))) for _ in range(n)]
+
+
+def test_dense_is_masked_mean_of_hidden_states_then_l2(dense):
+    out = dense.encode(SENTENCES)
+    enc = dense.tokenizer.encode_batch(SENTENCES)
+    ids = np.array([e.ids for e in enc], np.int64)
+    mask = np.array([e.attention_mask for e in enc], np.int64)
+    hidden = dense._session.run(["last_hidden_state"], {
+        "input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+    for i in range(len(SENTENCES)):
+        n = int(mask[i].sum())
+        mean = hidden[i, :n].astype(np.float64).mean(axis=0)
+        np.testing.assert_allclose(out.dense[i], mean / np.linalg.norm(mean), atol=2e-6)
+        # per-token rows are the hidden states of the word pieces, without [CLS] and [SEP]
+        assert out.token_counts[i] == n - 2
+        rows = hidden[i, 1:n - 1].astype(np.float64)
+        np.testing.assert_allclose(out.tokens[i, :n - 2],
+                                   rows / np.linalg.norm(rows, axis=1, keepdims=True), atol=1e-3)
+        assert not out.tokens[i, n - 2:].any()
+    assert out.dense.dtype == np.float32 and out.dense.shape == (4, DENSE_DIM)
+    assert out.tokens.dtype == np.float16
+
+
+def test_dense_vectors_rank_paraphrases_above_unrelated_text(dense):
+    out = dense.encode(["elderly people often fall", "Older adults are at higher risk of falls.",
+                        "GPU kernels compute sparse matrix-vector products."])
+    sims = out.dense @ out.dense[0]
+    assert sims[1] > 0.5 > sims[2]
+
+
+def test_batch_composition_does_not_change_vectors(dense, sparse):
+    texts = _random_texts(20, seed=3)
+    whole = dense.encode(texts)
+    part = dense.encode(texts[5:9])
+    np.testing.assert_array_equal(whole.dense[5:9], part.dense)
+    width = part.tokens.shape[1]
+    np.testing.assert_array_equal(whole.tokens[5:9, :width], part.tokens)
+    np.testing.assert_array_equal(sparse.pooled(texts)[5:9], sparse.pooled(texts[5:9]))
+
+
+def test_window_is_an_error_not_a_truncation(dense, sparse):
+    fits = " ".join(["memory"] * (MAX_WINDOW - 2))
+    assert dense.encode([fits]).token_counts[0] == MAX_WINDOW - 2
+    with pytest.raises(WindowExceeded):
+        dense.encode([fits + " memory"])
+    with pytest.raises(WindowExceeded):
+        sparse.encode([fits + " memory"], [0])
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + erf(x / np.sqrt(2)))
+
+
+def _layer_norm(x, g, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * g + b
+
+
+def _splade_reference(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """BertForMaskedLM + SPLADE pooling, float64 NumPy, straight from the safetensors file."""
+    from safetensors.numpy import load_file
+
+    from teleo_server.embedding.build_repo import locate
+
+    w = {k: v.astype(np.float64) for k, v in load_file(str(locate("sparse_weights"))).items()}
+    cfg = json.loads(locate("sparse_config").read_text())
+    h, nh, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    d = h // nh
+    b, t = ids.shape
+    x = (w["bert.embeddings.word_embeddings.weight"][ids]
+         + w["bert.embeddings.token_type_embeddings.weight"][0]
+         + w["bert.embeddings.position_embeddings.weight"][:t])
+    x = _layer_norm(x, w["bert.embeddings.LayerNorm.gamma"], w["bert.embeddings.LayerNorm.beta"],
+                    eps)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"bert.encoder.layer.{layer}."
+
+        def lin(y, name, _p=p):
+            return y @ w[f"{_p}{name}.weight"].T + w[f"{_p}{name}.bias"]
+
+        q, k, v = (lin(x, f"attention.self.{n}").reshape(b, t, nh, d).transpose(0, 2, 1, 3)
+                   for n in ("query", "key", "value"))
+        s = np.where(mask[:, None, None, :] > 0, q @ k.transpose(0, 1, 3, 2) / np.sqrt(d), -np.inf)
+        s = np.exp(s - s.max(-1, keepdims=True))
+        ctx = ((s / s.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(b, t, h)
+        x = _layer_norm(lin(ctx, "attention.output.dense") + x,
+                        w[f"{p}attention.output.LayerNorm.gamma"],
+                        w[f"{p}attention.output.LayerNorm.beta"], eps)
+        x = _layer_norm(lin(_gelu(lin(x, "intermediate.dense")), "output.dense") + x,
+                        w[f"{p}output.LayerNorm.gamma"], w[f"{p}output.LayerNorm.beta"], eps)
+    y = _gelu(x @ w["cls.predictions.transform.dense.weight"].T
+              + w["cls.predictions.transform.dense.bias"])
+    y = _layer_norm(y, w["cls.predictions.transform.LayerNorm.gamma"],
+                    w["cls.predictions.transform.LayerNorm.beta"], eps)
+    logits = y @ w["bert.embeddings.word_embeddings.weight"].T + w["cls.predictions.bias"]
+    return (np.log1p(np.maximum(logits, 0)) * mask[..., None]).max(axis=1)
+
+
+def test_splade_onnx_graph_matches_numpy_reference(sparse):
+    texts = SENTENCES + _random_texts(3, seed=7)
+    enc = sparse.tokenizer.encode_batch(texts)
+    ids = np.array([e.ids for e in enc], np.int64)
+    mask = np.array([e.attention_mask for e in enc], np.int64)
+    ref = _splade_reference(ids, mask)
+    got = sparse.pooled(texts)
+    np.testing.assert_allclose(got, ref, atol=2e-5)
+    np.testing.assert_array_equal(got > 0, ref > 1e-6)
+
+
+def test_splade_expands_terms():
+    vocab = json.loads(FILES.sparse_tokenizer.read_text())["model"]["vocab"]
+    enc = SparseEncoder(FILES.sparse_onnx, FILES.sparse_tokenizer, threads=1)
+    out = enc.encode(["older adults are at risk"], [0])
+    terms = {int(i) for i in out.ids[0, :out.counts[0]]}
+    # expansion: words that are not in the text but mean the same
+    assert {vocab["elderly"], vocab["adult"]} <= terms
+    assert vocab["older"] in terms
+
+
+@pytest.mark.parametrize("cap", [pytest.param(5, id="cap5"), pytest.param(64, id="cap64")])
+def test_query_cap_keeps_heaviest_terms_sorted_by_id(sparse, cap):
+    text = "GPU kernels compute sparse matrix-vector products for memory retrieval of agents."
+    doc = sparse.encode([text], [0])
+    query = sparse.encode([text], [cap])
+    d_ids, d_w = doc.ids[0, :doc.counts[0]], doc.weights[0, :doc.counts[0]]
+    q_ids, q_w = query.ids[0, :query.counts[0]], query.weights[0, :query.counts[0]]
+    assert (d_w > 0).all() and (np.diff(d_ids) > 0).all()
+    assert len(q_ids) == min(cap, len(d_ids)) and (np.diff(q_ids) > 0).all()
+    # every kept term weighs at least as much as every dropped one, with its document weight
+    kept = np.isin(d_ids, q_ids)
+    np.testing.assert_array_equal(d_w[kept], q_w)
+    if (~kept).any():
+        assert q_w.min() >= d_w[~kept].max()
+
+
+def test_empty_text_has_no_tokens_but_has_vectors(dense, sparse):
+    d = dense.encode([""])
+    assert d.token_counts[0] == 0 and np.isclose(np.linalg.norm(d.dense[0]), 1.0)
+    s = sparse.encode([""], [0])
+    assert s.counts[0] >= 0
