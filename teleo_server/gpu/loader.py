@@ -50,24 +50,27 @@ def function(module_name: str, kernel: str) -> Any:
 
 
 @functools.cache
-def _device_attr(device_id: int, name: str) -> int:
+def _device_attr(device_id: int, name: str, prop: str) -> int:
     import cupy
 
-    return int(cupy.cuda.Device(device_id).attributes[name])
+    attributes = cupy.cuda.Device(device_id).attributes
+    if name in attributes:
+        return int(attributes[name])
+    return int(cupy.cuda.runtime.getDeviceProperties(device_id)[prop])
 
 
 def sm_count() -> int:
     """Streaming multiprocessors of the current device (sizes grid-stride launches)."""
     import cupy
 
-    return _device_attr(cupy.cuda.Device().id, "MultiProcessorCount")
+    return _device_attr(cupy.cuda.Device().id, "MultiProcessorCount", "multiProcessorCount")
 
 
 def shared_optin_limit() -> int:
     """Largest dynamic shared memory a block of the current device may opt in to, in bytes."""
     import cupy
 
-    return _device_attr(cupy.cuda.Device().id, "MaxSharedMemoryPerBlockOptin")
+    return _device_attr(cupy.cuda.Device().id, "MaxSharedMemoryPerBlockOptin", "sharedMemPerBlockOptin")
 
 
 def ensure_shared(kernel: Any, nbytes: int) -> None:

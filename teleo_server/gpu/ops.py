@@ -34,6 +34,8 @@ class DeviceMirror:
         """cupy.ndarray copy of ``host`` cast to ``dtype``, C-contiguous, uploaded at most once."""
         import cupy
 
+        if not isinstance(host, np.ndarray):  # lists and the like cannot be weakly referenced
+            return cupy.asarray(np.ascontiguousarray(host, dtype=dtype))
         key = (id(host), np.dtype(dtype).str)
         stamp = (host.__array_interface__["data"][0], host.shape, host.dtype.str)
         with self._lock:
@@ -89,6 +91,11 @@ _bounds_cache: dict[int, int] = {}
 
 
 def _bounds(indices: np.ndarray) -> int:
+    if not isinstance(indices, np.ndarray):
+        arr = np.asarray(indices)
+        if arr.min() < 0:
+            raise ValueError("posting row id below 0")
+        return int(arr.max())
     key = id(indices)
     if key not in _bounds_cache:
         arr = np.asarray(indices)
@@ -201,7 +208,7 @@ def topk(scores, k, mask=None) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"scores must be 1-D, got shape {s.shape}")
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
-    return _host_topk(*topk_device(cupy.asarray(s), k, mask=_host_mask(mask, s.shape[0])))
+    return _host_topk(*topk_device(cupy.asarray(np.ascontiguousarray(s)), k, mask=_host_mask(mask, s.shape[0])))
 
 
 @functools.cache
