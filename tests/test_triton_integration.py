@@ -1,0 +1,201 @@
+"""A real tritonserver serving triton_models/: same vectors as in-process, batching, failures.
+
+Needs the Triton venv (`make triton-env`) and the materialised models (`make models`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from teleo_server import errors
+from teleo_server.embedding import wire
+from teleo_server.embedding.base import TextRole
+from teleo_server.embedding.inprocess import InProcessEmbedder
+from teleo_server.embedding.repository import ModelFiles, default_model_dir
+from teleo_server.embedding.triton import TritonEmbedder, map_error
+from teleo_server.embedding.triton_launcher import (
+    TritonInstall,
+    TritonServer,
+    default_triton_venv,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+MODEL_DIR = default_model_dir()
+
+TEXTS = [
+    "The user prefers concise answers and dislikes small talk.",
+    "",
+    "Ünïcödé, emoji 🙂 and 東京 all survive the trip.",
+    " ".join(f"sentence {i} of a long meeting transcript about goals and plans." for i in range(90)),
+]
+
+
+@pytest.fixture(scope="module")
+def install() -> TritonInstall:
+    if ModelFiles.in_dir(MODEL_DIR).missing():
+        pytest.fail("model repository not materialised: run `make models`")
+    try:
+        return TritonInstall.find(default_triton_venv())
+    except FileNotFoundError as exc:
+        pytest.skip(f"Triton venv absent ({exc}); run `make triton-env`")
+
+
+def _start(install: TritonInstall, log: Path, **ports) -> TritonServer:
+    server = TritonServer(install, MODEL_DIR, **ports)
+    server.start(log_to=log)
+    try:
+        server.wait_ready(timeout_s=120)
+    except Exception:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.fixture(scope="module")
+def server(install, tmp_path_factory):
+    log = tmp_path_factory.mktemp("triton") / "triton.log"
+    srv = _start(install, log)
+    yield srv
+    srv.stop()
+    assert not srv.stub_pids() and not srv.shm_regions()
+    print(srv.log_tail())  # shown by pytest only when something failed
+
+
+def _assert_identical(a, b) -> None:
+    assert a.model_version == b.model_version
+    assert [(c.start, c.end) for c in a.chunks] == [(c.start, c.end) for c in b.chunks]
+    for x, y in zip(a.chunks, b.chunks):
+        for field in ("dense", "tokens", "sparse_ids", "sparse_weights"):
+            u, v = getattr(x, field), getattr(y, field)
+            assert u.dtype == v.dtype and u.shape == v.shape, field
+            np.testing.assert_array_equal(u, v, err_msg=field)
+
+
+@pytest.mark.parametrize("role", [TextRole.DOCUMENT, TextRole.QUERY])
+def test_triton_and_in_process_give_identical_embedding_sets(server, role):
+    async def run():
+        remote = TritonEmbedder(server.grpc_url, timeout_s=30)
+        local = InProcessEmbedder(MODEL_DIR, threads=1)
+        await remote.start()
+        await local.start()
+        try:
+            assert remote.model_version == local.model_version
+            return await remote.embed(TEXTS, role), await local.embed(TEXTS, role)
+        finally:
+            await remote.close()
+            await local.close()
+
+    remote, local = asyncio.run(run())
+    assert [len(s.chunks) for s in remote] == [1, 1, 1, len(local[3].chunks)]
+    assert len(local[3].chunks) >= 3
+    for a, b in zip(remote, local):
+        _assert_identical(a, b)
+
+
+def test_concurrent_calls_are_coalesced_into_fewer_requests(server):
+    import tritonclient.grpc.aio as grpcclient
+
+    async def requests_served(client) -> int:
+        stats = await client.get_inference_statistics("teleo_embed", as_json=True)
+        return int(stats["model_stats"][0]["inference_stats"]["success"].get("count", 0))
+
+    async def run():
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        embedder = TritonEmbedder(server.grpc_url, timeout_s=30, batch_window_ms=50,
+                                  max_batch=32)
+        await embedder.start()
+        try:
+            before = await requests_served(client)
+            texts = [f"memory {i}: the agent booked a flight to city {i}" for i in range(24)]
+            results = await asyncio.gather(*[embedder.embed([t], TextRole.DOCUMENT)
+                                             for t in texts])
+            after = await requests_served(client)
+            alone = await embedder.embed([texts[7]], TextRole.DOCUMENT)
+            return after - before, results, alone
+        finally:
+            await embedder.close()
+            await client.close()
+
+    served, results, alone = asyncio.run(run())
+    assert 1 <= served < 24
+    assert all(len(r) == 1 for r in results)
+    _assert_identical(results[7][0], alone[0])  # each caller gets its own text's vectors
+
+
+def test_a_bad_request_fails_alone(server):
+    import tritonclient.grpc.aio as grpcclient
+
+    def request(role: str):
+        inputs = []
+        for name, value in (("TEXT", "a valid text"), ("ROLE", role)):
+            t = grpcclient.InferInput(name, [1, 1], "BYTES")
+            t.set_data_from_numpy(wire.encode_strings([value]))
+            inputs.append(t)
+        return inputs
+
+    async def run():
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        try:
+            return await asyncio.gather(
+                *[client.infer("teleo_embed", request(r), client_timeout=30)
+                  for r in ("query", "sideways", "document")], return_exceptions=True)
+        finally:
+            await client.close()
+
+    good_q, bad, good_d = asyncio.run(run())
+    assert isinstance(map_error(bad, "t"), errors.InvalidArgument)
+    assert wire.unpack({n: good_q.as_numpy(n) for n in wire.OUTPUTS})[0].chunks
+    assert wire.unpack({n: good_d.as_numpy(n) for n in wire.OUTPUTS})[0].chunks
+
+
+def test_killed_server_is_unavailable_then_recovers(install, tmp_path):
+    first = _start(install, tmp_path / "first.log")
+    second = None
+    try:
+        async def run():
+            nonlocal second
+            embedder = TritonEmbedder(first.grpc_url, timeout_s=20, recheck_s=0.2)
+            await embedder.start()
+            try:
+                big = [f"paragraph {i} " + "about long-term memory " * 40 for i in range(64)]
+                task = asyncio.create_task(embedder.embed(big, TextRole.DOCUMENT))
+                await asyncio.sleep(0.3)
+                assert not task.done(), "request finished before the kill"
+                first.kill_server()
+                t0 = time.monotonic()
+                with pytest.raises(errors.Unavailable):
+                    await asyncio.wait_for(task, timeout=15)
+                assert time.monotonic() - t0 < 5.0
+                assert not await embedder.ready()
+                with pytest.raises(errors.Unavailable):
+                    await embedder.embed(["while down"], TextRole.QUERY)
+
+                first.stop()
+                assert first.stub_pids() == [] and first.shm_regions() == []
+
+                second = _start(install, tmp_path / "second.log", http_port=first.http_port,
+                                grpc_port=first.grpc_port, metrics_port=first.metrics_port)
+                deadline = time.monotonic() + 30
+                while not await embedder.ready():
+                    assert time.monotonic() < deadline, "no recovery within 30 s"
+                    await asyncio.sleep(0.2)
+                [after] = await embedder.embed(["back again"], TextRole.QUERY)
+                return after
+            finally:
+                await embedder.close()
+
+        after = asyncio.run(run())
+        assert after.chunks and after.model_version.startswith("minilm-l6-v2-int8.")
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+            assert second.stub_pids() == [] and second.shm_regions() == []
+        for srv in (first, second):
+            if srv is not None:
+                print(srv.log_tail())
