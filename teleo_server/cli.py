@@ -384,7 +384,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from teleo_server import logs
+
     args = parser().parse_args(argv)
+    if args.cmd != "serve":
+        logs.configure("console", quiet=True)
     try:
         return args.fn(args)
     except grpc.RpcError as exc:

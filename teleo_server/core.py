@@ -89,11 +89,19 @@ class MemoryCore:
 
     async def load_indexes(self) -> int:
         """Rebuild the in-memory indexes from the store; returns how many memories were indexed."""
-        version = self.embedder.model_version
+        try:
+            version: str | None = self.embedder.model_version
+        except Unavailable:
+            # A remote embedder that is down has not told us its version yet: index the first
+            # version found (never two at once); reembed_stale() reconciles once it is back.
+            version = None
 
         def load() -> tuple[int, int]:
+            nonlocal version
             loaded = stale = 0
             for memory, emb in self.store.iter_memories():
+                if version is None:
+                    version = emb.model_version
                 if emb.model_version != version:
                     stale += 1  # other model's vectors must never be mixed in; re-embedded later
                     continue

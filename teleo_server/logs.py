@@ -8,8 +8,9 @@ import sys
 import structlog
 
 
-def configure(fmt: str = "json", debug: bool = False) -> None:
-    level = logging.DEBUG if debug else logging.INFO
+def configure(fmt: str = "json", debug: bool = False, quiet: bool = False) -> None:
+    """quiet: warnings and errors only (CLI client commands, whose stdout is their output)."""
+    level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
     renderer = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[

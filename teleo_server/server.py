@@ -45,6 +45,7 @@ class App:
     backend: str
     dev_token: str | None = None
     _tasks: list[asyncio.Task] = field(default_factory=list)
+    _embedder_started: bool = False
 
     async def start(self) -> None:
         for name in ("", SERVICE_NAME, *COMPONENTS):
@@ -63,8 +64,13 @@ class App:
 
     async def _check_embedder(self) -> bool:
         try:
+            if not self._embedder_started:
+                # start() connects (Triton) or loads models (in-process); retried until it works.
+                await self.core.embedder.start()
+                self._embedder_started = True
             ready = await self.core.embedder.ready()
-        except TeleoError:
+        except TeleoError as exc:
+            log.warning("embedder.unavailable", embedder=self.core.embedder.description, error=str(exc))
             ready = False
         if ready != self.core.embedder_ready:
             log.info("embedder.state", ready=ready, embedder=self.core.embedder.description)
@@ -105,7 +111,7 @@ class App:
 
 
 def _default_embedder(settings: Settings) -> Embedder:
-    from teleo_server.embedding.settings import EmbeddingSettings, make_embedder
+    from teleo_server.embedding import EmbeddingSettings, make_embedder
 
     return make_embedder(EmbeddingSettings(**settings.embedding))
 

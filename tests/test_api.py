@@ -272,7 +272,10 @@ def test_compare_feedback_and_stats(stub, auth, corpus_ids):
     assert cmp.spaces and all(0.0 <= s <= 1.0 for s in cmp.spaces.values())
     assert math.isclose(cmp.aggregate, max(cmp.spaces.values()), rel_tol=1e-5)
     same = stub.Compare(pb.CompareRequest(id_a=corpus_ids[0], id_b=corpus_ids[0]), metadata=auth, timeout=10)
-    assert same.aggregate >= cmp.aggregate
+    other = stub.Compare(pb.CompareRequest(id_a=corpus_ids[0], id_b=corpus_ids[2]), metadata=auth, timeout=10)
+    assert same.aggregate > other.aggregate
+    semantic = next(k for k in same.spaces if k.startswith("E1"))
+    assert same.spaces[semantic] > 0.99 > other.spaces[semantic]
     fb = stub.Feedback(pb.FeedbackRequest(id=corpus_ids[3], used=True, helpful=True), metadata=auth, timeout=10)
     assert (fb.memory.used_count, fb.memory.helpful_count) == (1, 1)
     stats = stub.Stats(pb.StatsRequest(namespaces=["api"]), metadata=auth, timeout=10)
