@@ -1,0 +1,263 @@
+"""``summary.md`` and PNG plots from the result records (every table and plot names its machine)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+Rec = dict[str, Any]
+
+
+def _f(x: Any, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "NO"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _table(header: list[str], rows: list[list[Any]], digits: int = 2) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_f(c, digits) for c in r) + " |" for r in rows]
+    return out + [""]
+
+
+def _sel(records: list[Rec], workload: str, **match: Any) -> list[Rec]:
+    return [r for r in records if r.get("workload") == workload and not r.get("skipped")
+            and all(r.get(k) == v for k, v in match.items())]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
+        return None
+    return a / b
+
+
+def targets(records: list[Rec]) -> list[list[Any]]:
+    """Rows (target, measured, met) for the project's stated targets; absent data says so."""
+    rows: list[list[Any]] = []
+    for n in (10_000, 100_000):
+        t = _sel(records, "scale", system="teleo", metric="query", n=n, profile="hybrid")
+        m = _sel(records, "scale", system="milvus_lite", metric="query", n=n, mode="hybrid")
+        r = _ratio(t[-1]["p50_ms"], m[-1]["p50_ms"]) if t and m else None
+        rows.append([f"hybrid p50 latency at {n:,} ≤ 0.5 × Milvus Lite hybrid",
+                     f"{t[-1]['p50_ms']:.2f} / {m[-1]['p50_ms']:.2f} ms = {r:.2f}×" if r is not None else "not measured",
+                     r is not None and r <= 0.5])
+    tq = _sel(records, "quality", system="teleo", metric="quality", dataset="scifact", mode="hybrid")
+    mq = _sel(records, "quality", system="milvus_lite", metric="quality", dataset="scifact", mode="hybrid")
+    if tq and mq:
+        rows.append(["SciFact hybrid nDCG@10 ≥ Milvus Lite hybrid",
+                     f"{tq[-1]['ndcg@10']:.4f} vs {mq[-1]['ndcg@10']:.4f}", tq[-1]["ndcg@10"] >= mq[-1]["ndcg@10"]])
+        r = _ratio(tq[-1]["p50_ms"], mq[-1]["p50_ms"])
+        rows.append(["SciFact (5,183 memories) hybrid p50 ≤ 0.5 × Milvus Lite hybrid",
+                     f"{tq[-1]['p50_ms']:.2f} / {mq[-1]['p50_ms']:.2f} ms = {r:.2f}×", r is not None and r <= 0.5])
+    else:
+        rows.append(["SciFact hybrid nDCG@10 ≥ Milvus Lite hybrid", "not measured", False])
+    tb = _sel(records, "quality", system="teleo", metric="quality", dataset="scifact", mode="single_space:E6_lexical")
+    bb = _sel(records, "quality", system="bm25s", metric="quality", dataset="scifact", mode="bm25")
+    if tb and bb:
+        stage = tb[-1].get("stage_p50_ms", {}).get("single_space")
+        r_wall = _ratio(tb[-1]["p50_ms"], bb[-1]["p50_ms"])
+        r_stage = _ratio(stage, bb[-1]["p50_ms"])
+        rows.append(["BM25 query p50 ≤ 1.5 × bm25s (whole retrieve call)",
+                     f"{tb[-1]['p50_ms']:.2f} / {bb[-1]['p50_ms']:.2f} ms = {r_wall:.2f}×", r_wall is not None and r_wall <= 1.5])
+        if r_stage is not None:
+            rows.append(["BM25 query p50 ≤ 1.5 × bm25s (BM25 stage alone)",
+                         f"{stage:.2f} / {bb[-1]['p50_ms']:.2f} ms = {r_stage:.2f}×", r_stage <= 1.5])
+        d = tb[-1]["ndcg@10"] - bb[-1]["ndcg@10"]
+        rows.append(["BM25 nDCG@10 within ±0.005 of bm25s", f"{tb[-1]['ndcg@10']:.4f} vs {bb[-1]['ndcg@10']:.4f} (Δ {d:+.4f})",
+                     abs(d) <= 0.005])
+    else:
+        rows.append(["BM25 vs bm25s on SciFact", "not measured", False])
+    return rows
+
+
+def markdown(records: list[Rec]) -> str:
+    env = next((r for r in records if r.get("workload") == "environment"), {})
+    machine = env.get("machine", "unknown machine")
+    lines = [f"# Teleo benchmark: group `{env.get('group', '?')}`", "",
+             f"Machine: **{machine}** ({env.get('cores', '?')} cores, GPU: {env.get('gpu') or 'none'}), "
+             f"load average at start {env.get('load_avg_1m_at_start', '?')}. "
+             f"git {str(env.get('git_sha', ''))[:10]}{' (dirty)' if env.get('git_dirty') else ''}, "
+             f"Python {env.get('python', '?')}.", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items())), "",
+             "Latencies are per query, single-threaded client unless stated, in milliseconds; p50/p95/p99 are "
+             "percentiles over all timed queries after warm-up.", ""]
+    lines += ["## Targets", ""] + _table(["target", "measured", "met"], targets(records))
+
+    checks = _sel(records, "correctness", metric="check")
+    ann = _sel(records, "correctness", metric="ann_recall")
+    if checks or ann:
+        lines += ["## Correctness (before timing)", ""]
+        lines += _table(["system", "check", "value", "passed"], [[r["system"], r["check"], r.get("value"), r["passed"]] for r in checks], 4)
+        lines += _table(["system", "index", "ef_search", "n", f"recall@k vs exact", "p50 ms"],
+                        [[r["system"], r["index"], r.get("ef_search"), r["n"], r["recall"], r["p50_ms"]] for r in ann], 4)
+
+    qual = _sel(records, "quality", metric="quality")
+    if qual:
+        lines += ["## Quality and in-process latency (same embeddings for every system)", ""]
+        rows = []
+        for r in qual:
+            base = _sel(records, "quality", metric="quality", dataset=r["dataset"], system="milvus_lite", mode="hybrid")
+            ratio = _ratio(r["p50_ms"], base[-1]["p50_ms"]) if base else None
+            rows.append([r["dataset"], r["system"], r["mode"], r["ndcg@10"], r["recall@10"], r["recall@100"],
+                         r["p50_ms"], r["p95_ms"], r["p99_ms"], ratio])
+        lines += _table(["dataset", "system", "profile / mode", "nDCG@10", "R@10", "R@100", "p50", "p95", "p99",
+                         "p50 ÷ Milvus hybrid"], rows, 3)
+        stage_rows = [[r["dataset"], r["mode"], ", ".join(f"{s} {v:.2f}" for s, v in r.get("stage_p50_ms", {}).items())]
+                      for r in qual if r["system"] == "teleo"]
+        lines += ["Teleo per-stage p50 (ms):", ""] + _table(["dataset", "profile", "stages"], stage_rows)
+
+    scale = _sel(records, "scale", metric="query")
+    if scale:
+        lines += ["## Scale (synthetic corpora, in-process, precomputed vectors)", ""]
+        rows = []
+        for r in scale:
+            base = _sel(records, "scale", metric="query", n=r["n"], system="milvus_lite", mode="hybrid")
+            rows.append([f"{r['n']:,}", r["system"], r["mode"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r.get("hit_at_k"),
+                         _ratio(r["p50_ms"], base[-1]["p50_ms"]) if base else None])
+        lines += _table(["memories", "system", "profile / mode", "p50", "p95", "p99", "target hit@10", "p50 ÷ Milvus hybrid"], rows)
+        builds = _sel(records, "scale", metric="build")
+        lines += _table(["memories", "system", "build s", "memories/s", "RSS growth MB"],
+                        [[f"{r['n']:,}", r["system"], r["seconds"], r["memories_per_s"], r.get("rss_growth_mb")] for r in builds], 1)
+
+    grpc = _sel(records, "latency", metric="grpc")
+    if grpc:
+        srv = _sel(records, "latency", metric="server")
+        lines += ["## Latency through the gRPC server (query embedding included)", ""]
+        if srv:
+            s = srv[-1]
+            lines += [f"Corpus {s['corpus']}, {s['memories']:,} memories; start-up to serving {s['start_to_serving_s']:.1f} s, "
+                      f"server RSS {s['rss_mb']:.0f} MB.", ""]
+        lines += _table(["profile", "clients", "p50", "p95", "p99", "QPS", "server total p50", "embed p50", "errors"],
+                        [[r["profile"], r["clients"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r["throughput_qps"],
+                          r["server_total_p50_ms"], r["embed_p50_ms"], r["errors"]] for r in grpc], 1)
+        lines += ["Per-stage p50 / p99 from the stream's StageEvents (ms):", ""]
+        lines += _table(["profile", "clients", "stages"],
+                        [[r["profile"], r["clients"], ", ".join(f"{s} {v:.1f}/{r['stage_p99_ms'].get(s, float('nan')):.1f}"
+                                                                 for s, v in r["stage_p50_ms"].items())] for r in grpc])
+
+    ing = [r for r in _sel(records, "ingest") if "memories_per_s" in r]
+    if ing:
+        lines += ["## Ingest", ""]
+        lines += _table(["system", "what", "memories", "seconds", "memories/s", "includes"],
+                        [[r["system"], r.get("metric"), r.get("memories"), r["seconds"], r["memories_per_s"],
+                          r.get("includes", "")] for r in ing], 1)
+
+    skipped = [r for r in records if r.get("skipped")]
+    errors = [r for r in records if r.get("error")]
+    if skipped or errors:
+        lines += ["## Skipped or failed", ""]
+        lines += [f"- {r['workload']} {r.get('system') or ''}: {r['reason']}" for r in skipped]
+        lines += [f"- {r['workload']}: FAILED {r['error']}" for r in errors]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plots(records: list[Rec], out: Path) -> list[Path]:
+    """latency_vs_size.png, recall_vs_latency.png, stage_breakdown.png (those with data)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("report.no_matplotlib", hint="make bench-venv installs it")
+        return []
+    env = next((r for r in records if r.get("workload") == "environment"), {})
+    machine = env.get("machine", "")
+    made = []
+
+    scale = _sel(records, "scale", metric="query")
+    if scale:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        series: dict[str, list[tuple[int, float]]] = {}
+        for r in scale:
+            series.setdefault(f"{r['system']} {r['mode']}", []).append((r["n"], r["p50_ms"]))
+        for label, pts in sorted(series.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("memories")
+        ax.set_ylabel("p50 query latency (ms)")
+        ax.set_title(f"Latency vs corpus size — {machine}", fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+        made.append(_save(fig, out / "latency_vs_size.png"))
+
+    qual = _sel(records, "quality", metric="quality")
+    ann = _sel(records, "correctness", metric="ann_recall")
+    if qual or ann:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+        for ds, marker in (("scifact", "o"), ("locomo", "s")):
+            for r in (q for q in qual if q["dataset"] == ds):
+                axes[0].scatter(r["p50_ms"], r["ndcg@10"], marker=marker)
+                axes[0].annotate(f"{r['system']} {r['mode'].replace('single_space:', '')} ({ds})", (r["p50_ms"], r["ndcg@10"]), fontsize=6)
+        axes[0].set_xscale("log")
+        axes[0].set_xlabel("p50 query latency (ms)")
+        axes[0].set_ylabel("nDCG@10")
+        axes[0].set_title("Quality vs latency", fontsize=9)
+        by_sys: dict[str, list[tuple[float, float, Any]]] = {}
+        for r in ann:
+            by_sys.setdefault(f"{r['system']} {r['index']}", []).append((r["p50_ms"], r["recall"], r.get("ef_search")))
+        for label, pts in by_sys.items():
+            pts.sort(key=lambda p: p[0])
+            axes[1].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            for x, y, ef in pts:
+                if ef:
+                    axes[1].annotate(f"ef={ef}", (x, y), fontsize=6)
+        axes[1].set_xscale("log")
+        axes[1].set_xlabel("p50 dense search latency (ms)")
+        axes[1].set_ylabel("recall@10 vs exact")
+        axes[1].set_title("ANN recall vs latency", fontsize=9)
+        axes[1].legend(fontsize=7)
+        fig.suptitle(machine, fontsize=9)
+        made.append(_save(fig, out / "recall_vs_latency.png"))
+
+    rows = [(f"gRPC {r['profile']} c={r['clients']}", r["stage_p50_ms"], r.get("embed_p50_ms", 0.0))
+            for r in _sel(records, "latency", metric="grpc")]
+    rows += [(f"{r['dataset']} {r['mode']}", r.get("stage_p50_ms", {}), 0.0)
+             for r in _sel(records, "quality", metric="quality", system="teleo") if not r["mode"].startswith("single_space")]
+    rows += [(f"{r['n']:,} {r['profile']}", r.get("stage_p50_ms", {}), 0.0) for r in _sel(records, "scale", metric="query", system="teleo")]
+    if rows:
+        stages = sorted({s for _, st, _ in rows for s in st} | ({"embed"} if any(e for _, _, e in rows) else set()))
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
+        left = [0.0] * len(rows)
+        for s in stages:
+            vals = [(e if s == "embed" else st.get(s, 0.0)) for _, st, e in rows]
+            ax.barh(range(len(rows)), vals, left=left, label=s)
+            left = [a + b for a, b in zip(left, vals)]
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([r[0] for r in rows], fontsize=7)
+        ax.set_xlabel("p50 ms per stage (stacked)")
+        ax.set_title(f"Teleo per-stage breakdown — {machine}", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+        made.append(_save(fig, out / "stage_breakdown.png"))
+    return made
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def write(records: list[Rec], out: Path, with_plots: bool = True) -> Path:
+    path = out / "summary.md"
+    text = markdown(records)
+    if with_plots:
+        made = plots(records, out)
+        if made:
+            text += "\n## Plots\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in made) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,113 @@
+"""Ingest throughput, with embedding and without, on the same texts.
+
+Three Teleo measurements, named by what they include:
+
+* ``grpc_store_batch``: ``StoreBatch`` through the real server: validation, embedding (in-process
+  engine), durable SQLite commit, indexing. What a client sees.
+* ``embed_only``: the same texts through the embedding engine alone, in this process.
+* ``store_and_index``: precomputed embeddings written with ``SQLiteStore.put_many`` and indexed with
+  ``Retriever.add``: the server's ingest path with embedding excluded.
+
+Peers ingest the same precomputed vectors (insert, flush, index build) for comparison with the
+last one.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import structlog
+from teleo.v1 import memory_pb2 as pb
+
+from bench.harness import teleo_inproc
+from bench.harness.server import ServerProcess, store_batch
+from bench.harness.workloads import Context
+from bench.harness.workloads.latency import synthetic_inputs
+from bench.harness.workloads.peers_run import build as build_peer
+from bench.harness.workloads.peers_run import open_peer
+from bench.peers import PeerCorpus
+from teleo_server.domain import Memory, content_hash
+
+log = structlog.get_logger(__name__)
+W = "ingest"
+
+
+def _texts(ctx: Context, corpus: str, n: int) -> tuple[list[str], str]:
+    if corpus == "scifact":
+        from bench.eval.datasets import scifact
+
+        if (ctx.data / "beir" / "scifact" / "corpus.jsonl.gz").is_file():
+            return [d.text for d in scifact(ctx.data).docs[:n]], "scifact"
+        ctx.rec.skip(W, f"SciFact not found under {ctx.data}; using synthetic texts", system="teleo")
+    inputs, _ = synthetic_inputs(n, ctx.seed)
+    return [m.content for m in inputs], "synthetic"
+
+
+def run(ctx: Context) -> None:
+    cfg = ctx.section("ingest")
+    n, batch = int(cfg.get("n", 256)), int(cfg.get("batch", 64))
+    texts, corpus = _texts(ctx, cfg.get("corpus", "synthetic"), n)
+    words = float(np.mean([len(t.split()) for t in texts]))
+
+    server = ServerProcess(ctx.workdir / W / "server-data")
+    with server.start():
+        per_call, stored = [], 0
+        t0 = time.perf_counter()
+        for lo in range(0, len(texts), batch):
+            inputs = [pb.MemoryInput(content=t, namespace="ingest") for t in texts[lo:lo + batch]]
+            t1 = time.perf_counter()
+            resp = store_batch(server.address, server.metadata, inputs)
+            per_call.append(time.perf_counter() - t1)
+            stored += resp.stored
+        wall = time.perf_counter() - t0
+    ctx.rec.add(W, "teleo", metric="grpc_store_batch", corpus=corpus, memories=len(texts), stored=stored,
+                batch=batch, seconds=wall, memories_per_s=stored / max(wall, 1e-9), mean_words=words,
+                includes="validation, embedding, SQLite commit, indexing")
+
+    from teleo_server.embedding.engine import Engine
+    from teleo_server.embedding.repository import default_model_dir
+
+    engine = Engine(default_model_dir(), threads=int(cfg.get("embed_threads", 1)))
+    t0 = time.perf_counter()
+    sets = []
+    for lo in range(0, len(texts), batch):
+        part = texts[lo:lo + batch]
+        sets.extend(engine.embed(part, [False] * len(part)))
+    embed_s = time.perf_counter() - t0
+    ctx.rec.add(W, "teleo", metric="embed_only", corpus=corpus, memories=len(texts), seconds=embed_s,
+                memories_per_s=len(texts) / max(embed_s, 1e-9), threads=int(cfg.get("embed_threads", 1)),
+                chunks=sum(len(s.chunks) for s in sets))
+
+    from teleo_server.store import SQLiteStore
+
+    memories = [Memory(id=f"i{i}", namespace="ingest", content=t, content_hash=content_hash(t),
+                       event_time=1.7e9 + i, ingestion_time=1.7e9 + i) for i, t in enumerate(texts)]
+    store_dir = ctx.workdir / W / "direct"
+    store_dir.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(store_dir / "teleo.db")
+    retriever = teleo_inproc.make(backend=ctx.backend)
+    t0 = time.perf_counter()
+    try:
+        for lo in range(0, len(memories), batch):
+            items = list(zip(memories[lo:lo + batch], sets[lo:lo + batch], strict=True))
+            for m, dup in store.put_many(items):
+                if not dup:
+                    retriever.add(m, sets[int(m.id[1:])])
+    finally:
+        store.close()
+    direct_s = time.perf_counter() - t0
+    ctx.rec.add(W, "teleo", metric="store_and_index", corpus=corpus, memories=len(texts), seconds=direct_s,
+                memories_per_s=len(texts) / max(direct_s, 1e-9), batch=batch,
+                includes="SQLite commit and indexing of precomputed embeddings (embedding excluded)")
+
+    pc = PeerCorpus.from_sets([m.id for m in memories], texts, sets)
+    for name in ctx.peers():
+        peer = open_peer(ctx, name, W)
+        if peer is None:
+            continue
+        try:
+            build_peer(ctx, peer, pc, ctx.workdir / W / name, W, dataset=corpus,
+                       includes="insert of precomputed vectors, flush, index build")
+        finally:
+            peer.close()
