@@ -112,6 +112,7 @@ class InThreadServer:
         self.call(self.app.stop(0.5))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()
 
 
 def wait_serving(address: str, service: str = "", timeout: float = 30.0) -> None:
