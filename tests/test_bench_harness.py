@@ -125,6 +125,16 @@ def test_config_groups_parse_and_name_known_workloads():
         config.load("nope")
 
 
+def test_config_override_sets_nested_json_values():
+    cfg = config.load("smoke")
+    config.override(cfg, "scale.sizes=[10, 20]")
+    config.override(cfg, "latency.corpus=scifact")
+    config.override(cfg, "seed=3")
+    assert cfg["scale"]["sizes"] == [10, 20] and cfg["latency"]["corpus"] == "scifact" and cfg["seed"] == 3
+    with pytest.raises(ValueError):
+        config.override(cfg, "scale.sizes")
+
+
 def _q(system, mode, p50, ndcg, **kw):
     return {"workload": "quality", "system": system, "metric": "quality", "dataset": "scifact", "mode": mode,
             "p50_ms": p50, "p95_ms": p50, "p99_ms": p50, "ndcg@10": ndcg, "recall@10": 0.0, "recall@100": 0.0, **kw}

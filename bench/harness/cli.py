@@ -34,6 +34,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--workdir", type=Path, default=None, help="scratch space for stores and peer indexes")
     ap.add_argument("--only", action="append", choices=config.WORKLOADS, help="run only these workloads")
     ap.add_argument("--backend", choices=("numpy", "cupy"), default=None, help="override the group's backend")
+    ap.add_argument("--append", action="store_true",
+                    help="add to an existing results.jsonl (e.g. after --only runs); the report uses the latest records")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=JSON",
+                    help='override one config value, e.g. --set \'scale.sizes=[10000]\'')
     ap.add_argument("--no-plots", action="store_true")
     return ap.parse_args(argv)
 
@@ -41,12 +45,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     cfg = config.load(args.group)
+    for item in args.set:
+        config.override(cfg, item)
     out = args.out or REPO / "bench" / "results" / args.group
     out.mkdir(parents=True, exist_ok=True)
     workdir = args.workdir or REPO / "bench" / "results" / "tmp" / f"work-{args.group}-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
     environment = env.environment()
-    rec = Recorder(out / "results.jsonl", environment["machine"])
+    rec = Recorder(out / "results.jsonl", environment["machine"], append=args.append)
     rec.write({"workload": "environment", "system": "", "group": args.group, "config": cfg,
                "data": str(args.data), **environment})
     ctx = Context(cfg=cfg, rec=rec, data=args.data, workdir=workdir, cache=args.cache,
@@ -64,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(name)
                 rec.write({"workload": name, "system": "", "error": repr(exc), "traceback": traceback.format_exc()})
                 log.error("bench.workload_failed", workload=name, error=repr(exc))
+            # The machine may be shared: the load average says how much to trust the timings.
             rec.write({"workload": name, "system": "", "metric": "workload_seconds",
-                       "seconds": time.perf_counter() - t0})
+                       "seconds": time.perf_counter() - t0, "load_avg_1m": round(os.getloadavg()[0], 2)})
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -28,3 +29,19 @@ def load(group: str) -> dict[str, Any]:
     cfg.setdefault("peers", [])
     cfg["group"] = group
     return cfg
+
+
+def override(cfg: dict[str, Any], item: str) -> None:
+    """Apply ``section.key=<JSON value>`` (or ``key=<JSON>`` at top level) to ``cfg`` in place."""
+    path, sep, raw = item.partition("=")
+    if not sep:
+        raise ValueError(f"--set wants SECTION.KEY=JSON, got {item!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw  # a bare word is a string
+    *sections, key = path.split(".")
+    node = cfg
+    for s in sections:
+        node = node.setdefault(s, {})
+    node[key] = value

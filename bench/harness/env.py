@@ -73,4 +73,6 @@ def environment() -> dict:
         "platform": platform.platform(),
         "load_avg_1m_at_start": round(load[0], 2),
         "versions": versions(),
+        "threads_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+                        if k in os.environ},
     }

@@ -33,10 +33,55 @@ def _sel(records: list[Rec], workload: str, **match: Any) -> list[Rec]:
             and all(r.get(k) == v for k, v in match.items())]
 
 
+_KEY = ("workload", "system", "metric", "dataset", "mode", "profile", "n", "clients", "index", "ef_search", "check")
+
+
+def latest(records: list[Rec]) -> list[Rec]:
+    """One record per measurement key, the last written (runs appended with --append replace older ones)."""
+    keep: dict[tuple, Rec] = {}
+    for r in records:
+        key = tuple(str(r.get(k)) for k in _KEY) + ((r.get("reason"),) if r.get("skipped") else ())
+        keep.pop(key, None)
+        keep[key] = r
+    return list(keep.values())
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
         return None
     return a / b
+
+
+# Which peer measurement each Teleo profile is compared with (same data, same embeddings).
+PAIRS = {
+    "hybrid": [("milvus_lite", "hybrid"), ("lancedb", "hybrid")],
+    "teleological": [("milvus_lite", "hybrid"), ("lancedb", "hybrid")],
+    "single_space:E6_lexical": [("bm25s", "bm25"), ("lancedb", "fts")],
+    "single_space:E1_semantic": [("milvus_lite", "dense"), ("lancedb", "dense")],
+    "single_space:E13_splade": [("milvus_lite", "sparse")],
+}
+
+
+def ratio_rows(records: list[Rec]) -> list[list[Any]]:
+    """Teleo ÷ peer for every metric, per dataset (quality) and corpus size (scale)."""
+    rows: list[list[Any]] = []
+    for t in _sel(records, "quality", metric="quality", system="teleo"):
+        for peer, mode in PAIRS.get(t["mode"], []):
+            p = _sel(records, "quality", metric="quality", dataset=t["dataset"], system=peer, mode=mode)
+            if p:
+                p = p[-1]
+                rows.append([t["dataset"], t["mode"], f"{peer} {mode}", _ratio(t["ndcg@10"], p["ndcg@10"]),
+                             _ratio(t["recall@100"], p["recall@100"]), _ratio(t["p50_ms"], p["p50_ms"]),
+                             _ratio(t["p95_ms"], p["p95_ms"]), _ratio(t["p99_ms"], p["p99_ms"])])
+    for t in _sel(records, "scale", metric="query", system="teleo"):
+        for peer, mode in PAIRS.get(t["mode"], []):
+            p = _sel(records, "scale", metric="query", n=t["n"], system=peer, mode=mode)
+            if p:
+                p = p[-1]
+                rows.append([f"synthetic {t['n']:,}", t["mode"], f"{peer} {mode}", None,
+                             _ratio(t.get("hit_at_k"), p.get("hit_at_k")), _ratio(t["p50_ms"], p["p50_ms"]),
+                             _ratio(t["p95_ms"], p["p95_ms"]), _ratio(t["p99_ms"], p["p99_ms"])])
+    return rows
 
 
 def targets(records: list[Rec]) -> list[list[Any]]:
@@ -47,7 +92,7 @@ def targets(records: list[Rec]) -> list[list[Any]]:
         m = _sel(records, "scale", system="milvus_lite", metric="query", n=n, mode="hybrid")
         r = _ratio(t[-1]["p50_ms"], m[-1]["p50_ms"]) if t and m else None
         rows.append([f"hybrid p50 latency at {n:,} ≤ 0.5 × Milvus Lite hybrid",
-                     f"{t[-1]['p50_ms']:.2f} / {m[-1]['p50_ms']:.2f} ms = {r:.2f}×" if r is not None else "not measured",
+                     f"{t[-1]['p50_ms']:.2f} / {m[-1]['p50_ms']:.2f} ms = {r:.3f}×" if r is not None else "not measured",
                      r is not None and r <= 0.5])
     tq = _sel(records, "quality", system="teleo", metric="quality", dataset="scifact", mode="hybrid")
     mq = _sel(records, "quality", system="milvus_lite", metric="quality", dataset="scifact", mode="hybrid")
@@ -56,7 +101,7 @@ def targets(records: list[Rec]) -> list[list[Any]]:
                      f"{tq[-1]['ndcg@10']:.4f} vs {mq[-1]['ndcg@10']:.4f}", tq[-1]["ndcg@10"] >= mq[-1]["ndcg@10"]])
         r = _ratio(tq[-1]["p50_ms"], mq[-1]["p50_ms"])
         rows.append(["SciFact (5,183 memories) hybrid p50 ≤ 0.5 × Milvus Lite hybrid",
-                     f"{tq[-1]['p50_ms']:.2f} / {mq[-1]['p50_ms']:.2f} ms = {r:.2f}×", r is not None and r <= 0.5])
+                     f"{tq[-1]['p50_ms']:.2f} / {mq[-1]['p50_ms']:.2f} ms = {r:.3f}×", r is not None and r <= 0.5])
     else:
         rows.append(["SciFact hybrid nDCG@10 ≥ Milvus Lite hybrid", "not measured", False])
     tb = _sel(records, "quality", system="teleo", metric="quality", dataset="scifact", mode="single_space:E6_lexical")
@@ -66,10 +111,10 @@ def targets(records: list[Rec]) -> list[list[Any]]:
         r_wall = _ratio(tb[-1]["p50_ms"], bb[-1]["p50_ms"])
         r_stage = _ratio(stage, bb[-1]["p50_ms"])
         rows.append(["BM25 query p50 ≤ 1.5 × bm25s (whole retrieve call)",
-                     f"{tb[-1]['p50_ms']:.2f} / {bb[-1]['p50_ms']:.2f} ms = {r_wall:.2f}×", r_wall is not None and r_wall <= 1.5])
+                     f"{tb[-1]['p50_ms']:.2f} / {bb[-1]['p50_ms']:.2f} ms = {r_wall:.3f}×", r_wall is not None and r_wall <= 1.5])
         if r_stage is not None:
             rows.append(["BM25 query p50 ≤ 1.5 × bm25s (BM25 stage alone)",
-                         f"{stage:.2f} / {bb[-1]['p50_ms']:.2f} ms = {r_stage:.2f}×", r_stage <= 1.5])
+                         f"{stage:.2f} / {bb[-1]['p50_ms']:.2f} ms = {r_stage:.3f}×", r_stage <= 1.5])
         d = tb[-1]["ndcg@10"] - bb[-1]["ndcg@10"]
         rows.append(["BM25 nDCG@10 within ±0.005 of bm25s", f"{tb[-1]['ndcg@10']:.4f} vs {bb[-1]['ndcg@10']:.4f} (Δ {d:+.4f})",
                      abs(d) <= 0.005])
@@ -79,6 +124,7 @@ def targets(records: list[Rec]) -> list[list[Any]]:
 
 
 def markdown(records: list[Rec]) -> str:
+    records = latest(records)
     env = next((r for r in records if r.get("workload") == "environment"), {})
     machine = env.get("machine", "unknown machine")
     lines = [f"# Teleo benchmark: group `{env.get('group', '?')}`", "",
@@ -90,6 +136,12 @@ def markdown(records: list[Rec]) -> str:
              "Latencies are per query, single-threaded client unless stated, in milliseconds; p50/p95/p99 are "
              "percentiles over all timed queries after warm-up.", ""]
     lines += ["## Targets", ""] + _table(["target", "measured", "met"], targets(records))
+
+    ratios = ratio_rows(records)
+    if ratios:
+        lines += ["## Teleo ÷ peer (below 1 is Teleo faster for latency; above 1 is Teleo better for quality)", ""]
+        lines += _table(["data", "Teleo profile", "peer", "nDCG@10", "R@100 (hit@10 on synthetic)", "p50", "p95", "p99"],
+                        ratios)
 
     checks = _sel(records, "correctness", metric="check")
     ann = _sel(records, "correctness", metric="ann_recall")
@@ -170,6 +222,7 @@ def plots(records: list[Rec], out: Path) -> list[Path]:
     except ImportError:
         log.warning("report.no_matplotlib", hint="make bench-venv installs it")
         return []
+    records = latest(records)
     env = next((r for r in records if r.get("workload") == "environment"), {})
     machine = env.get("machine", "")
     made = []

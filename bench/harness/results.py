@@ -26,11 +26,15 @@ class Recorder:
 
     path: Path
     machine: str
+    append: bool = False
     records: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("")
+        if self.append and self.path.is_file():
+            self.records = read(self.path)
+        else:
+            self.path.write_text("")
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         rec = {"ts": round(time.time(), 3), "machine": self.machine, **record}

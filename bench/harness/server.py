@@ -25,13 +25,13 @@ _SERVING = re.compile(r"teleo: serving on ([\d.]+):(\d+)")
 class ServerProcess:
     """``python -m teleo_server --port 0`` (the ``serve`` command) in its own process group; always reaped by ``stop``."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, backend: str = "numpy", env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.token_file = data_dir.parent / f"{data_dir.name}.token"
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
         # The embedding cache is off: a benchmark must pay for every embedding it reports.
         self.env = {**os.environ, "TELEO_DEV_TOKEN_FILE": str(self.token_file), "TELEO_LOG_FORMAT": "json",
-                    "TELEO_BACKEND": "numpy", "TELEO_EMBEDDING": json.dumps({"cache_dir": None}), **(env or {})}
+                    "TELEO_BACKEND": backend, "TELEO_EMBEDDING": json.dumps({"cache_dir": None}), **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.address = ""
 

@@ -14,6 +14,7 @@ from bench.peers.base import PeerCorpus, PeerQueries, dedupe_chunks
 
 # Lance logs a deprecation warning per search from Rust unless told otherwise.
 os.environ.setdefault("LANCE_LOG", "error")
+os.environ.setdefault("LANCEDB_LOG", "error")
 
 
 class LanceDBPeer:

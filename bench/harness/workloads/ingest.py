@@ -50,7 +50,7 @@ def run(ctx: Context) -> None:
     texts, corpus = _texts(ctx, cfg.get("corpus", "synthetic"), n)
     words = float(np.mean([len(t.split()) for t in texts]))
 
-    server = ServerProcess(ctx.workdir / W / "server-data")
+    server = ServerProcess(ctx.workdir / W / "server-data", ctx.backend)
     with server.start():
         per_call, stored = [], 0
         t0 = time.perf_counter()

@@ -60,7 +60,7 @@ def run(ctx: Context) -> None:
     else:
         inputs, query_texts = synthetic_inputs(int(cfg.get("synthetic_n", 200)), ctx.seed)
         n = len(inputs)
-    server = ServerProcess(data_dir)
+    server = ServerProcess(data_dir, ctx.backend)
     t0 = time.perf_counter()
     with server.start():
         start_s = time.perf_counter() - t0
