@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from teleo_server.domain import AccessLevel, MemoryType
 from teleo_server.errors import InvalidArgument, NotFound
@@ -154,3 +155,20 @@ def test_chunked_memory_folds_to_its_best_chunk():
     _, hits, _ = _run(r, q)
     assert hits[0].memory.id == "long"
     assert hits[0].chunk_index == 1
+
+
+def test_make_retriever_accepts_the_servers_plain_mapping():
+    r = make_retriever({"bm25_k1": 1.2, "goals": {"max_goals": 4}}, "numpy")
+    assert r.settings.bm25_k1 == 1.2 and r.settings.goals.max_goals == 4 and r.backend == "numpy"
+    with pytest.raises(ValidationError):
+        make_retriever({"no_such_setting": 1}, "numpy")
+    with pytest.raises(InvalidArgument):
+        make_retriever(None, "tpu")
+
+
+def test_entry_point_reports_the_space_it_started_from():
+    r, items = _retriever()
+    reports, hits, _ = _run(r, _query(items, 33, top_k=3, profile="entry_point"))
+    entry = next(s for s in reports if s.stage == "entry")
+    assert entry.detail.startswith("entry=E")
+    assert hits[0].memory.id == "m33"

@@ -206,7 +206,8 @@ class DenseIndex:
         return chosen
 
     def needs_calibration(self) -> bool:
-        return bool(self.truncations) and self.n >= 2 * max(self._calibrated_at, 500)
+        # HNSW searches at full dimension; truncation only serves the exact path
+        return bool(self.truncations) and self._hnsw is None and self.n >= 2 * max(self._calibrated_at, 500)
 
 
 __all__ = ["DenseIndex"]

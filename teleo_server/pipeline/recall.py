@@ -59,6 +59,10 @@ def dense(state: State) -> str:
     cfg = state.cfg
     dim = space.dimension(cfg.dense_dimension or None)
     rows, _ = space.search(state.ctx, q, cfg.dense_candidates, dim=dim)
+    index = space.index
+    assert index is not None
+    if index.uses_hnsw:
+        dim = index.dim
     c = state.cands
     pos = c.extend(rows)
     scores, chunk = space.score_with_chunks(q, c.rows)
@@ -66,8 +70,6 @@ def dense(state: State) -> str:
     found[pos] = True
     c.set_space(E1, scores, found)
     c.chunk = chunk
-    index = space.index
-    assert index is not None
     recall = index.recall_by_dim.get(dim)
     kind = "hnsw" if index.uses_hnsw else "exact"
     return f"dense_dimension={dim} index={kind}" + (f" measured_recall={recall:.3f}" if recall is not None else "")

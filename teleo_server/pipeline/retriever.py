@@ -136,8 +136,6 @@ class TeleologicalRetriever:
             ms = (time.perf_counter() - t0) * 1e3
             skipped = detail.startswith("skipped")
             yield StageReport(stage, ms, n_in, state.cands.size, self._backend, detail, skipped=skipped)
-            if stage in ("dense", "entry") and "fusion" in disabled:
-                no_fusion(state)
         yield from self._hits(state, query)
         yield Outcome(corpus_size=int(cat.readable(query.principal).sum()), degraded=bool(state.degraded),
                       degraded_reason=state.degraded)

@@ -1,0 +1,92 @@
+"""Coordinate-descent tuning of query-time settings on SciFact train and LoCoMo dev.
+
+The objective is the mean nDCG@10 over both (LoCoMo averaged over its conversations). Test
+queries are never looked at. Prints the best settings as JSON, ready for ``--settings``.
+
+    python -m bench.eval.tune --data ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teleo_server.pipeline import PipelineSettings
+
+from bench.eval.corpora import load_all
+from bench.eval.run import REPO, Run, build, evaluate
+
+log = structlog.get_logger(__name__)
+
+GRID: dict[str, list[Any]] = {
+    "sparse_weight": [0.3, 0.5, 0.7],
+    "late_interaction_weight": [0.3, 0.5, 0.7],
+    "w_E1_semantic": [0.5, 1.0, 1.5],
+    "w_E9_hdc": [0.0, 0.1, 0.3],
+    "fusion": ["rrf", "additive_rrf", "relative"],
+    "alignment_weight": [0.0, 0.05, 0.1],
+    "rerank_depth": [50, 100],
+}
+
+
+def apply(base: PipelineSettings, params: dict[str, Any]) -> PipelineSettings:
+    update = {k: v for k, v in params.items() if not k.startswith("w_")}
+    weights = dict(base.space_weights)
+    weights.update({k[2:]: v for k, v in params.items() if k.startswith("w_")})
+    update["space_weights"] = weights
+    return base.model_copy(update=update)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--cache", type=Path, default=REPO / "var" / "eval" / "cache")
+    ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "tuning.json")
+    args = ap.parse_args(argv)
+    base = PipelineSettings()
+    data = load_all(args.data, args.cache, 2)
+    sci = data["scifact"][0]
+    r_sci = build(sci, base)
+    r_loc = [(p, build(p, base)) for p in data["locomo"]]
+    run = Run("teleological", "teleological")
+    history = []
+
+    def score(params: dict[str, Any]) -> float:
+        s = apply(base, params)
+        r_sci.settings = s
+        sci_res = evaluate(r_sci, sci, "train", run)["all"]["ndcg@10"]
+        total = n = 0.0
+        for p, r in r_loc:
+            r.settings = s
+            res = evaluate(r, p, "dev", run)["all"]
+            total += res["ndcg@10"] * res["n"]
+            n += res["n"]
+        value = (sci_res + total / n) / 2
+        history.append({"params": dict(params), "scifact_train_ndcg10": sci_res, "locomo_dev_ndcg10": total / n, "objective": value})
+        log.info("tune_step", params=params, scifact=round(sci_res, 4), locomo=round(total / n, 4), objective=round(value, 4))
+        return value
+
+    best: dict[str, Any] = {}
+    best_value = score(best)
+    for _ in range(args.passes):
+        for name, values in GRID.items():
+            for v in values:
+                trial = {**best, name: v}
+                if trial == best:
+                    continue
+                value = score(trial)
+                if value > best_value + 1e-4:
+                    best, best_value = trial, value
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"best": best, "objective": best_value, "history": history}, indent=2))
+    print(json.dumps({"best": best, "objective": best_value}))  # noqa: T201 - the command's report
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

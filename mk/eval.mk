@@ -1,0 +1,19 @@
+# Retrieval quality evaluation. Included by the main Makefile, which defines PY, STAMP and DATA
+# (MODELS_STAMP comes from mk/models.mk).
+#
+#   make eval          SciFact (test) and LoCoMo (dev): every single space, profile and stage
+#                      ablation -> bench/results/eval.{json,md}. Embeddings are cached under
+#                      var/eval/cache (the first run embeds SciFact: ~15 min on 2 cores, more when shared).
+#   make eval-latency  retrieve latency on a synthetic 100,000-memory corpus -> bench/results/latency.json
+#   EVAL_ARGS="--only scifact --quick" narrows a run.
+
+EVAL_ARGS ?=
+EVAL_NICE ?= nice -n 10
+
+.PHONY: eval eval-latency
+
+eval: $(STAMP) $(MODELS_STAMP)
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.run --data $(DATA) $(EVAL_ARGS)
+
+eval-latency: $(STAMP)
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.latency $(EVAL_ARGS)

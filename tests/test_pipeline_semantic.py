@@ -1,0 +1,67 @@
+"""Semantics with the real in-process models (MiniLM + splade-tiny): what each space can reach."""
+
+from __future__ import annotations
+
+import pytest
+
+from teleo_server.embedding.repository import ModelFiles, default_model_dir
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline import synthetic as syn
+from teleo_server.pipeline.types import Hit, Query
+
+pytestmark = pytest.mark.skipif(bool(ModelFiles.in_dir(default_model_dir()).missing()),
+                                reason="model repository not materialised (make models)")
+
+MEMORIES = {
+    "elderly": "Elderly participants improved their balance after twelve weeks of tai chi.",
+    "pet": "The puppy chased a ball across the lawn all afternoon.",
+    "deploy": "The canary release of the payments service was rolled back on Friday.",
+    "bread": "Sourdough needs a long fermentation and a very hot oven.",
+    "tax": "Quarterly VAT returns are due at the end of the month.",
+    "moon": "Apollo 11 landed on the Moon in July 1969.",
+}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from teleo_server.embedding.engine import Engine
+
+    return Engine(default_model_dir(), threads=1)
+
+
+@pytest.fixture(scope="module")
+def retriever(engine):
+    r = make_retriever(PipelineSettings(), "numpy")
+    sets = engine.embed(list(MEMORIES.values()), [False] * len(MEMORIES))
+    for (mid, text), emb in zip(MEMORIES.items(), sets):
+        r.add(syn.memory(mid, text), emb)
+    return r
+
+
+def _top(retriever, engine, text: str, profile: str = "teleological", k: int = 3) -> list[Hit]:
+    emb = engine.embed([text], [True])[0]
+    q = Query(text=text, embedding=emb, principal=syn.admin(), top_k=k, profile=profile)
+    return [e for e in retriever.retrieve(q) if isinstance(e, Hit)]
+
+
+def test_reachable_only_through_splade_expansion(retriever, engine):
+    query = "older adults"  # shares no token with the memory; SPLADE expands to 'elderly'
+    assert "elderly" not in {h.memory.id for h in _top(retriever, engine, query, "single_space:E6")}
+    splade = _top(retriever, engine, query, "single_space:E13")
+    assert splade and splade[0].memory.id == "elderly"
+    top = _top(retriever, engine, query)
+    assert top[0].memory.id == "elderly" and "E13_splade" in top[0].found_by and "E6_lexical" not in top[0].found_by
+
+
+def test_reachable_only_through_dense_similarity(retriever, engine):
+    query = "young dog playing fetch outdoors"  # no token in common with the memory
+    assert "pet" not in {h.memory.id for h in _top(retriever, engine, query, "single_space:E6")}
+    dense = _top(retriever, engine, query, "single_space:E1")
+    assert dense[0].memory.id == "pet"
+    top = _top(retriever, engine, query)
+    assert top[0].memory.id == "pet" and "E1_semantic" in top[0].found_by
+
+
+def test_late_interaction_prefers_the_matching_memory(retriever, engine):
+    hits = _top(retriever, engine, "When did astronauts first land on the Moon?", "single_space:E12")
+    assert hits[0].memory.id == "moon"
