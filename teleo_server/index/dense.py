@@ -37,6 +37,7 @@ class DenseIndex:
         self._m = np.zeros((64, dim), dtype=np.float32)
         self._trunc: dict[int, np.ndarray] = {d: np.zeros((64, d), dtype=np.float32) for d in self.truncations}
         self.n = 0
+        self._views: dict[int, np.ndarray] = {}
         self.alive = np.zeros(64, dtype=bool)
         self._hnsw: Any = None
         self.adaptive_dim = dim
@@ -45,11 +46,22 @@ class DenseIndex:
 
     @property
     def matrix(self) -> np.ndarray:
-        """float32 (n, dim), host; rows of removed chunks are still present (masked by ``alive``)."""
-        return self._m[: self.n]
+        """float32 (n, dim), host; rows of removed chunks are still present (masked by ``alive``).
+
+        The same view object is returned until rows are added, so a device backend that mirrors
+        host arrays by identity uploads the matrix once, not per query.
+        """
+        return self._view(self._m, self.dim)
 
     def truncated(self, d: int) -> np.ndarray:
-        return self.matrix if d >= self.dim else self._trunc[d][: self.n]
+        return self.matrix if d >= self.dim else self._view(self._trunc[d], d)
+
+    def _view(self, base: np.ndarray, key: int) -> np.ndarray:
+        v = self._views.get(key)
+        if v is None or v.shape[0] != self.n or v.base is not base:
+            v = base[: self.n]
+            self._views[key] = v
+        return v
 
     @property
     def uses_hnsw(self) -> bool:

@@ -29,15 +29,22 @@ class TokenStore:
         self.n = 0
         self._tokens: np.ndarray | None = None
         self.n_tokens = 0
+        self._offsets_view: np.ndarray | None = None
+        self._tokens_view: np.ndarray | None = None
 
     @property
     def offsets(self) -> np.ndarray:
-        return self._offsets[: self.n + 1]
+        # stable view objects between writes: device backends mirror host arrays by identity
+        if self._offsets_view is None or self._offsets_view.shape[0] != self.n + 1 or self._offsets_view.base is not self._offsets:
+            self._offsets_view = self._offsets[: self.n + 1]
+        return self._offsets_view
 
     @property
     def tokens(self) -> np.ndarray:
         assert self._tokens is not None
-        return self._tokens[: self.n_tokens]
+        if self._tokens_view is None or self._tokens_view.shape[0] != self.n_tokens or self._tokens_view.base is not self._tokens:
+            self._tokens_view = self._tokens[: self.n_tokens]
+        return self._tokens_view
 
     def transform(self, tokens: np.ndarray) -> np.ndarray:
         """Project (when configured) and re-normalise float (T, D) -> float32 (T, D')."""
