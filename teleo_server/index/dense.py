@@ -157,7 +157,11 @@ class DenseIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         query = np.asarray(query, dtype=np.float32)
         if self._hnsw is not None and int(live.sum()) >= self.exact_threshold:
-            return self._search_hnsw(query, k, live)
+            try:
+                return self._search_hnsw(query, k, live)
+            except RuntimeError:
+                # hnswlib refuses when deletions leave fewer reachable items than asked for
+                log.warning("dense_hnsw_fallback_exact", k=k)
         if dim is None or dim >= self.dim or dim not in self._trunc:
             ids, scores = ops.dense_topk(self.matrix, query, k, mask=live)
             return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
@@ -169,16 +173,19 @@ class DenseIndex:
         return ids[order], full[order].astype(np.float32)
 
     def _search_hnsw(self, query: np.ndarray, k: int, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # fetch k first; only when the mask removes too many, widen (the mask keeps at least
+        # exact_threshold rows here, so a few doublings always suffice)
         fetch = k
+        total = self._hnsw.get_current_count()
         while True:
-            fetch = min(fetch * 2, self._hnsw.get_current_count())
+            fetch = min(fetch, total)
             self._hnsw.set_ef(max(self._hnsw_params[2], fetch))
             labels, dist = self._hnsw.knn_query(query, k=fetch, num_threads=1)
             rows = labels[0].astype(np.int64)
             keep = live[rows]
-            if keep.sum() >= k or fetch >= self._hnsw.get_current_count():
-                rows = rows[keep][:k]
-                return rows, (1.0 - dist[0][keep][:k]).astype(np.float32)
+            if keep.sum() >= k or fetch >= total:
+                return rows[keep][:k], (1.0 - dist[0][keep][:k]).astype(np.float32)
+            fetch *= 4
 
     def score(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Full-dimension inner products float32 (len(rows),) of ``rows`` with ``query``."""

@@ -46,7 +46,7 @@ class PipelineSettings(BaseModel):
     hdc_candidates: int = Field(200, ge=0)      # E9 typo-robust candidates added to the pool
 
     # E1 dense
-    dense_candidates: int = Field(1000, ge=1)   # ANN neighbours over the whole corpus
+    dense_candidates: int = Field(300, ge=1)    # ANN neighbours over the whole corpus
     dense_dimension: int = Field(0, ge=0)       # 0 = adaptive (smallest Matryoshka dim meeting recall)
     matryoshka_dims: tuple[int, ...] = (128, 256)
     min_recall_threshold: float = Field(0.95, gt=0, le=1)
