@@ -22,6 +22,11 @@ def register(cls: type[Space]) -> type[Space]:
     return cls
 
 
+def unregister(name: str) -> None:
+    """Remove a space (for plugins and tests); retrievers built earlier keep theirs."""
+    _REGISTRY.pop(name, None)
+
+
 def _discover() -> None:
     global _discovered
     if _discovered:
@@ -55,4 +60,4 @@ def resolve_name(name: str) -> str:
     raise KeyError(name)
 
 
-__all__ = ["build_spaces", "register", "resolve_name", "space_classes"]
+__all__ = ["build_spaces", "register", "resolve_name", "space_classes", "unregister"]

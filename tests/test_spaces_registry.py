@@ -1,0 +1,57 @@
+"""A new space is one class in one place: registered, it is indexed, fused and compared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline import synthetic as syn
+from teleo_server.pipeline.types import Hit, Overrides, Query
+from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.registry import register, unregister
+
+
+class ImportanceSpace(Space):
+    """Toy context space: a memory's importance."""
+
+    name = "E99_importance"
+
+    def __init__(self, settings: PipelineSettings, catalog: Any) -> None:
+        super().__init__(settings, catalog)
+        self.importance: list[float] = []
+
+    def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
+        self.importance.append(memory.importance)
+
+    def prepare(self, ctx: QueryContext) -> Any | None:
+        return True
+
+    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
+        return np.asarray(self.importance, dtype=np.float32)[rows]
+
+    def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
+        imp = np.asarray(self.importance, dtype=np.float32)
+        return (1.0 - np.abs(imp[rows] - imp[a])).astype(np.float32)
+
+
+def test_registered_space_takes_part_in_fusion_and_compare():
+    register(ImportanceSpace)
+    try:
+        r = make_retriever(PipelineSettings(), "numpy")
+        for i in range(5):
+            r.add(syn.memory(f"m{i}", "identical words", importance=i / 10), syn.embedding())
+        q = Query(text="identical words", embedding=None, principal=syn.admin(), top_k=5)
+        plain = [h.memory.id for h in r.retrieve(q) if isinstance(h, Hit)]
+        assert plain == ["m0", "m1", "m2", "m3", "m4"]  # identical text: ties broken by row
+        q.overrides = Overrides(space_weights=(("E99_importance", 5.0),))
+        weighted = [h for h in r.retrieve(q) if isinstance(h, Hit)]
+        assert [h.memory.id for h in weighted] == ["m4", "m3", "m2", "m1", "m0"]
+        assert weighted[0].breakdown.spaces["E99_importance"] == np.float32(0.4)
+        sims, _ = r.compare("m1", "m3", "max", {})
+        assert abs(sims["E99_importance"] - 0.8) < 1e-6
+    finally:
+        unregister("E99_importance")
+    assert "E99_importance" not in make_retriever(PipelineSettings(), "numpy").spaces
