@@ -33,14 +33,18 @@ SPLADE_TOKEN_BUDGET = 2048  # batch * seq per splade call: its logits are (B, T,
 PIPELINE_REVISION = "r1"  # bump when pooling/normalisation here changes the vectors
 
 
-def _session(path: Path, threads: int):
+def _session(path: Path, threads: int, gpu: int | None):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = max(1, threads)
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    providers: list = ["CPUExecutionProvider"]
+    if gpu is not None:
+        # a Triton KIND_GPU instance; needs onnxruntime-gpu, which fails here if CUDA is missing
+        providers.insert(0, ("CUDAExecutionProvider", {"device_id": gpu}))
+    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
 
 
 def load_tokenizer(path: Path):
@@ -119,11 +123,12 @@ class DenseEncoder:
     onnx_path, tokenizer_path : files materialised by ``build_repo``.
     threads : onnxruntime intra-op threads.
     max_batch : texts per onnxruntime call; texts are grouped by length to limit padding.
+    gpu : CUDA device id for onnxruntime's CUDA provider; None runs on the CPU.
     """
 
     def __init__(self, onnx_path: Path, tokenizer_path: Path, *, threads: int = 2,
-                 max_batch: int = 32) -> None:
-        self._session = _session(onnx_path, threads)
+                 max_batch: int = 32, gpu: int | None = None) -> None:
+        self._session = _session(onnx_path, threads, gpu)
         self.tokenizer = load_tokenizer(tokenizer_path)
         self._max_batch = max_batch
 
@@ -172,11 +177,12 @@ class SparseEncoder:
     onnx_path, tokenizer_path : files materialised by ``build_repo``.
     threads : onnxruntime intra-op threads.
     max_batch : texts per onnxruntime call (also capped at SPLADE_TOKEN_BUDGET word pieces).
+    gpu : CUDA device id for onnxruntime's CUDA provider; None runs on the CPU.
     """
 
     def __init__(self, onnx_path: Path, tokenizer_path: Path, *, threads: int = 2,
-                 max_batch: int = 32) -> None:
-        self._session = _session(onnx_path, threads)
+                 max_batch: int = 32, gpu: int | None = None) -> None:
+        self._session = _session(onnx_path, threads, gpu)
         self.tokenizer = load_tokenizer(tokenizer_path)
         self._max_batch = max_batch
 

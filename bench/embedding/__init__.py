@@ -1,0 +1,1 @@
+"""Embedding throughput and latency: Triton vs in-process (``python -m bench.embedding``)."""

@@ -1,0 +1,3 @@
+from bench.embedding.run import main
+
+raise SystemExit(main())
