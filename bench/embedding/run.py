@@ -41,7 +41,7 @@ from teleo_server.embedding.triton_launcher import TritonInstall, TritonServer, 
 log = structlog.get_logger(__name__)
 
 GROUPS = {
-    "smoke": {"short": 32, "long": 8, "batch": 16, "single": 10, "clients": 8, "warmup": 1},
+    "smoke": {"short": 16, "long": 4, "batch": 8, "single": 5, "clients": 8, "warmup": 1},
     "full": {"short": 512, "long": 96, "batch": 32, "single": 100, "clients": 64, "warmup": 2},
 }
 THREADS = 2  # the Triton models' INTRA_OP_THREADS in config.pbtxt
