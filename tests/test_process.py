@@ -75,6 +75,8 @@ def test_cli_round_trip_with_the_dev_token(server_process, tmp_path):
     query = _cli(srv, "query", "which region is staging in", "--namespace", "ops")
     assert query.returncode == 0, query.stderr
     assert memory_id[:12] in query.stdout and "eu-west-1" in query.stdout and "results in" in query.stdout
+    # Logs carry request ids, never the query text (debug is off).
+    assert '"request_id"' in srv.logs() and "which region is staging in" not in srv.logs()
     records = tmp_path / "in.jsonl"
     records.write_text("\n".join(json.dumps({"content": f"ingested line {i}", "namespace": "ops"}) for i in range(12)) + "\n")
     ingest = _cli(srv, "ingest", str(records), "--batch-size", "5")
@@ -86,6 +88,17 @@ def test_cli_round_trip_with_the_dev_token(server_process, tmp_path):
     assert _cli(srv, "health").returncode == 0
     assert _cli(srv, "health", "store").returncode == 0
     assert _cli(srv, "delete", memory_id).stdout.strip() == "deleted 1"
+
+
+def test_oversized_batch_is_resource_exhausted_and_server_stays_up(server_process):
+    srv = server_process(env={"TELEO_LIMITS__MAX_BATCH_ITEMS": "3"})
+    stub = _stub(srv.address)
+    auth = [("authorization", f"Bearer {srv.token}")]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.StoreBatch(iter(pb.StoreBatchRequest(memory=pb.MemoryInput(content=f"item {i}")) for i in range(4)), metadata=auth, timeout=60)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "split" in err.value.details()
+    ok = stub.StoreBatch(iter(pb.StoreBatchRequest(memory=pb.MemoryInput(content=f"item {i}")) for i in range(3)), metadata=auth, timeout=60)
+    assert ok.stored == 3
 
 
 def test_health_probe_fails_when_no_server(tmp_path):
