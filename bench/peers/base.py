@@ -103,10 +103,13 @@ class Peer(Protocol):
     def close(self) -> None: ...
 
 
-_REGISTRY = {
-    "milvus_lite": "bench.peers.milvus_lite:MilvusLitePeer",
-    "lancedb": "bench.peers.lancedb_hybrid:LanceDBPeer",
-    "bm25s": "bench.peers.bm25s_lexical:BM25sPeer",
+_REGISTRY: dict[str, tuple[str, dict[str, object]]] = {
+    "milvus_lite": ("bench.peers.milvus_lite:MilvusLitePeer", {}),
+    # The same with an HNSW graph (M 16, efConstruction 200, ef 256: Teleo's settings), for scale
+    # points where Teleo itself searches a graph rather than scanning.
+    "milvus_lite_hnsw": ("bench.peers.milvus_lite:MilvusLitePeer", {"index_type": "HNSW"}),
+    "lancedb": ("bench.peers.lancedb_hybrid:LanceDBPeer", {}),
+    "bm25s": ("bench.peers.bm25s_lexical:BM25sPeer", {}),
 }
 
 
@@ -114,10 +117,11 @@ def load_peer(name: str, **options: object) -> Peer:
     """Instantiate peer ``name``; raises PeerUnavailable with an install hint when it cannot."""
     if name not in _REGISTRY:
         raise PeerUnavailable(f"unknown peer {name!r}; known: {sorted(_REGISTRY)}")
-    module, cls = _REGISTRY[name].split(":")
+    path, defaults = _REGISTRY[name]
+    module, cls = path.split(":")
     try:
         # Constructors import their package, so a missing one surfaces here too.
-        return getattr(importlib.import_module(module), cls)(**options)
+        return getattr(importlib.import_module(module), cls)(**{**defaults, **options})
     except ImportError as exc:
         raise PeerUnavailable(f"{name} not installed ({exc}); `make bench-venv` installs the peers") from exc
 

@@ -18,7 +18,8 @@ class MilvusLitePeer:
 
     Parameters
     ----------
-    index_type : dense index ("FLAT" = exact, what Milvus Lite is meant to run).
+    index_type : dense index: "FLAT" (exact) or "HNSW" (graph with ``hnsw_m``, ``hnsw_ef_construction``,
+        searched with ef = max(``hnsw_ef``, limit)).
     candidates : per-leg candidate count for hybrid (each leg's ``limit``).
     oversample : chunk rows fetched per wanted memory, for de-duplication by memory.
     """
@@ -26,10 +27,13 @@ class MilvusLitePeer:
     name = "milvus_lite"
     modes = ("dense", "sparse", "hybrid")
 
-    def __init__(self, index_type: str = "FLAT", candidates: int = 100, oversample: int = 2, rrf_k: int = 60) -> None:
+    def __init__(self, index_type: str = "FLAT", candidates: int = 100, oversample: int = 2, rrf_k: int = 60,
+                 hnsw_m: int = 16, hnsw_ef_construction: int = 200, hnsw_ef: int = 256) -> None:
         from pymilvus import MilvusClient  # noqa: F401  (fail early with PeerUnavailable)
 
         self.index_type = index_type
+        self.name = "milvus_lite" if index_type == "FLAT" else f"milvus_lite_{index_type.lower()}"
+        self.hnsw = (hnsw_m, hnsw_ef_construction, hnsw_ef)
         self.candidates = candidates
         self.oversample = oversample
         self.rrf_k = rrf_k
@@ -37,7 +41,12 @@ class MilvusLitePeer:
         self.corpus: PeerCorpus | None = None
 
     def version(self) -> str:
-        return f"pymilvus {md.version('pymilvus')}, milvus-lite {md.version('milvus-lite')}"
+        return f"pymilvus {md.version('pymilvus')}, milvus-lite {md.version('milvus-lite')}, dense {self.index_type}"
+
+    def _dense_params(self, limit: int) -> dict:
+        if self.index_type == "HNSW":
+            return {"metric_type": "IP", "params": {"ef": max(self.hnsw[2], limit)}}
+        return {"metric_type": "IP"}
 
     def build(self, corpus: PeerCorpus, workdir: Path) -> float:
         from pymilvus import DataType, MilvusClient
@@ -54,7 +63,11 @@ class MilvusLitePeer:
         schema.add_field("dense", DataType.FLOAT_VECTOR, dim=int(corpus.dense.shape[1]))
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         params = c.prepare_index_params()
-        params.add_index("dense", index_type=self.index_type, metric_type="IP")
+        if self.index_type == "HNSW":
+            params.add_index("dense", index_type="HNSW", metric_type="IP",
+                             params={"M": self.hnsw[0], "efConstruction": self.hnsw[1]})
+        else:
+            params.add_index("dense", index_type=self.index_type, metric_type="IP")
         params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
         c.create_collection(COLLECTION, schema=schema, index_params=params)
         step = 2000
@@ -81,13 +94,13 @@ class MilvusLitePeer:
         limit = min(k * self.oversample, self.corpus.n_chunks)
         if mode == "dense":
             res = self.client.search(COLLECTION, data=[queries.dense[j].tolist()], anns_field="dense", limit=limit,
-                                     search_params={"metric_type": "IP"}, output_fields=["id"])
+                                     search_params=self._dense_params(limit), output_fields=["id"])
         elif mode == "sparse":
             res = self.client.search(COLLECTION, data=[self._sparse(queries, j)], anns_field="sparse", limit=limit,
                                      search_params={"metric_type": "IP"}, output_fields=["id"])
         elif mode == "hybrid":
             cand = max(self.candidates, limit)
-            reqs = [AnnSearchRequest([queries.dense[j].tolist()], "dense", {"metric_type": "IP"}, cand),
+            reqs = [AnnSearchRequest([queries.dense[j].tolist()], "dense", self._dense_params(cand), cand),
                     AnnSearchRequest([self._sparse(queries, j)], "sparse", {"metric_type": "IP"}, cand)]
             res = self.client.hybrid_search(COLLECTION, reqs, RRFRanker(self.rrf_k), limit=limit, output_fields=["id"])
         else:

@@ -121,7 +121,7 @@ def run(ctx: Context) -> None:
                     chunk_texts=corpus.texts, dense=corpus.dense, sp_ptr=corpus.sp_ptr, sp_ids=corpus.sp_ids,
                     sp_w=corpus.sp_w)
     pq = PeerQueries(queries.texts, queries.dense, queries.sparse)
-    for name in ctx.peers(["milvus_lite", "lancedb"]):
+    for name in ctx.peers(["milvus_lite", "milvus_lite_hnsw", "lancedb"]):
         peer = open_peer(ctx, name, W)
         if peer is None:
             continue
