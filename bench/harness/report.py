@@ -153,7 +153,7 @@ def markdown(records: list[Rec]) -> str:
     if checks or ann:
         lines += ["## Correctness (before timing)", ""]
         lines += _table(["system", "check", "value", "passed"], [[r["system"], r["check"], r.get("value"), r["passed"]] for r in checks], 4)
-        lines += _table(["system", "index", "ef_search", "n", f"recall@k vs exact", "p50 ms"],
+        lines += _table(["system", "index", "ef_search", "n", "recall@k vs exact", "p50 ms"],
                         [[r["system"], r["index"], r.get("ef_search"), r["n"], r["recall"], r["p50_ms"]] for r in ann], 4)
 
     qual = _sel(records, "quality", metric="quality")

@@ -101,8 +101,8 @@ def _zipf_sampler(rng: np.random.Generator, vocab: int, a: float):
     return draw
 
 
-def _splade_of(words: np.ndarray, topic: int, perm: np.ndarray, vocab: int,
-               expansions: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _splade_of(words: np.ndarray, perm: np.ndarray, vocab: int, expansions: int,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     uniq, counts = np.unique(words, return_counts=True)
     # Rarer words (higher rank) weigh more, as SPLADE learns an idf-like prior.
     w = np.log1p(counts) * (0.6 + 0.4 * np.log1p(uniq) / np.log1p(vocab))
@@ -146,7 +146,7 @@ def make_corpus(spec: CorpusSpec) -> SyntheticCorpus:
         words = words_all[bounds[i]:bounds[i + 1]]
         word_ids.append(words)
         texts.append(" ".join(f"w{w}" for w in words.tolist()))
-        ids, w = _splade_of(words, int(topics[i]), topic_perm[topics[i]], spec.vocab, spec.expansion_terms, rng)
+        ids, w = _splade_of(words, topic_perm[topics[i]], spec.vocab, spec.expansion_terms, rng)
         sp_ids.append(ids)
         sp_w.append(w)
         sp_len.append(ids.size)
@@ -198,7 +198,7 @@ def make_queries(corpus: SyntheticCorpus, m: int, seed: int = 1, words: int = 8,
         src = corpus.word_ids[t]
         pick = rng.choice(src, min(words, src.size), replace=False)
         texts.append(" ".join(f"w{w}" for w in pick.tolist()))
-        ids, w = _splade_of(pick, int(corpus.topics[t]), corpus.topic_perm[corpus.topics[t]], corpus.spec.vocab, 2, rng)
+        ids, w = _splade_of(pick, corpus.topic_perm[corpus.topics[t]], corpus.spec.vocab, 2, rng)
         sparse.append((ids, w))
         tk = dense[j] + rng.standard_normal((pick.size, dim)).astype(np.float32) * (1.2 / np.sqrt(dim))
         tokens.append(_unit(tk).astype(np.float16))

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from teleo_server.domain import AccessLevel, EmbeddingSet, Memory, Principal
@@ -25,22 +24,6 @@ class QueryRun:
     stages: dict[str, float]
     skipped: tuple[str, ...] = ()
     degraded: bool = False
-
-
-@dataclass(slots=True)
-class RunSummary:
-    runs: list[QueryRun] = field(default_factory=list)
-
-    @property
-    def wall_ms(self) -> list[float]:
-        return [r.wall_ms for r in self.runs]
-
-    def stage_ms(self) -> dict[str, list[float]]:
-        out: dict[str, list[float]] = defaultdict(list)
-        for r in self.runs:
-            for name, ms in r.stages.items():
-                out[name].append(ms)
-        return dict(out)
 
 
 def make(settings: dict[str, Any] | None = None, backend: str = "numpy") -> Retriever:

@@ -6,8 +6,6 @@ import importlib.metadata as md
 import time
 from pathlib import Path
 
-import numpy as np
-
 from bench.peers.base import PeerCorpus, PeerQueries, dedupe_chunks
 
 COLLECTION = "bench"
