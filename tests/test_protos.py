@@ -25,3 +25,30 @@ def test_enum_zero_values_are_unspecified():
 
     for enum in memory_pb2.DESCRIPTOR.enum_types_by_name.values():
         assert enum.values[0].number == 0 and enum.values[0].name.endswith("_UNSPECIFIED"), enum.name
+
+
+def test_every_field_of_the_public_api_is_commented(tmp_path):
+    import grpc_tools
+    from google.protobuf import descriptor_pb2
+    from grpc_tools import protoc
+
+    from teleo_server.protogen import PROTO_ROOT, proto_files
+
+    out = tmp_path / "set.pb"
+    well_known = f"-I{__import__('pathlib').Path(grpc_tools.__file__).parent / '_proto'}"
+    files = [str(p.relative_to(PROTO_ROOT)) for p in proto_files()]
+    assert protoc.main(["protoc", f"-I{PROTO_ROOT}", well_known, "--include_source_info", f"--descriptor_set_out={out}", *files]) == 0
+    fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    missing = []
+    for f in fds.file:
+        commented = {
+            tuple(loc.path) for loc in f.source_code_info.location if loc.leading_comments.strip() or loc.trailing_comments.strip()
+        }
+        for mi, msg in enumerate(f.message_type):
+            # A message comment may document all of its fields at once; otherwise each field needs one.
+            if (4, mi) in commented:
+                continue
+            for fi, field in enumerate(msg.field):
+                if (4, mi, 2, fi) not in commented:
+                    missing.append(f"{msg.name}.{field.name}")
+    assert not missing, f"uncommented fields: {missing}"
