@@ -92,6 +92,17 @@ def test_recorder_writes_json_lines(tmp_path):
     assert back[1]["skipped"] is True and back[1]["reason"] == "no data"
 
 
+def test_recorder_append_replaces_only_rerun_workloads(tmp_path):
+    path = tmp_path / "r.jsonl"
+    first = Recorder(path, "m")
+    first.add("scale", "teleo", metric="query", p50_ms=1.0)
+    first.add("quality", "teleo", metric="quality", p50_ms=2.0)
+    again = Recorder(path, "m", append=True, replace=frozenset({"scale"}))
+    again.add("scale", "teleo", metric="query", p50_ms=3.0)
+    back = read(path)
+    assert [(r["workload"], r["p50_ms"]) for r in back] == [("quality", 2.0), ("scale", 3.0)]
+
+
 def test_dedupe_chunks_keeps_each_memory_once_in_rank_order():
     chunk_doc = np.array([0, 0, 1, 2, 2, 3])
     assert dedupe_chunks([4, 1, 0, 3, 2, 5], chunk_doc, 3) == [2, 0, 1]

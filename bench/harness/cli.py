@@ -35,7 +35,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--only", action="append", choices=config.WORKLOADS, help="run only these workloads")
     ap.add_argument("--backend", choices=("numpy", "cupy"), default=None, help="override the group's backend")
     ap.add_argument("--append", action="store_true",
-                    help="add to an existing results.jsonl (e.g. after --only runs); the report uses the latest records")
+                    help="keep an existing results.jsonl, replacing only the records of the workloads run now")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=JSON",
                     help='override one config value, e.g. --set \'scale.sizes=[10000]\'')
     ap.add_argument("--no-plots", action="store_true")
@@ -52,16 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or REPO / "bench" / "results" / "tmp" / f"work-{args.group}-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
     environment = env.environment()
-    rec = Recorder(out / "results.jsonl", environment["machine"], append=args.append)
+    to_run = [w for w in cfg.get("workloads", []) if not args.only or w in args.only]
+    rec = Recorder(out / "results.jsonl", environment["machine"], append=args.append, replace=frozenset(to_run))
     rec.write({"workload": "environment", "system": "", "group": args.group, "config": cfg,
                "data": str(args.data), **environment})
     ctx = Context(cfg=cfg, rec=rec, data=args.data, workdir=workdir, cache=args.cache,
                   backend=args.backend or cfg.get("backend", "numpy"))
     failed = []
     try:
-        for name in cfg.get("workloads", []):
-            if args.only and name not in args.only:
-                continue
+        for name in to_run:
             t0 = time.perf_counter()
             log.info("bench.workload_start", workload=name, group=args.group)
             try:

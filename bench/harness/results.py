@@ -27,14 +27,16 @@ class Recorder:
     path: Path
     machine: str
     append: bool = False
+    replace: frozenset[str] = frozenset()  # with append: workloads whose old records are dropped
     records: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.append and self.path.is_file():
-            self.records = read(self.path)
-        else:
-            self.path.write_text("")
+        old = read(self.path) if self.append and self.path.is_file() else []
+        self.records = [r for r in old if r.get("workload") not in self.replace]
+        with self.path.open("w", encoding="utf-8") as f:
+            for r in self.records:
+                f.write(json.dumps(r, default=_jsonable) + "\n")
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         rec = {"ts": round(time.time(), 3), "machine": self.machine, **record}
