@@ -83,23 +83,23 @@ async def check_identical(a, b, texts: list[str]) -> None:
                         raise AssertionError(f"{field} differs between the two systems")
 
 
-async def run_cases(embedder, cfg: dict, short: list[str], long: list[str]) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for name, texts in (("batch_short", short), ("batch_long", long)):
-        batch = cfg["batch"]
-        for _ in range(cfg["warmup"]):
-            await embedder.embed(texts[:batch], TextRole.DOCUMENT)
-        per_call = []
-        t0 = time.perf_counter()
-        for lo in range(0, len(texts), batch):
-            t1 = time.perf_counter()
-            await embedder.embed(texts[lo:lo + batch], TextRole.DOCUMENT)
-            per_call.append(time.perf_counter() - t1)
-        wall = time.perf_counter() - t0
-        out[name] = {"texts": len(texts), "batch": batch, "seconds": round(wall, 3),
-                     "texts_per_s": round(len(texts) / wall, 1), **percentiles(per_call)}
+async def case_batches(embedder, cfg: dict, texts: list[str]) -> dict:
+    batch = cfg["batch"]
+    for _ in range(cfg["warmup"]):
+        await embedder.embed(texts[:batch], TextRole.DOCUMENT)
+    per_call = []
+    t0 = time.perf_counter()
+    for lo in range(0, len(texts), batch):
+        t1 = time.perf_counter()
+        await embedder.embed(texts[lo:lo + batch], TextRole.DOCUMENT)
+        per_call.append(time.perf_counter() - t1)
+    wall = time.perf_counter() - t0
+    return {"texts": len(texts), "batch": batch, "seconds": round(wall, 3),
+            "texts_per_s": round(len(texts) / wall, 1), **percentiles(per_call)}
 
-    singles = short[:cfg["single"]]
+
+async def case_single(embedder, cfg: dict, texts: list[str]) -> dict:
+    singles = texts[:cfg["single"]]
     for t in singles[:3]:
         await embedder.embed([t], TextRole.QUERY)
     lat = []
@@ -107,22 +107,40 @@ async def run_cases(embedder, cfg: dict, short: list[str], long: list[str]) -> d
         t1 = time.perf_counter()
         await embedder.embed([t], TextRole.QUERY)
         lat.append(time.perf_counter() - t1)
-    out["single"] = {"texts": len(singles), **percentiles(lat)}
+    return {"texts": len(singles), **percentiles(lat)}
 
-    clients = short[:cfg["clients"]]
-    lat = []
+
+async def case_concurrent(embedder, cfg: dict, texts: list[str]) -> dict:
+    clients = texts[:cfg["clients"]]
+    lat: list[float] = []
 
     async def one(text: str) -> None:
         t1 = time.perf_counter()
         await embedder.embed([text], TextRole.QUERY)
         lat.append(time.perf_counter() - t1)
 
+    await asyncio.gather(*(one(t) for t in clients[:4]))  # warm-up
+    lat.clear()
     t0 = time.perf_counter()
     await asyncio.gather(*(one(t) for t in clients))
     wall = time.perf_counter() - t0
-    out["concurrent"] = {"texts": len(clients), "seconds": round(wall, 3),
-                         "texts_per_s": round(len(clients) / wall, 1), **percentiles(lat)}
-    return out
+    return {"texts": len(clients), "seconds": round(wall, 3),
+            "texts_per_s": round(len(clients) / wall, 1), **percentiles(lat)}
+
+
+async def run_cases(systems: dict, cfg: dict, short: list[str],
+                    long: list[str]) -> dict[str, dict[str, dict]]:
+    """results[case][system]; the systems alternate within each case so that load changes on
+    a shared machine affect both alike."""
+    cases = {"batch_short": (case_batches, short), "batch_long": (case_batches, long),
+             "single": (case_single, short), "concurrent": (case_concurrent, short)}
+    results: dict[str, dict[str, dict]] = {}
+    for case, (fn, texts) in cases.items():
+        results[case] = {}
+        for system, embedder in systems.items():
+            log.info("bench.embedding.case", case=case, system=system)
+            results[case][system] = await fn(embedder, cfg, texts)
+    return results
 
 
 async def bench(args: argparse.Namespace) -> list[dict]:
@@ -144,16 +162,13 @@ async def bench(args: argparse.Namespace) -> list[dict]:
         await local.start()
         await remote.start()
         await check_identical(remote, local, short[:4] + long[:2])
-        results = {}
-        for name, embedder in (("in_process", local), ("triton", remote)):
-            log.info("bench.embedding.system", system=name)
-            results[name] = await run_cases(embedder, cfg, short, long)
-        for case in results["in_process"]:
-            for system in ("in_process", "triton"):
+        results = await run_cases({"in_process": local, "triton": remote}, cfg, short, long)
+        for case, by_system in results.items():
+            peer = by_system["in_process"]
+            for system, measured in by_system.items():
                 row = {"workload": "embedding", "case": case, "system": system,
                        "corpus": corpus if case == "batch_long" else "synthetic",
-                       "threads": THREADS, "correct": True, **results[system][case]}
-                peer = results["in_process"][case]
+                       "threads": THREADS, "correct": True, **measured}
                 if "texts_per_s" in row:
                     row["throughput_vs_in_process"] = round(
                         row["texts_per_s"] / peer["texts_per_s"], 3)

@@ -10,6 +10,7 @@ import structlog
 
 from teleo_server.domain import EmbeddingSet
 from teleo_server.embedding.base import TextRole, check_texts
+from teleo_server.embedding.batching import Coalescer
 from teleo_server.embedding.chunking import ChunkPlan
 from teleo_server.embedding.engine import Engine
 from teleo_server.errors import Unavailable
@@ -21,7 +22,8 @@ class InProcessEmbedder:
     """The :class:`~teleo_server.embedding.base.Embedder` protocol on local CPU models.
 
     Model calls run on one dedicated worker thread (onnxruntime brings its own ``threads``
-    intra-op threads), so the event loop never blocks and calls never overlap.
+    intra-op threads), so the event loop never blocks and calls never overlap. Calls that arrive
+    while the worker is busy are merged into one batch of up to ``max_batch`` texts.
 
     Parameters
     ----------
@@ -37,8 +39,10 @@ class InProcessEmbedder:
         self._model_dir = model_dir
         self._kwargs = dict(threads=threads, max_batch=max_batch, plan=plan or ChunkPlan(),
                             query_max_terms=query_max_terms)
+        self._max_batch = max_batch
         self._engine: Engine | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._batches: Coalescer | None = None
 
     @property
     def model_version(self) -> str:
@@ -62,6 +66,7 @@ class InProcessEmbedder:
             self._executor.shutdown(wait=False)
             self._executor = None
             raise
+        self._batches = Coalescer(self._run, max_batch=self._max_batch, max_in_flight=1)
         log.info("embedder.started", backend="in-process", model_version=self._engine.version,
                  threads=self._kwargs["threads"])
 
@@ -70,19 +75,23 @@ class InProcessEmbedder:
 
     async def embed(self, texts: list[str], role: TextRole) -> list[EmbeddingSet]:
         """One EmbeddingSet per text (float32 dense (384,), float16 tokens (T, 384), ...)."""
-        if self._engine is None or self._executor is None:
+        if self._batches is None:
             raise Unavailable("embedder not started")
         check_texts(texts)
         if not texts:
             return []
-        engine = self._engine
-        is_query = [role is TextRole.QUERY] * len(texts)
+        return await self._batches.submit(texts, role is TextRole.QUERY)
+
+    async def _run(self, texts: list[str], is_query: list[bool]) -> list[EmbeddingSet]:
+        assert self._engine is not None and self._executor is not None
         return await asyncio.get_running_loop().run_in_executor(
-            self._executor, engine.embed, texts, is_query)
+            self._executor, self._engine.embed, texts, is_query)
 
     async def close(self) -> None:
+        if self._batches is not None:
+            await self._batches.close(Unavailable("embedder closed"))
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        self._batches = None
         self._executor = None
         self._engine = None
-

@@ -15,9 +15,7 @@ and serves again.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from dataclasses import dataclass, field
 
 import grpc
 import numpy as np
@@ -26,6 +24,7 @@ import structlog
 from teleo_server.domain import EmbeddingSet
 from teleo_server.embedding import wire
 from teleo_server.embedding.base import TextRole, check_texts
+from teleo_server.embedding.batching import Coalescer
 from teleo_server.errors import (
     Internal,
     InvalidArgument,
@@ -45,6 +44,7 @@ _CHANNEL_ARGS = [
     ("grpc.min_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
+ROLE_QUERY, ROLE_DOCUMENT = TextRole.QUERY.value, TextRole.DOCUMENT.value
 _UNAVAILABLE = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "NOT_FOUND", "ABORTED",
                 "UNKNOWN"}
 
@@ -75,14 +75,6 @@ def map_error(exc: BaseException, url: str) -> TeleoError:
     return Internal(text)
 
 
-@dataclass(slots=True)
-class _Item:
-    text: str
-    role: str
-    caller: int
-    future: asyncio.Future = field(repr=False)
-
-
 class TritonEmbedder:
     """The :class:`~teleo_server.embedding.base.Embedder` protocol over Triton gRPC.
 
@@ -111,11 +103,7 @@ class TritonEmbedder:
         self._version: str | None = None
         self._healthy = False
         self._last_check = 0.0
-        self._queue: asyncio.Queue[_Item] | None = None
-        self._pump_task: asyncio.Task | None = None
-        self._sends: set[asyncio.Task] = set()
-        self._slots: asyncio.Semaphore | None = None
-        self._callers = itertools.count()
+        self._batches: Coalescer | None = None
         self._check_lock: asyncio.Lock | None = None
 
     @property
@@ -134,10 +122,11 @@ class TritonEmbedder:
 
         if self._client is None:
             self._client = grpcclient.InferenceServerClient(self.url, channel_args=_CHANNEL_ARGS)
-            self._queue = asyncio.Queue()
-            self._slots = asyncio.Semaphore(self._max_in_flight)
             self._check_lock = asyncio.Lock()
-            self._pump_task = asyncio.create_task(self._pump(), name="triton-embed-batcher")
+            self._batches = Coalescer(self._infer_batch, max_batch=self.max_batch,
+                                      window_s=self.batch_window_s,
+                                      max_in_flight=self._max_in_flight,
+                                      on_error=self._on_batch_error)
         if not await self._check():
             raise Unavailable(f"triton {self.url}: model {self.model} is not ready")
         log.info("embedder.started", backend="triton", url=self.url,
@@ -157,7 +146,7 @@ class TritonEmbedder:
                 ok = await self._client.is_model_ready(self.model, client_timeout=self.timeout_s)
                 if ok and (not self._healthy or self._version is None):
                     # back after an outage (or first start): the models may have changed
-                    self._version = (await self._infer(["version probe"], ["query"]))[0] \
+                    self._version = (await self._infer(["version probe"], [ROLE_QUERY]))[0] \
                         .model_version
             except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
                 ok, reason = False, str(map_error(exc, self.url))
@@ -171,7 +160,7 @@ class TritonEmbedder:
 
     async def embed(self, texts: list[str], role: TextRole) -> list[EmbeddingSet]:
         """One EmbeddingSet per text; raises Unavailable at once while Triton is down."""
-        if self._client is None or self._queue is None:
+        if self._client is None or self._batches is None:
             raise Unavailable(f"triton {self.url}: not started")
         check_texts(texts)
         if not texts:
@@ -179,72 +168,14 @@ class TritonEmbedder:
         if not self._healthy and (time.monotonic() - self._last_check < self.recheck_s
                                   or not await self._check()):
             raise Unavailable(f"triton {self.url}: model {self.model} is not ready")
-        loop = asyncio.get_running_loop()
-        caller = next(self._callers)
-        items = [_Item(t, role.value, caller, loop.create_future()) for t in texts]
-        for item in items:
-            self._queue.put_nowait(item)
-        try:
-            return list(await asyncio.gather(*(i.future for i in items)))
-        except BaseException:
-            for i in items:
-                i.future.cancel()
-            raise
+        return await self._batches.submit(texts, role is TextRole.QUERY)
 
-    async def _pump(self) -> None:
-        assert self._queue is not None and self._slots is not None
-        while True:
-            batch = [await self._queue.get()]
-            deadline = time.monotonic() + self.batch_window_s
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self._queue.get_nowait())
-                    continue
-                except asyncio.QueueEmpty:
-                    pass
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-                except TimeoutError:
-                    break
-            batch = [i for i in batch if not i.future.done()]
-            if not batch:
-                continue
-            await self._slots.acquire()
-            task = asyncio.create_task(self._send(batch))
-            self._sends.add(task)
-            task.add_done_callback(self._sent)
+    def _on_batch_error(self, exc: TeleoError) -> None:
+        if isinstance(exc, Unavailable):
+            self._healthy = False
 
-    def _sent(self, task: asyncio.Task) -> None:
-        self._sends.discard(task)
-        assert self._slots is not None
-        self._slots.release()
-
-    async def _send(self, batch: list[_Item]) -> None:
-        try:
-            results = await self._infer([i.text for i in batch], [i.role for i in batch])
-        except InvalidArgument as exc:
-            callers = {i.caller for i in batch}
-            if len(callers) == 1:
-                _fail(batch, exc)
-                return
-            # one caller's bad input must not fail the others coalesced with it
-            for caller in callers:
-                await self._send([i for i in batch if i.caller == caller])
-            return
-        except TeleoError as exc:
-            if isinstance(exc, Unavailable):
-                self._healthy = False
-            _fail(batch, exc)
-            return
-        except BaseException as exc:
-            _fail(batch, Internal(f"triton {self.url}: {exc!r}"))
-            raise
-        for item, result in zip(batch, results):
-            if not item.future.done():
-                item.future.set_result(result)
+    async def _infer_batch(self, texts: list[str], is_query: list[bool]) -> list[EmbeddingSet]:
+        return await self._infer(texts, [ROLE_QUERY if q else ROLE_DOCUMENT for q in is_query])
 
     async def _infer(self, texts: list[str], roles: list[str]) -> list[EmbeddingSet]:
         import tritonclient.grpc.aio as grpcclient
@@ -267,23 +198,10 @@ class TritonEmbedder:
         return sets
 
     async def close(self) -> None:
-        if self._pump_task is not None:
-            self._pump_task.cancel()
-            await asyncio.gather(self._pump_task, return_exceptions=True)
-        for task in list(self._sends):
-            task.cancel()
-        await asyncio.gather(*self._sends, return_exceptions=True)
-        if self._queue is not None:
-            while not self._queue.empty():
-                _fail([self._queue.get_nowait()], Unavailable("embedder closed"))
+        if self._batches is not None:
+            await self._batches.close(Unavailable("embedder closed"))
         if self._client is not None:
             await self._client.close()
         self._client = None
-        self._pump_task = None
+        self._batches = None
         self._healthy = False
-
-
-def _fail(items: list[_Item], exc: TeleoError) -> None:
-    for item in items:
-        if not item.future.done():
-            item.future.set_exception(exc)

@@ -1,0 +1,154 @@
+"""Coalesce concurrent embed calls into batches (both embedders use it).
+
+Each text becomes a queue item with its own future. A pump takes a free slot (one per request
+that may be in flight), then the first queued item, then whatever else is queued (waiting up to
+``window_s`` for more) up to ``max_batch`` texts, and runs them as one batch. While every slot
+is busy, new calls accumulate and go together when one frees up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from teleo_server.domain import EmbeddingSet
+from teleo_server.errors import Internal, InvalidArgument, TeleoError, Unavailable
+
+log = structlog.get_logger(__name__)
+
+RunBatch = Callable[[list[str], list[bool]], Awaitable[list[EmbeddingSet]]]
+
+
+@dataclass(slots=True)
+class _Item:
+    text: str
+    is_query: bool
+    caller: int
+    future: asyncio.Future = field(repr=False)
+
+
+class Coalescer:
+    """Runs ``run(texts, is_query)`` on batches of the texts passed to :meth:`submit`.
+
+    Parameters
+    ----------
+    run : embeds a batch; returns one EmbeddingSet per text, raises TeleoError on failure.
+    max_batch : most texts per ``run`` call.
+    window_s : how long a batch's first text waits for company (0: take only what is queued).
+    max_in_flight : ``run`` calls outstanding at once.
+    on_error : called with every TeleoError a batch raised (e.g. to mark a backend down).
+    """
+
+    def __init__(self, run: RunBatch, *, max_batch: int, window_s: float = 0.0,
+                 max_in_flight: int = 1,
+                 on_error: Callable[[TeleoError], None] | None = None) -> None:
+        self._run = run
+        self.max_batch = max_batch
+        self.window_s = window_s
+        self._on_error = on_error
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._callers = itertools.count()
+        self._tasks: set[asyncio.Task] = set()
+        self._pump_task = asyncio.create_task(self._pump(), name="embed-coalescer")
+
+    async def submit(self, texts: list[str], is_query: bool) -> list[EmbeddingSet]:
+        loop = asyncio.get_running_loop()
+        caller = next(self._callers)
+        items = [_Item(t, is_query, caller, loop.create_future()) for t in texts]
+        for item in items:
+            self._queue.put_nowait(item)
+        try:
+            return list(await asyncio.gather(*(i.future for i in items)))
+        except BaseException:
+            for i in items:
+                i.future.cancel()
+            raise
+
+    async def _collect(self) -> list[_Item]:
+        batch = [await self._queue.get()]
+        deadline = time.monotonic() + self.window_s
+        while len(batch) < self.max_batch:
+            try:
+                batch.append(self._queue.get_nowait())
+                continue
+            except asyncio.QueueEmpty:
+                pass
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+            except TimeoutError:
+                break
+        return [i for i in batch if not i.future.done()]
+
+    async def _pump(self) -> None:
+        while True:
+            await self._slots.acquire()
+            try:
+                batch = await self._collect()
+            except BaseException:
+                self._slots.release()
+                raise
+            if not batch:
+                self._slots.release()
+                continue
+            task = asyncio.create_task(self._send(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+
+    async def _send(self, batch: list[_Item]) -> None:
+        try:
+            results = await self._run([i.text for i in batch], [i.is_query for i in batch])
+            if len(results) != len(batch):
+                raise Internal(f"{len(results)} embedding sets for {len(batch)} texts")
+        except InvalidArgument as exc:
+            callers = list(dict.fromkeys(i.caller for i in batch))
+            if len(callers) == 1:
+                _fail(batch, exc)
+                return
+            # one caller's bad input must not fail the others it was batched with
+            for caller in callers:
+                await self._send([i for i in batch if i.caller == caller])
+            return
+        except TeleoError as exc:
+            if self._on_error is not None:
+                self._on_error(exc)
+            _fail(batch, exc)
+            return
+        except asyncio.CancelledError:
+            _fail(batch, Unavailable("embedder closed"))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in run(): its callers get Internal
+            log.exception("embed.batch_failed", texts=len(batch))
+            _fail(batch, Internal(f"embedding failed: {exc!r}"))
+            return
+        for item, result in zip(batch, results):
+            if not item.future.done():
+                item.future.set_result(result)
+
+    async def close(self, error: TeleoError) -> None:
+        """Stop the pump, cancel batches in flight and fail whatever is still queued."""
+        self._pump_task.cancel()
+        await asyncio.gather(self._pump_task, return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        while not self._queue.empty():
+            _fail([self._queue.get_nowait()], error)
+
+
+def _fail(items: list[_Item], exc: TeleoError) -> None:
+    for item in items:
+        if not item.future.done():
+            item.future.set_exception(exc)
