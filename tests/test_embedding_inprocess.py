@@ -135,3 +135,5 @@ def test_settings_defaults_are_relative_to_project_or_user(monkeypatch, tmp_path
     assert s.triton_url is None and s.model_dir is None
     assert s.cache_dir == tmp_path / "teleo" / "embeddings"
     assert default_model_dir() == Path(__file__).resolve().parents[1] / "triton_models"
+    assert EmbeddingSettings(cache_dir="", triton_url="").cache_dir is None
+    assert EmbeddingSettings(cache_dir="", triton_url="").triton_url is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from teleo_server.embedding.chunking import MAX_CHUNK_TOKENS
 
@@ -36,6 +36,12 @@ class EmbeddingSettings(BaseModel):
     threads: int = Field(2, ge=1)              # onnxruntime intra-op threads (in-process)
     max_batch: int = Field(32, ge=1, le=64)    # texts per model call / per Triton request
     batch_window_ms: float = Field(2.0, ge=0)  # how long the Triton client waits to fill a batch
+
+    @field_validator("cache_dir", "triton_url", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value):
+        # from the environment, TELEO_EMBEDDING__CACHE_DIR= (empty) turns the cache off
+        return None if isinstance(value, str) and value.strip() == "" else value
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> EmbeddingSettings:
