@@ -151,7 +151,8 @@ async def bench(args: argparse.Namespace) -> list[dict]:
     url = args.triton_url
     if url is None:
         server = TritonServer(TritonInstall.find(args.triton_venv), args.model_dir)
-        log_path = args.out / "triton.log"
+        log_path = REPO / "bench" / "results" / "tmp" / "embedding-triton.log"  # git-ignored
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         server.start(log_to=log_path)
         server.wait_ready()
         url = server.grpc_url
