@@ -100,9 +100,16 @@ def test_triton_and_in_process_give_identical_embedding_sets(server, role):
 def test_concurrent_calls_are_coalesced_into_fewer_requests(server):
     import tritonclient.grpc.aio as grpcclient
 
-    async def requests_served(client) -> int:
-        stats = await client.get_inference_statistics("teleo_embed", as_json=True)
-        return int(stats["model_stats"][0]["inference_stats"]["success"].get("count", 0))
+    async def requests_served(client, at_least: int = 0) -> int:
+        # statistics are updated after the response is sent: wait until they settle
+        deadline, last = time.monotonic() + 10, -1
+        while True:
+            stats = await client.get_inference_statistics("teleo_embed", as_json=True)
+            count = int(stats["model_stats"][0]["inference_stats"]["success"].get("count", 0))
+            if (count == last and count >= at_least) or time.monotonic() > deadline:
+                return count
+            last = count
+            await asyncio.sleep(0.2)
 
     async def run():
         client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -114,7 +121,7 @@ def test_concurrent_calls_are_coalesced_into_fewer_requests(server):
             texts = [f"memory {i}: the agent booked a flight to city {i}" for i in range(24)]
             results = await asyncio.gather(*[embedder.embed([t], TextRole.DOCUMENT)
                                              for t in texts])
-            after = await requests_served(client)
+            after = await requests_served(client, at_least=before + 1)
             alone = await embedder.embed([texts[7]], TextRole.DOCUMENT)
             return after - before, results, alone
         finally:

@@ -15,6 +15,7 @@ and serves again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import grpc
@@ -153,8 +154,8 @@ class TritonEmbedder:
             else:
                 reason = "" if ok else "model not ready"
             if ok != self._healthy:
-                log.log(20 if ok else 30, "embedder.readiness", url=self.url, ready=ok,
-                        reason=reason)
+                log.log(logging.INFO if ok else logging.WARNING, "embedder.readiness",
+                        url=self.url, ready=ok, reason=reason)
             self._healthy = ok
             return ok
 
