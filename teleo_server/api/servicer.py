@@ -51,48 +51,57 @@ async def _fail(context: grpc.aio.ServicerContext, exc: BaseException, rid: str,
     await context.abort(code, detail, trailing_metadata=(("x-request-id", rid),))
 
 
+class _Call:
+    """One RPC's bookkeeping: request id, caller, logging, and mapping failures to a status."""
+
+    def __init__(self, servicer: "MemoryServicer", context: grpc.aio.ServicerContext, method: str) -> None:
+        self.context = context
+        self.method = method
+        self.rid = _request_id(context)
+        self.servicer = servicer
+        self.t0 = time.perf_counter()
+        self.principal: Principal | None = None
+
+    async def __aenter__(self) -> "_Call":
+        structlog.contextvars.bind_contextvars(request_id=self.rid, method=self.method)
+        try:
+            self.principal = self.servicer.auth.authenticate(_authorization(self.context))
+        except Exception as exc:
+            await self.__aexit__(type(exc), exc, None)  # aborts the call: the body never runs
+        structlog.contextvars.bind_contextvars(agent=self.principal.agent_id)
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            if exc is None:
+                self.context.set_trailing_metadata((("x-request-id", self.rid),))
+                log.info("rpc.ok", ms=round((time.perf_counter() - self.t0) * 1e3, 3))
+            elif isinstance(exc, Exception):
+                await _fail(self.context, exc, self.rid, self.method)  # raises AbortError
+        finally:
+            structlog.contextvars.clear_contextvars()
+        return False
+
+
 def rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Unary and client-streaming handlers: request id, auth, logging, error mapping."""
+    """Unary and client-streaming handlers."""
 
     @functools.wraps(fn)
     async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        rid = _request_id(context)
-        structlog.contextvars.bind_contextvars(request_id=rid, method=fn.__name__)
-        t0 = time.perf_counter()
-        try:
-            principal = self.auth.authenticate(_authorization(context))
-            structlog.contextvars.bind_contextvars(agent=principal.agent_id)
-            result = await fn(self, request, context, principal)
-            context.set_trailing_metadata((("x-request-id", rid),))
-            log.info("rpc.ok", ms=round((time.perf_counter() - t0) * 1e3, 3))
-            return result
-        except Exception as exc:  # mapped to a status; abort() raises
-            await _fail(context, exc, rid, fn.__name__)
-        finally:
-            structlog.contextvars.clear_contextvars()
+        async with _Call(self, context, fn.__name__) as call:
+            return await fn(self, request, context, call.principal)
 
     return handler
 
 
 def streaming_rpc(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-    """Server-streaming handlers: the same, around an async generator."""
+    """Server-streaming handlers (async generators)."""
 
     @functools.wraps(fn)
     async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        rid = _request_id(context)
-        structlog.contextvars.bind_contextvars(request_id=rid, method=fn.__name__)
-        t0 = time.perf_counter()
-        try:
-            principal = self.auth.authenticate(_authorization(context))
-            structlog.contextvars.bind_contextvars(agent=principal.agent_id)
-            async for item in fn(self, request, context, principal, rid):
+        async with _Call(self, context, fn.__name__) as call:
+            async for item in fn(self, request, context, call.principal, call.rid):
                 yield item
-            context.set_trailing_metadata((("x-request-id", rid),))
-            log.info("rpc.ok", ms=round((time.perf_counter() - t0) * 1e3, 3))
-        except Exception as exc:
-            await _fail(context, exc, rid, fn.__name__)
-        finally:
-            structlog.contextvars.clear_contextvars()
 
     return handler
 
