@@ -113,7 +113,10 @@ class App:
 def _default_embedder(settings: Settings) -> Embedder:
     from teleo_server.embedding import EmbeddingSettings, make_embedder
 
-    return make_embedder(EmbeddingSettings(**settings.embedding))
+    options = dict(settings.embedding)
+    # The cache lives beside the database unless configured, so one data_dir holds all state.
+    options.setdefault("cache_dir", settings.data_dir / "embed-cache")
+    return make_embedder(EmbeddingSettings(**options))
 
 
 def _default_retriever(settings: Settings, backend: str) -> Retriever:
