@@ -152,8 +152,13 @@ def make_corpus(spec: CorpusSpec) -> SyntheticCorpus:
         sp_len.append(ids.size)
     tok_ptr = np.concatenate([[0], np.cumsum(tok_len)]).astype(np.int64)
     tok_owner = np.repeat(np.arange(spec.n), tok_len)
-    tokens = dense[tok_owner] + rng.standard_normal((int(tok_ptr[-1]), spec.dim)).astype(np.float32) * (1.2 / np.sqrt(spec.dim))
-    tokens = _unit(tokens).astype(np.float16)
+    tokens = np.empty((int(tok_ptr[-1]), spec.dim), np.float16)
+    # In blocks: float32 temporaries for 100K memories' tokens would need ~13 GB at once.
+    block = 65_536
+    for lo in range(0, tokens.shape[0], block):
+        owners_b = tok_owner[lo:lo + block]
+        noise_b = rng.standard_normal((owners_b.size, spec.dim), dtype=np.float32) * np.float32(1.2 / np.sqrt(spec.dim))
+        tokens[lo:lo + block] = _unit(dense[owners_b] + noise_b)
     return SyntheticCorpus(
         spec=spec, texts=texts, topics=topics, dense=dense,
         sp_ptr=np.concatenate([[0], np.cumsum(sp_len)]).astype(np.int64),
