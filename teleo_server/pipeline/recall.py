@@ -88,7 +88,7 @@ def _late_pool(state: State, k: int) -> np.ndarray:
 
 
 def single_space(state: State, name: str) -> str:
-    """Rank by one space alone. E12 (no whole-corpus index) reranks the E1 + E6 top 1000."""
+    """Rank by one space alone. E12 (no whole-corpus index) reranks the union of the E1 and E6 top 300."""
     space = state.spaces[name]
     feats = state.feature(name)
     if feats is None:
@@ -97,7 +97,7 @@ def single_space(state: State, name: str) -> str:
         return "skipped: space unavailable"
     k = max(state.top_k, state.cfg.mmr_depth)
     if name == E12:
-        pool = _late_pool(state, 1000)
+        pool = _late_pool(state, 300)
         s, chunk = space.score_with_chunks(state.ctx.ops, feats, pool)
         order = np.argsort(-s, kind="stable")[:k]
         rows, scores = pool[order], s[order]
