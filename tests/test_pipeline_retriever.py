@@ -47,6 +47,9 @@ def test_self_query_ranks_itself_first_with_every_stage_reported():
     assert all(0.0 <= h.score <= 1.0 for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert {"E1_semantic", "E6_lexical", "E13_splade"} <= set(hits[0].found_by)
+    assert hits[0].breakdown.space_ranks["E1_semantic"] == 1 and hits[0].breakdown.space_ranks["E6_lexical"] == 1
+    # ranks are positions within the whole candidate pool, not within the five results
+    assert max(r for h in hits for r in h.breakdown.space_ranks.values()) > 5
     assert "dense_dimension=" in reports[1].detail
     assert outcome.corpus_size == 300 and not outcome.degraded
 

@@ -76,6 +76,7 @@ def fusion(state: State) -> str:
             if feats is not None:
                 c.set_space(name, space.score(state.ctx, feats, c.rows), np.zeros(c.size, dtype=bool))
     content, used = fuse(c.spaces, weights, cfg.fusion, cfg.rrf_k)
+    c.ranks = {name: ranks(s.astype(np.float64)) for name, s in c.spaces.items()}
     if cfg.purpose_weighting > 0 and state.purpose.n_goals:
         p = state.purpose.purpose_alignment(c.rows)
         content = content * ((1.0 - cfg.purpose_weighting) + cfg.purpose_weighting * p)

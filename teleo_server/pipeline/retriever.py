@@ -171,7 +171,8 @@ class TeleologicalRetriever:
         quadrants = alignment_stage.johari_of(state)
         assert c.score is not None and c.purpose is not None and c.goal is not None
         assert c.misaligned is not None and c.goal_index is not None
-        rank_cols = {n: ranks(s.astype(np.float64)) for n, s in c.spaces.items()}
+        # ranks within the whole pool when fusion recorded them; else within what is left
+        rank_cols = {n: c.ranks[n] if n in c.ranks else ranks(s.astype(np.float64)) for n, s in c.spaces.items()}
         for i in range(c.size):
             row = int(c.rows[i])
             found = tuple(n for n in c.spaces if c.found[n][i])

@@ -38,13 +38,15 @@ class Candidates:
     """Column table of candidate memories; every array has length C.
 
     rows int64 memory rows; spaces[name] float32 raw score (NaN = no signal); found[name] bool
-    (the space's own candidate list held it); chunk int64 best chunk index; score float32 the
+    (the space's own candidate list held it); ranks[name] float64 1-based rank of the raw score
+    within the whole candidate pool (inf = unscored), fixed at fusion; chunk int64 best chunk index; score float32 the
     current normalised score; the remaining columns fill the result breakdown.
     """
 
     rows: np.ndarray
     spaces: dict[str, np.ndarray] = field(default_factory=dict)
     found: dict[str, np.ndarray] = field(default_factory=dict)
+    ranks: dict[str, np.ndarray] = field(default_factory=dict)  # 1-based rank within the pool, per space
     chunk: np.ndarray | None = None
     score: np.ndarray | None = None
     content: np.ndarray | None = None
@@ -72,6 +74,7 @@ class Candidates:
             rows=self.rows[idx],
             spaces={k: v[idx] for k, v in self.spaces.items()},
             found={k: v[idx] for k, v in self.found.items()},
+            ranks={k: v[idx] for k, v in self.ranks.items()},
             chunk=pick(self.chunk), score=pick(self.score), content=pick(self.content),
             purpose=pick(self.purpose), goal=pick(self.goal), goal_index=pick(self.goal_index),
             late=pick(self.late), temporal=pick(self.temporal), misaligned=pick(self.misaligned),
