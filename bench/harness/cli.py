@@ -12,7 +12,7 @@ from pathlib import Path
 import structlog
 
 from bench.harness import config, env, report
-from bench.harness.results import Recorder
+from bench.harness.results import Recorder, read
 from bench.harness.workloads import Context
 from bench.harness.workloads import run as run_workload
 
@@ -39,6 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=JSON",
                     help='override one config value, e.g. --set \'scale.sizes=[10000]\'')
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--report-only", action="store_true", help="rewrite summary.md and plots from OUT/results.jsonl")
     return ap.parse_args(argv)
 
 
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.set:
         config.override(cfg, item)
     out = args.out or REPO / "bench" / "results" / args.group
+    if args.report_only:
+        report.write(read(out / "results.jsonl"), out, with_plots=not args.no_plots)
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     workdir = args.workdir or REPO / "bench" / "results" / "tmp" / f"work-{args.group}-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     to_run = [w for w in cfg.get("workloads", []) if not args.only or w in args.only]
     rec = Recorder(out / "results.jsonl", environment["machine"], append=args.append, replace=frozenset(to_run))
     rec.write({"workload": "environment", "system": "", "group": args.group, "config": cfg,
-               "data": str(args.data), **environment})
+               "data": os.path.relpath(args.data, REPO), **environment})
     ctx = Context(cfg=cfg, rec=rec, data=args.data, workdir=workdir, cache=args.cache,
                   backend=args.backend or cfg.get("backend", "numpy"))
     failed = []
@@ -67,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                 run_workload(name, ctx)
             except Exception as exc:  # one workload failing still leaves the others' results
                 failed.append(name)
-                rec.write({"workload": name, "system": "", "error": repr(exc), "traceback": traceback.format_exc()})
+                # Paths relative to the checkout, so results can be committed and compared across machines.
+                rec.write({"workload": name, "system": "", "error": repr(exc).replace(str(REPO), "."),
+                           "traceback": traceback.format_exc().replace(str(REPO), ".")})
                 log.error("bench.workload_failed", workload=name, error=repr(exc))
             # The machine may be shared: the load average says how much to trust the timings.
             rec.write({"workload": name, "system": "", "metric": "workload_seconds",

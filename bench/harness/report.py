@@ -52,6 +52,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+STAGE_ORDER = ("embed", "sparse_recall", "dense", "entry", "single_space", "fusion", "alignment",
+               "late_interaction", "finalize", "queue + transport")
+
 # Which peer measurement each Teleo profile is compared with (same data, same embeddings).
 PAIRS = {
     "hybrid": [("milvus_lite", "hybrid"), ("milvus_lite_hnsw", "hybrid"), ("lancedb", "hybrid")],
@@ -285,24 +288,39 @@ def plots(records: list[Rec], out: Path) -> list[Path]:
         fig.suptitle(machine, fontsize=9)
         made.append(_save(fig, out / "recall_vs_latency.png"))
 
-    rows = [(f"gRPC {r['profile']} c={r['clients']}", r["stage_p50_ms"], r.get("embed_p50_ms", 0.0))
-            for r in _sel(records, "latency", metric="grpc")]
-    rows += [(f"{r['dataset']} {r['mode']}", r.get("stage_p50_ms", {}), 0.0)
-             for r in _sel(records, "quality", metric="quality", system="teleo") if not r["mode"].startswith("single_space")]
-    rows += [(f"{r['n']:,} {r['profile']}", r.get("stage_p50_ms", {}), 0.0) for r in _sel(records, "scale", metric="query", system="teleo")]
-    if rows:
-        stages = sorted({s for _, st, _ in rows for s in st} | ({"embed"} if any(e for _, _, e in rows) else set()))
-        fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
-        left = [0.0] * len(rows)
-        for s in stages:
-            vals = [(e if s == "embed" else st.get(s, 0.0)) for _, st, e in rows]
-            ax.barh(range(len(rows)), vals, left=left, label=s)
-            left = [a + b for a, b in zip(left, vals)]
-        ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([r[0] for r in rows], fontsize=7)
-        ax.set_xlabel("p50 ms per stage (stacked)")
-        ax.set_title(f"Teleo per-stage breakdown — {machine}", fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+    grpc_rows = []
+    for r in _sel(records, "latency", metric="grpc"):
+        st = dict(r["stage_p50_ms"])
+        st["embed"] = r.get("embed_p50_ms", 0.0)
+        # What the client waited beyond embedding and the stages: queueing behind other clients, transport.
+        st["queue + transport"] = max(0.0, r["p50_ms"] - sum(st.values()))
+        grpc_rows.append((f"{r['profile']} c={r['clients']}", st))
+    local_rows = [(f"{r['dataset']} {r['mode']}", r.get("stage_p50_ms", {}))
+                  for r in _sel(records, "quality", metric="quality", system="teleo") if not r["mode"].startswith("single_space")]
+    local_rows += [(f"synthetic {r['n']:,} {r['profile']}", r.get("stage_p50_ms", {}))
+                   for r in _sel(records, "scale", metric="query", system="teleo")]
+    panels = [(t, rows) for t, rows in (("in-process (precomputed query vectors)", local_rows),
+                                        ("through the gRPC server, SciFact, c = concurrent clients", grpc_rows)) if rows]
+    if panels:
+        seen = {s for _, rows in panels for _, st in rows for s in st}
+        stages = [s for s in STAGE_ORDER if s in seen] + sorted(seen - set(STAGE_ORDER))
+        colours = {s: f"C{i}" for i, s in enumerate(stages)}
+        heights = [0.4 * len(rows) + 1.0 for _, rows in panels]
+        fig, axes = plt.subplots(len(panels), 1, figsize=(8, sum(heights) + 0.8), squeeze=False,
+                                 gridspec_kw={"height_ratios": heights})
+        for ax, (title, rows) in zip(axes[:, 0], panels):
+            left = [0.0] * len(rows)
+            for s in stages:
+                vals = [st.get(s, 0.0) for _, st in rows]
+                if any(vals):
+                    ax.barh(range(len(rows)), vals, left=left, label=s, color=colours[s])
+                left = [a + b for a, b in zip(left, vals)]
+            ax.set_yticks(range(len(rows)))
+            ax.set_yticklabels([r[0] for r in rows], fontsize=7)
+            ax.set_xlabel("p50 ms per stage (stacked)")
+            ax.set_title(title, fontsize=8)
+            ax.legend(fontsize=6, loc="lower right")
+        fig.suptitle(f"Teleo per-stage breakdown — {machine}", fontsize=9)
         made.append(_save(fig, out / "stage_breakdown.png"))
     return made
 

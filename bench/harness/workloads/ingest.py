@@ -77,7 +77,8 @@ def run(ctx: Context) -> None:
     embed_s = time.perf_counter() - t0
     ctx.rec.add(W, "teleo", metric="embed_only", corpus=corpus, memories=len(texts), seconds=embed_s,
                 memories_per_s=len(texts) / max(embed_s, 1e-9), threads=int(cfg.get("embed_threads", 1)),
-                chunks=sum(len(s.chunks) for s in sets))
+                chunks=sum(len(s.chunks) for s in sets),
+                includes=f"chunking, MiniLM and splade-tiny in this process ({int(cfg.get('embed_threads', 1))} thread(s))")
 
     from teleo_server.store import SQLiteStore
 
