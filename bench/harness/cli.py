@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     environment = env.environment()
     to_run = [w for w in cfg.get("workloads", []) if not args.only or w in args.only]
-    rec = Recorder(out / "results.jsonl", environment["machine"], append=args.append, replace=frozenset(to_run))
+    rec = Recorder(out / "results.jsonl", environment["machine"], environment["git_sha"], append=args.append,
+                   replace=frozenset(to_run))
     rec.write({"workload": "environment", "system": "", "group": args.group, "config": cfg,
                "data": os.path.relpath(args.data, REPO), **environment})
     ctx = Context(cfg=cfg, rec=rec, data=args.data, workdir=workdir, cache=args.cache,

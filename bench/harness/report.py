@@ -213,8 +213,8 @@ def markdown(records: list[Rec]) -> str:
     durations = [r for r in records if r.get("metric") == "workload_seconds"]
     if durations:
         lines += ["## Run", ""]
-        lines += _table(["workload", "seconds", "1-min load average at its end"],
-                        [[r["workload"], r["seconds"], r.get("load_avg_1m")] for r in durations], 1)
+        lines += _table(["workload", "git", "seconds", "1-min load average at its end"],
+                        [[r["workload"], r.get("git", "?"), r["seconds"], r.get("load_avg_1m")] for r in durations], 1)
 
     skipped = [r for r in records if r.get("skipped")]
     errors = [r for r in records if r.get("error")]

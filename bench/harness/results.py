@@ -26,6 +26,7 @@ class Recorder:
 
     path: Path
     machine: str
+    git_sha: str = ""
     append: bool = False
     replace: frozenset[str] = frozenset()  # with append: workloads whose old records are dropped
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -39,7 +40,7 @@ class Recorder:
                 f.write(json.dumps(r, default=_jsonable) + "\n")
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
-        rec = {"ts": round(time.time(), 3), "machine": self.machine, **record}
+        rec = {"ts": round(time.time(), 3), "machine": self.machine, "git": self.git_sha[:10], **record}
         self.records.append(rec)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec, default=_jsonable, allow_nan=True) + "\n")
