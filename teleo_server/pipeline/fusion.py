@@ -4,8 +4,8 @@ Methods (weights w_s per space; spaces without a weight or without scores are le
 - ``rrf``: sum_s w_s / (k + rank_s), ranks within the candidate pool, 1-based.
 - ``weighted``: sum_s w_s * score_s / max_s (scores over their max).
 - ``relative``: sum_s w_s * (score_s - min_s) / (max_s - min_s) (relative-score fusion).
-- ``additive_rrf``: RRF plus the relative score scaled to one RRF step, so score magnitude
-  breaks ties between equal rank patterns.
+- ``additive_rrf``: the mean of normalised RRF and relative-score fusion: RRF's robustness to
+  score scales (it keeps deep recall) plus the magnitudes' precision at the top.
 Every method is divided by its best possible value (sum of weights, or sum_s w_s / (k + 1)), so
 ``content`` lies in [0, 1]; thresholds never see raw RRF.
 """
@@ -38,6 +38,10 @@ def _relative(scores: np.ndarray) -> np.ndarray:
 
 def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, k: float) -> tuple[np.ndarray, list[str]]:
     """Fused content float32 (C,) in [0, 1] and the spaces that took part."""
+    if method == "additive_rrf":
+        rrf, used = fuse(spaces, weights, "rrf", k)
+        rel, _ = fuse(spaces, weights, "relative", k)
+        return ((rrf + rel) / 2.0).astype(np.float32), used
     used = [n for n, s in spaces.items() if weights.get(n, 0.0) > 0 and not np.all(np.isnan(s))]
     if not used:
         return np.zeros(next(iter(spaces.values())).size if spaces else 0, dtype=np.float32), []
@@ -47,13 +51,8 @@ def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, 
     for name in used:
         s, w = spaces[name].astype(np.float64), weights[name]
         if method in ("rrf", "additive_rrf"):
-            r = ranks(s)
-            total += w / (k + r)
+            total += w / (k + ranks(s))
             best += w / (k + 1.0)
-            if method == "additive_rrf":
-                step = w * (1.0 / (k + 1.0) - 1.0 / (k + 2.0))
-                total += step * _relative(s)
-                best += step
         elif method == "weighted":
             m = float(np.nanmax(s))
             total += w * np.where(np.isnan(s), 0.0, s / m if m > 0 else 0.0)

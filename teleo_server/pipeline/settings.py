@@ -58,8 +58,9 @@ class PipelineSettings(BaseModel):
 
     # fusion
     # defaults tuned on SciFact train + LoCoMo dev (bench/results/tuning.json): relative-score
-    # fusion beat RRF by ~0.01 nDCG@10 on both; MiniLM's dense space is the weakest on dialog turns
-    fusion: FusionMethod = "relative"
+    # fusion beat RRF by ~0.01 nDCG@10 on both but lost deep recall (R@100); their mean
+    # (additive_rrf) kept most of both. MiniLM's dense space is the weakest on dialog turns.
+    fusion: FusionMethod = "additive_rrf"
     rrf_k: float = Field(60.0, gt=0)
     space_weights: dict[str, float] = Field(
         default_factory=lambda: {"E1_semantic": 0.5, "E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.3}
