@@ -175,3 +175,13 @@ def test_entry_point_reports_the_space_it_started_from():
     entry = next(s for s in reports if s.stage == "entry")
     assert entry.detail.startswith("entry=E")
     assert hits[0].memory.id == "m33"
+
+
+def test_space_weight_overrides_accept_codes_and_reject_unknown_spaces():
+    r, items = _retriever(n=60)
+    q = _query(items, 4, top_k=3, overrides=Overrides(space_weights=(("E1", 0.0), ("lexical", 0.0), ("E13", 0.0), ("E9", 0.0))))
+    reports, hits, _ = _run(r, q)
+    assert next(s for s in reports if s.stage == "fusion").detail.endswith("spaces=")
+    q.overrides = Overrides(space_weights=(("E77", 1.0),))
+    with pytest.raises(InvalidArgument):
+        list(r.retrieve(q))

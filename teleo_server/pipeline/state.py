@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline.settings import PipelineSettings
 from teleo_server.pipeline.types import Overrides
 from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.registry import resolve_name
 
 if TYPE_CHECKING:
     from teleo_server.index.purpose import PurposeIndex
@@ -19,6 +21,14 @@ _OVERRIDABLE = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", 
                 "misalignment_threshold", "filter_misaligned")
 
 
+def _space(name: str, field_name: str) -> str:
+    """Full space name for "E1", "semantic" or "E1_semantic"."""
+    try:
+        return resolve_name(name)
+    except KeyError:
+        raise InvalidArgument(f"unknown space {name!r}", field=field_name) from None
+
+
 def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_updates: dict[str, Any]) -> PipelineSettings:
     """Settings with the profile's values, then the request's overrides, applied."""
     update: dict[str, Any] = dict(profile_updates)
@@ -26,9 +36,9 @@ def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_upd
         value = getattr(overrides, name)
         if value is not None:
             update[name] = value
-    weights = dict(update.get("space_weights", settings.space_weights))
+    weights = {_space(n, "space_weights"): w for n, w in update.get("space_weights", settings.space_weights).items()}
     for name, w in overrides.space_weights:
-        weights[name] = float(w)
+        weights[_space(name, "overrides.space_weights")] = float(w)
     update["space_weights"] = weights
     return settings.model_copy(update=update)
 
