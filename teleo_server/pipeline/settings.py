@@ -88,6 +88,8 @@ class PipelineSettings(BaseModel):
     hdc_dim_bits: int = Field(18, ge=8, le=24)
     hdc_ngram: int = Field(3, ge=2, le=5)
     hdc_query_grams: int = Field(48, ge=1)  # rarest query n-grams scored (bounds posting work)
+    hdc_max_df: int = Field(5000, ge=1)     # n-grams in more documents than this (and than
+    hdc_max_df_fraction: float = Field(0.05, gt=0, le=1)  # this share of them) are not scored
 
     # context spaces
     recency_scale_days: float = Field(30.0, gt=0)

@@ -75,10 +75,16 @@ class HyperdimensionalSpace(Space):
         ids, vals = self.encode(ctx.query.text)
         if ids.size == 0:
             return None
-        # Rare n-grams discriminate; common ones cost posting work and add little, so keep the rarest.
+        # Rare n-grams discriminate; common ones cost posting work and add little, so keep the
+        # rarest, and drop those in more than hdc_max_df documents (their idf is near zero anyway)
         n_docs = max(len(self.catalog), 1)
-        idf = np.log1p(n_docs / (1.0 + self.df[ids]))
-        keep = np.argsort(-idf, kind="stable")[: self.settings.hdc_query_grams]
+        df = self.df[ids]
+        idf = np.log1p(n_docs / (1.0 + df))
+        order = np.argsort(-idf, kind="stable")
+        order = order[df[order] <= max(self.settings.hdc_max_df_fraction * n_docs, self.settings.hdc_max_df)]
+        keep = order[: self.settings.hdc_query_grams]
+        if keep.size == 0:
+            return None
         w = vals[keep] * idf[keep]
         return ids[keep].astype(np.int32), (w / max(float(np.linalg.norm(w)), 1e-12)).astype(np.float32)
 
