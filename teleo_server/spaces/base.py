@@ -89,3 +89,24 @@ class Space:
 
 
 __all__ = ["QueryContext", "Space"]
+
+
+class SparseScoredSpace(Space):
+    """A space whose query scores every memory at once (an inverted-index SpMV).
+
+    Subclasses provide ``all_scores``; search and scoring of given rows follow from it. A row
+    with no overlap with the query (score <= 0) was not found by this space: NaN, not 0.
+    """
+
+    def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = self.all_scores(ctx, feats)
+        ids, top = ctx.ops.topk(scores, k, mask=ctx.mask & (scores > 0))
+        return ids.astype(np.int64), top
+
+    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
+        s = self.all_scores(ctx, feats)[rows]
+        return np.where(s > 0, s, np.nan).astype(np.float32)
+

@@ -18,13 +18,13 @@ from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.base import QueryContext, SparseScoredSpace
 from teleo_server.spaces.registry import register
 from teleo_server.spaces.text import tokenize
 
 
 @register
-class HyperdimensionalSpace(Space):
+class HyperdimensionalSpace(SparseScoredSpace):
     name = "E9_hdc"
     recall = True
     description = "hashed character n-gram hypervectors (typo-robust)"
@@ -93,15 +93,6 @@ class HyperdimensionalSpace(Space):
         s = self.index.scores(ctx.ops, feats[0], feats[1])
         out[: s.size] = s
         return out
-
-    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        scores = self.all_scores(ctx, feats)
-        ids, top = ctx.ops.topk(scores, k, mask=ctx.mask & (scores > 0))
-        return ids.astype(np.int64), top
-
-    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
-        s = self.all_scores(ctx, feats)[rows]
-        return np.where(s > 0, s, np.nan).astype(np.float32)
 
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
         ma = self.catalog.memory(a).content

@@ -11,13 +11,13 @@ from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog, Column
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.base import QueryContext, SparseScoredSpace
 from teleo_server.spaces.registry import register
 from teleo_server.spaces.text import STOPWORDS, tokenize
 
 
 @register
-class LexicalSpace(Space):
+class LexicalSpace(SparseScoredSpace):
     """Doc-side values are BM25's term-frequency part; the query side carries the IDF."""
 
     name = "E6_lexical"
@@ -102,15 +102,6 @@ class LexicalSpace(Space):
         out = np.zeros(self.catalog.n_rows, dtype=np.float32)
         out[: scores.size] = scores
         return out
-
-    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        scores = self.all_scores(ctx, feats)
-        ids, top = ctx.ops.topk(scores, k, mask=ctx.mask & (scores > 0))
-        return ids.astype(np.int64), top
-
-    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
-        s = self.all_scores(ctx, feats)[rows]
-        return np.where(s > 0, s, np.nan).astype(np.float32)
 
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Unit-norm BM25-weighted term vector of one memory (term ids int64, weights float32)."""

@@ -11,12 +11,12 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.base import QueryContext, SparseScoredSpace
 from teleo_server.spaces.registry import register
 
 
 @register
-class SpladeSpace(Space):
+class SpladeSpace(SparseScoredSpace):
     """Chunk-level inverted index over the model's vocabulary; a memory scores as its best chunk."""
 
     name = "E13_splade"
@@ -53,15 +53,6 @@ class SpladeSpace(Space):
         chunk_scores[: s.size] = s
         out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows)
         return np.maximum(out, 0.0)
-
-    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        scores = self.all_scores(ctx, feats)
-        ids, top = ctx.ops.topk(scores, k, mask=ctx.mask & (scores > 0))
-        return ids.astype(np.int64), top
-
-    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
-        s = self.all_scores(ctx, feats)[rows]
-        return np.where(s > 0, s, np.nan).astype(np.float32)
 
     def _vector(self, row: int) -> dict[int, float]:
         start, count = int(self.catalog.chunk_start[row]), int(self.catalog.chunk_count[row])
