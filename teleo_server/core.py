@@ -166,12 +166,10 @@ class MemoryCore:
         return out
 
     def _find_duplicates(self, memories: list[Memory]) -> dict[str, Memory]:
-        found: dict[str, Memory] = {}
-        for m in memories:
-            existing = self.store.find_duplicate(m.namespace, m.content_hash)
-            if existing is not None:
-                found[m.id] = self.store.get([existing])[existing]
-        return found
+        """new memory id -> the stored memory with the same content in its namespace."""
+        existing = {m.id: self.store.find_duplicate(m.namespace, m.content_hash) for m in memories}
+        stored = self.store.get([i for i in existing.values() if i is not None])
+        return {new: stored[old] for new, old in existing.items() if old is not None and old in stored}
 
     def _index_new(self, stored: list[tuple[Memory, bool]], sets: list[EmbeddingSet]) -> None:
         for (memory, dup), emb in zip(stored, sets, strict=True):

@@ -29,6 +29,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from bench.harness.env import cpu_model  # noqa: E402
 from teleo_server.compute import dense, maxsim, sparse, topk  # noqa: E402
 
 VOCAB = 30522          # a BERT / SPLADE vocabulary
@@ -48,7 +49,7 @@ def environment(backend: str) -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "machine": platform.machine(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
     }
     try:
@@ -70,15 +71,6 @@ def environment(backend: str) -> dict:
         env["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
     return env
 
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # ---------------------------------------------------------------------------- timing

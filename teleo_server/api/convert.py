@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 from google.protobuf.timestamp_pb2 import Timestamp
 from teleo.v1 import memory_pb2 as pb
 
@@ -190,8 +191,6 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
 
 
 def _vectors(msg: pb.QueryVectors) -> QueryVectors:
-    import numpy as np
-
     dense = np.asarray(msg.dense, dtype=np.float32)
     if dense.size == 0:
         raise InvalidArgument("dense vector is required", field="vectors.dense")

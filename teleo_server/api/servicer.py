@@ -14,7 +14,7 @@ from teleo.v1 import memory_pb2 as pb
 from teleo.v1 import memory_pb2_grpc as pb_grpc
 
 from teleo_server import __version__
-from teleo_server.api import convert
+from teleo_server.api import convert, validate
 from teleo_server.api.status import status_of
 from teleo_server.auth import Authenticator
 from teleo_server.config import Limits
@@ -211,7 +211,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         aggregation = convert.AGGREGATIONS.get(request.aggregation)
         if aggregation is None:
             raise InvalidArgument(f"unknown value {request.aggregation}", field="aggregation")
-        weights = {k: convert.v.in_range(w, 0.0, 10.0, f"space_weights[{k}]") for k, w in request.space_weights.items()}
+        weights = {k: validate.in_range(w, 0.0, 10.0, f"space_weights[{k}]") for k, w in request.space_weights.items()}
         spaces, agg = await self.core.compare(principal, request.id_a, request.id_b, aggregation, weights)
         return pb.CompareResponse(spaces=spaces, aggregate=agg, aggregation=request.aggregation or pb.AGGREGATION_WEIGHTED_AVERAGE)
 

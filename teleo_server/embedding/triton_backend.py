@@ -36,6 +36,16 @@ def gpu_device(args: dict) -> int | None:
     return None
 
 
+def encoder_options(args: dict) -> dict:
+    """Keyword options of an encoder (threads, batch size, device) from the model's config."""
+    params = parameters(args)
+    return {
+        "threads": int(params.get("INTRA_OP_THREADS", "2")),
+        "max_batch": int(params.get("ORT_BATCH", "32")),
+        "gpu": gpu_device(args),
+    }
+
+
 def repository_root(args: dict) -> Path:
     """The model repository root (``args["model_repository"]`` is the model's own folder)."""
     return Path(args["model_repository"]).resolve().parent

@@ -14,12 +14,8 @@ from teleo_server.embedding.wire import decode_strings
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = tb.parameters(args)
         files = ModelFiles.in_dir(tb.repository_root(args))
-        self.encoder = DenseEncoder(files.dense_onnx, files.dense_tokenizer,
-                                    threads=int(params.get("INTRA_OP_THREADS", "2")),
-                                    max_batch=int(params.get("ORT_BATCH", "32")),
-                                    gpu=tb.gpu_device(args))
+        self.encoder = DenseEncoder(files.dense_onnx, files.dense_tokenizer, **tb.encoder_options(args))
 
     def execute(self, requests):
         return tb.execute_isolated(pb_utils, requests, self._parse, self._run)
