@@ -107,6 +107,7 @@ class MemoryCore:
                     continue
                 self.retriever.add(memory, emb)
                 loaded += 1
+            self.retriever.settle()
             return loaded, stale
 
         loaded, stale = await self._on_index(load)

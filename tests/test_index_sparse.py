@@ -65,3 +65,27 @@ def test_weigh_is_applied_to_main_and_delta_alike():
     np.testing.assert_allclose(got, [1.0, 2.0, 3.0, 4.0])
     with pytest.raises(ValueError):
         idx.add(1, np.array([0]), np.array([1.0], np.float32))
+
+
+@pytest.mark.parametrize("weighed", [False, True])
+def test_delta_snapshot_and_tail_score_like_the_oracle(weighed):
+    # queries between writes leave part of the delta sorted (snapshot) and part unsorted (tail);
+    # both must score exactly like the dense oracle, before and after the snapshot is re-sorted
+    rng = np.random.default_rng(3)
+    weigh = (lambda raw, rows: raw * (1.0 + rows % 3).astype(np.float32)) if weighed else None
+    idx = SparseIndex(weigh=weigh, min_merge=10**9)
+    docs: list[tuple[np.ndarray, np.ndarray]] = []
+    q_ids = np.array([0, 3, 7, 40, 41, 799, 900], dtype=np.int32)  # 900: beyond every term
+    q_w = rng.random(q_ids.size).astype(np.float32)
+    for step in range(6):
+        for _ in range(400):
+            ids = rng.choice(800 if step else 50, size=rng.integers(1, 10), replace=False)  # new terms after the snapshot
+            vals = rng.random(ids.size).astype(np.float32)
+            idx.add(len(docs), ids, vals)
+            docs.append((ids, vals))
+        oracle = _dense_oracle(docs, 800)
+        if weighed:
+            oracle = oracle * (1.0 + np.arange(len(docs)) % 3)[:, None]
+        keep = q_ids < 800
+        np.testing.assert_allclose(idx.scores(ops("numpy"), q_ids, q_w), oracle[:, q_ids[keep]] @ q_w[keep], rtol=1e-5, atol=1e-6)
+    assert 0 < idx._snap_n < idx.pending, "the last query scored a snapshot and a tail"

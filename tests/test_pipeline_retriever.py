@@ -185,3 +185,26 @@ def test_space_weight_overrides_accept_codes_and_reject_unknown_spaces():
     q.overrides = Overrides(space_weights=(("E77", 1.0),))
     with pytest.raises(InvalidArgument):
         list(r.retrieve(q))
+
+
+def test_settle_folds_write_buffers_without_changing_results():
+    r, items = _retriever(n=120)
+    sparse = [s for s in r.spaces.values() if hasattr(s, "index") and hasattr(s.index, "pending")]
+    assert sparse and all(s.index.pending for s in sparse), "small loads stay in the delta"
+    before = [(h.memory.id, round(h.score, 5)) for h in _run(r, _query(items, 9, top_k=8))[1]]
+    r.settle()
+    assert all(s.index.pending == 0 for s in sparse)
+    after = [(h.memory.id, round(h.score, 5)) for h in _run(r, _query(items, 9, top_k=8))[1]]
+    assert after == before
+
+
+def test_candidate_extend_appends_only_new_rows_and_returns_positions():
+    from teleo_server.pipeline.state import Candidates
+
+    c = Candidates(np.array([2, 5, 9], dtype=np.int64))
+    c.set_space("E6_lexical", np.array([1.0, 2.0, 3.0], dtype=np.float32))
+    pos = c.extend(np.array([9, 12, 0, 12, 5]))
+    assert c.rows.tolist() == [2, 5, 9, 0, 12]
+    assert pos.tolist() == [2, 4, 3, 4, 1]
+    assert np.isnan(c.spaces["E6_lexical"][3:]).all() and not c.found["E6_lexical"][3:].any()
+    assert c.positions(np.array([12, 2])).tolist() == [4, 0]

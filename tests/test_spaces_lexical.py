@@ -58,6 +58,22 @@ def test_bm25_matches_the_formula(k1, b):
     for i, w in enumerate(want):
         if w > 0:
             assert got[f"d{i}"] == pytest.approx(w, rel=1e-5)
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_bm25_after_delete_matches_the_formula_over_the_live_corpus(merged):
+    # deleting a memory updates IDF and avgdl at once, not only at the next compaction
+    r = _lexical_only(DOCS, compact_dead_fraction=1.0)
+    if merged:
+        r.settle()
+    r.remove(["d4"])
+    assert r.catalog.dead == 1, "still tombstoned, not compacted"
+    got = dict(_ids(r, "the cat on a red mat", "single_space:E6"))
+    want = _bm25("the cat on a red mat", DOCS[:4], 0.9, 0.4)
+    assert "d4" not in got
+    for i, w in enumerate(want):
+        if w > 0:
+            assert got[f"d{i}"] == pytest.approx(w, rel=1e-5)
     assert max(got, key=got.get) == f"d{int(np.argmax(want))}"
 
 
@@ -96,3 +112,16 @@ def test_context_spaces_rank_by_time_and_sequence():
     far, _ = r.compare("t1", "t5", "max", {})
     assert sims["E4_sequence"] > far["E4_sequence"] and sims["E2_recency"] > far["E2_recency"]
     assert sims["E3_periodicity"] == pytest.approx((1.0 + (1 + math.cos(2 * math.pi / 7)) / 2) / 2, rel=1e-5)
+
+
+def test_document_frequencies_follow_deletes_in_bm25_and_e9():
+    r = _lexical_only(DOCS, compact_dead_fraction=1.0)
+    r.remove(["d0", "d4"])
+    live = [DOCS[i] for i in (1, 2, 3)]
+    lex, hdc = r.spaces["E6_lexical"], r.spaces["E9_hdc"]
+    for term, tid in lex.vocab.items():
+        assert lex.df.view[tid] == sum(term in tokenize(d) for d in live), term
+    want = np.zeros_like(hdc.df)
+    for d in live:
+        want[hdc.encode(d)[0]] += 1
+    np.testing.assert_array_equal(hdc.df, want)

@@ -225,9 +225,12 @@ class Catalog:
             return np.zeros(0, dtype=bool)
         return self.alive & table[self.ns, self.level]
 
-    def mask(self, principal: Principal, filters: Filters) -> np.ndarray:
-        """bool (n_rows,): ACL mask AND every filter of ``filters``. Applied before any scoring."""
-        m = self.readable(principal)
+    def mask(self, principal: Principal, filters: Filters, readable: np.ndarray | None = None) -> np.ndarray:
+        """bool (n_rows,): ACL mask AND every filter of ``filters``. Applied before any scoring.
+
+        ``readable``: this principal's ``readable`` mask when the caller already has it.
+        """
+        m = self.readable(principal) if readable is None else readable.copy()
         if filters.namespaces:
             wanted = np.zeros(max(len(self.ns_names), 1), dtype=bool)
             for name in filters.namespaces:

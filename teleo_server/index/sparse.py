@@ -1,12 +1,17 @@
-"""Incremental inverted index: a term-major CSC plus a small append-only delta.
+"""Incremental inverted index: a term-major CSC plus an append-only delta.
 
 Scoring a query is an SpMV: ``scores[row] = sum_t q[t] * value[t, row]`` over the query's terms.
-The CSC part goes through the backend's ``spmv_scores``; the delta (rows added since the last
-merge) is scored with a vectorised lookup. Once the delta holds more than ``merge_fraction`` of the
-stored entries it is merged into the CSC, so adds stay cheap and queries stay fast.
+The CSC part goes through the backend's ``spmv_scores``. The delta (rows added since the last
+merge) is itself kept as a term-sorted snapshot, whose postings are sliced per query term like the
+CSC's, plus a short unsorted tail of the newest entries that is scanned. The snapshot is re-sorted
+once the tail outgrows an eighth of it, and the delta is merged into the CSC once it holds more
+than ``merge_fraction`` of the stored entries: adds stay cheap (no CSC rebuild per write) and a
+query never scans more than a small tail.
 
-Values can be re-derived at merge time through ``weigh(raw, rows)`` (BM25's length normalisation
-depends on the average document length, which drifts as documents arrive).
+Values can be re-derived through ``weigh(raw, rows)`` (BM25's length normalisation depends on the
+average document length, which drifts as documents arrive and leave). The delta is weighed at query
+time; the CSC's values are re-derived at merge time and whenever ``weigh_key()`` (the input they
+depend on, e.g. avgdl) has moved by more than ``reweigh_tolerance`` since they were derived.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from teleo_server.index.catalog import Column
 
 Weigh = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -31,8 +38,12 @@ class SparseIndex:
         Merge the delta into the CSC once it holds this share of the CSC's entries.
     """
 
-    def __init__(self, weigh: Weigh | None = None, merge_fraction: float = 0.1, min_merge: int = 50_000) -> None:
+    def __init__(self, weigh: Weigh | None = None, merge_fraction: float = 0.1, min_merge: int = 50_000,
+                 weigh_key: Callable[[], float] | None = None, reweigh_tolerance: float = 0.005) -> None:
         self._weigh = weigh
+        self._weigh_key = weigh_key
+        self._weighed_key = weigh_key() if weigh_key is not None else 0.0
+        self._reweigh_tolerance = reweigh_tolerance
         self._merge_fraction = merge_fraction
         self._min_merge = min_merge
         self.n_rows = 0
@@ -42,15 +53,21 @@ class SparseIndex:
         self.indices = np.zeros(0, dtype=np.int32)
         self.raw = np.zeros(0, dtype=np.float32)
         self.data = np.zeros(0, dtype=np.float32)
-        self._d_rows: list[np.ndarray] = []
-        self._d_terms: list[np.ndarray] = []
-        self._d_raw: list[np.ndarray] = []
-        self._delta_nnz = 0
-        self._delta_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._d_rows = Column(np.int64)
+        self._d_terms = Column(np.int64)
+        self._d_raw = Column(np.float32)
+        # term-sorted copy of the first _snap_n delta entries: indptr over terms, rows, raw values
+        self._snap_n = 0
+        self._snap: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def pending(self) -> int:
+        """Entries in the delta, not yet merged into the CSC."""
+        return self._d_rows.n
 
     @property
     def nnz(self) -> int:
-        return int(self.indices.size) + self._delta_nnz
+        return int(self.indices.size) + self.pending
 
     def add(self, row: int, term_ids: np.ndarray, values: np.ndarray) -> None:
         """Index ``row`` (must be ``n_rows`` or later) with int term ids and float32 raw values."""
@@ -59,12 +76,10 @@ class SparseIndex:
         self.n_rows = row + 1
         if term_ids.size:
             self.n_terms = max(self.n_terms, int(term_ids.max()) + 1)
-            self._d_rows.append(np.full(term_ids.size, row, dtype=np.int64))
-            self._d_terms.append(term_ids.astype(np.int64, copy=False))
-            self._d_raw.append(values.astype(np.float32, copy=False))
-            self._delta_nnz += term_ids.size
-            self._delta_cache = None
-        if self._delta_nnz > max(self._min_merge, self._merge_fraction * self.indices.size):
+            self._d_rows.extend(np.full(term_ids.size, row, dtype=np.int64))
+            self._d_terms.extend(term_ids.astype(np.int64, copy=False))
+            self._d_raw.extend(values.astype(np.float32, copy=False))
+        if self.pending > max(self._min_merge, self._merge_fraction * self.indices.size):
             self.merge()
 
     def grow_rows(self, n_rows: int) -> None:
@@ -72,17 +87,20 @@ class SparseIndex:
         self.n_rows = max(self.n_rows, n_rows)
 
     def _delta(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._delta_cache is None:
-            if self._d_rows:
-                rows = np.concatenate(self._d_rows)
-                terms = np.concatenate(self._d_terms)
-                raw = np.concatenate(self._d_raw)
-                self._d_rows, self._d_terms, self._d_raw = [rows], [terms], [raw]
-            else:
-                rows = terms = np.zeros(0, dtype=np.int64)
-                raw = np.zeros(0, dtype=np.float32)
-            self._delta_cache = (rows, terms, raw)
-        return self._delta_cache
+        """Delta entries in arrival order: rows int64, terms int64, raw float32 (views)."""
+        return self._d_rows.view, self._d_terms.view, self._d_raw.view
+
+    def _snapshot(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The term-sorted snapshot, re-sorted first when the unsorted tail has grown too long."""
+        n = self.pending
+        if self._snap is None or n - self._snap_n > max(4096, self._snap_n // 8):
+            rows, terms, raw = self._delta()
+            order = np.argsort(terms, kind="stable")
+            indptr = np.zeros(self.n_terms + 1, dtype=np.int64)
+            np.cumsum(np.bincount(terms, minlength=self.n_terms), out=indptr[1:])
+            self._snap = (indptr, rows[order], raw[order])
+            self._snap_n = n
+        return self._snap
 
     def _coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         counts = np.diff(self.indptr)
@@ -99,6 +117,7 @@ class SparseIndex:
     def reweigh(self) -> None:
         """Re-derive CSC values from raw values (after the weighting's inputs changed)."""
         if self._weigh is not None and self.indices.size:
+            self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
             self.data = self._weigh(self.raw, self.indices.astype(np.int64)).astype(np.float32)
 
     def _rebuild(self, rows: np.ndarray, terms: np.ndarray, raw: np.ndarray) -> None:
@@ -107,10 +126,10 @@ class SparseIndex:
         self.indptr = mat.indptr.astype(np.int64)
         self.indices = mat.indices.astype(np.int32)
         self.raw = mat.data.astype(np.float32)
+        self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
         self.data = self.raw if self._weigh is None else self._weigh(self.raw, self.indices.astype(np.int64)).astype(np.float32)
-        self._d_rows, self._d_terms, self._d_raw = [], [], []
-        self._delta_nnz = 0
-        self._delta_cache = None
+        self._d_rows, self._d_terms, self._d_raw = Column(np.int64), Column(np.int64), Column(np.float32)
+        self._snap, self._snap_n = None, 0
 
     def compact(self, keep_rows: np.ndarray) -> None:
         """Keep only ``keep_rows`` (sorted old row ids), renumbered 0..len-1."""
@@ -121,6 +140,15 @@ class SparseIndex:
         sel = new_rows >= 0
         self.n_rows = int(keep_rows.size)
         self._rebuild(new_rows[sel], terms[sel], raw[sel])
+
+    def terms_of(self, rows: np.ndarray) -> np.ndarray:
+        """Term id int64 of every entry (main and delta) whose row is in ``rows``; one pass over the index."""
+        flag = np.zeros(max(self.n_rows, 1), dtype=bool)
+        flag[np.asarray(rows, dtype=np.int64)] = True
+        pos = np.flatnonzero(flag[self.indices])
+        main = np.searchsorted(self.indptr, pos, side="right") - 1
+        d_rows, d_terms, _ = self._delta()
+        return np.concatenate([main.astype(np.int64), d_terms[flag[d_rows]]])
 
     def row_values(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Term ids int64 and scoring values float32 of one row (for pairwise comparison; slow path)."""
@@ -149,6 +177,10 @@ class SparseIndex:
         -------
         float32 (n_rows,), host memory.
         """
+        if self._weigh_key is not None and self.indices.size:
+            key = self._weigh_key()
+            if abs(key - self._weighed_key) > self._reweigh_tolerance * abs(self._weighed_key):
+                self.reweigh()
         out = np.zeros(self.n_rows, dtype=np.float32)
         n_main_terms = self.indptr.size - 1
         in_main = q_ids < n_main_terms
@@ -156,16 +188,38 @@ class SparseIndex:
             main = ops.spmv_scores(self.indptr, self.indices, self.data, self.n_rows,
                                    q_ids[in_main].astype(np.int32), q_weights[in_main].astype(np.float32))
             out += np.asarray(main, dtype=np.float32)[: self.n_rows]
-        if self._delta_nnz:
-            d_rows, d_terms, d_raw = self._delta()
-            order = np.argsort(q_ids)
-            sq, sw = q_ids[order].astype(np.int64), q_weights[order].astype(np.float32)
-            pos = np.searchsorted(sq, d_terms)
-            pos_c = np.minimum(pos, max(sq.size - 1, 0))
-            hit = (pos < sq.size) & (sq[pos_c] == d_terms) if sq.size else np.zeros(d_terms.size, dtype=bool)
-            if hit.any():
-                vals = d_raw[hit] if self._weigh is None else self._weigh(d_raw[hit], d_rows[hit])
-                out += np.bincount(d_rows[hit], weights=sw[pos_c[hit]] * vals, minlength=self.n_rows)[: self.n_rows].astype(np.float32)
+        if self.pending:
+            self._score_delta(q_ids, q_weights, out)
+        return out
+
+    def _score_delta(self, q_ids: np.ndarray, q_weights: np.ndarray, out: np.ndarray) -> None:
+        known = (q_ids >= 0) & (q_ids < self.n_terms)
+        q_ids, q_weights = q_ids[known].astype(np.int64), q_weights[known].astype(np.float32)
+        # snapshot: slice each query term's postings, flattened into one gather
+        indptr, s_rows, s_raw = self._snapshot()
+        in_snap = q_ids < indptr.size - 1
+        starts = indptr[q_ids[in_snap]]
+        lengths = indptr[q_ids[in_snap] + 1] - starts
+        total = int(lengths.sum())
+        if total:
+            first = np.cumsum(lengths) - lengths
+            pos = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
+            rows, raw = s_rows[pos], s_raw[pos]
+            vals = raw if self._weigh is None else self._weigh(raw, rows)
+            out += np.bincount(rows, weights=np.repeat(q_weights[in_snap], lengths) * vals,
+                               minlength=self.n_rows)[: self.n_rows].astype(np.float32)
+        # tail: the query as a dense term vector, gathered at every newer entry
+        d_rows, d_terms, d_raw = self._delta()
+        t_rows, t_terms, t_raw = d_rows[self._snap_n :], d_terms[self._snap_n :], d_raw[self._snap_n :]
+        if t_rows.size:
+            q_vec = np.zeros(max(self.n_terms, 1), dtype=np.float32)
+            np.add.at(q_vec, q_ids, q_weights)
+            hit = np.flatnonzero(q_vec[t_terms])
+            if hit.size:
+                raw, rows = t_raw[hit], t_rows[hit]
+                vals = raw if self._weigh is None else self._weigh(raw, rows)
+                out += np.bincount(rows, weights=q_vec[t_terms[hit]] * vals,
+                                   minlength=self.n_rows)[: self.n_rows].astype(np.float32)
         return out
 
 

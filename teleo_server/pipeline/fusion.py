@@ -36,10 +36,14 @@ def _relative(scores: np.ndarray) -> np.ndarray:
     return out
 
 
-def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, k: float) -> tuple[np.ndarray, list[str]]:
-    """Fused content float32 (C,) in [0, 1] and the spaces that took part."""
+def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, k: float,
+         rank_cols: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Fused content float32 (C,) in [0, 1] and the spaces that took part.
+
+    ``rank_cols``: each space's ``ranks`` when the caller already has them (saves a sort per space).
+    """
     if method == "additive_rrf":
-        rrf, used = fuse(spaces, weights, "rrf", k)
+        rrf, used = fuse(spaces, weights, "rrf", k, rank_cols)
         rel, _ = fuse(spaces, weights, "relative", k)
         return ((rrf + rel) / 2.0).astype(np.float32), used
     used = [n for n, s in spaces.items() if weights.get(n, 0.0) > 0 and not np.all(np.isnan(s))]
@@ -51,7 +55,7 @@ def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, 
     for name in used:
         s, w = spaces[name].astype(np.float64), weights[name]
         if method in ("rrf", "additive_rrf"):
-            total += w / (k + ranks(s))
+            total += w / (k + (rank_cols[name] if rank_cols and name in rank_cols else ranks(s)))
             best += w / (k + 1.0)
         elif method == "weighted":
             m = float(np.nanmax(s))
@@ -74,8 +78,8 @@ def fusion(state: State) -> str:
             feats = state.feature(name)
             if feats is not None:
                 c.set_space(name, space.score(state.ctx, feats, c.rows), np.zeros(c.size, dtype=bool))
-    content, used = fuse(c.spaces, weights, cfg.fusion, cfg.rrf_k)
     c.ranks = {name: ranks(s.astype(np.float64)) for name, s in c.spaces.items()}
+    content, used = fuse(c.spaces, weights, cfg.fusion, cfg.rrf_k, c.ranks)
     if cfg.purpose_weighting > 0 and state.purpose.n_goals:
         p = state.purpose.purpose_alignment(c.rows)
         content = content * ((1.0 - cfg.purpose_weighting) + cfg.purpose_weighting * p)

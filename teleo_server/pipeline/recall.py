@@ -27,15 +27,17 @@ def sparse_recall(state: State) -> str:
     if splade is not None:
         blend = blend + w * _max_norm(splade)
     ids, _ = ctx.ops.topk(blend, cfg.max_candidates, mask=ctx.mask & (blend > 0))
-    rows = ids.astype(np.int64)
-    hdc_rows = np.zeros(0, dtype=np.int64)
+    # membership as row-indexed flags: set algebra over 10K-row pools without sorting or hashing
+    in_blend_row = np.zeros(n, dtype=bool)
+    in_blend_row[ids] = True
+    in_hdc_row = np.zeros(n, dtype=bool)
     hdc_all = None
     if hdc_f is not None and cfg.hdc_candidates > 0:
         hdc_all = state.spaces[E9].all_scores(ctx, hdc_f)
         h_ids, _ = ctx.ops.topk(hdc_all, cfg.hdc_candidates, mask=ctx.mask & (hdc_all > 0))
-        hdc_rows = h_ids.astype(np.int64)
-    c = Candidates(np.union1d(rows, hdc_rows))
-    in_blend = np.isin(c.rows, rows)
+        in_hdc_row[h_ids] = True
+    c = Candidates(np.flatnonzero(in_blend_row | in_hdc_row))
+    in_blend = in_blend_row[c.rows]
     b = bm25[c.rows]
     c.set_space(E6, np.where(b > 0, b, np.nan), in_blend & (b > 0))
     if splade is not None:
@@ -43,9 +45,9 @@ def sparse_recall(state: State) -> str:
         c.set_space(E13, np.where(s > 0, s, np.nan), in_blend & (s > 0))
     if hdc_all is not None:
         h = hdc_all[c.rows]
-        c.set_space(E9, np.where(h > 0, h, np.nan), np.isin(c.rows, hdc_rows))
+        c.set_space(E9, np.where(h > 0, h, np.nan), in_hdc_row[c.rows])
     state.cands = c
-    return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={hdc_rows.size}"
+    return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={int(in_hdc_row.sum())}"
 
 
 def dense(state: State) -> str:

@@ -60,6 +60,11 @@ class TeleologicalRetriever:
         for memory, embeddings in items:
             self.add(memory, embeddings)
 
+    def settle(self) -> None:
+        """After a bulk load: fold every index's write buffer, so the first reads pay no delta scan."""
+        for space in self.spaces.values():
+            space.settle()
+
     def remove(self, ids: list[str]) -> None:
         rows = [r for r in (self.catalog.remove(i) for i in ids) if r is not None]
         if not rows:
@@ -116,7 +121,8 @@ class TeleologicalRetriever:
         cfg = resolve_config(self.settings, query.overrides, prof.updates)
         self._maintain()
         cat = self.catalog
-        mask = cat.mask(query.principal, query.filters)
+        readable = cat.readable(query.principal)
+        mask = cat.mask(query.principal, query.filters, readable=readable)
         ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask,
                            chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
                            now=query.now or time.time())
@@ -137,7 +143,7 @@ class TeleologicalRetriever:
             skipped = detail.startswith("skipped")
             yield StageReport(stage, ms, n_in, state.cands.size, self._backend, detail, skipped=skipped)
         yield from self._hits(state, query)
-        yield Outcome(corpus_size=int(cat.readable(query.principal).sum()), degraded=bool(state.degraded),
+        yield Outcome(corpus_size=int(readable.sum()), degraded=bool(state.degraded),
                       degraded_reason=state.degraded)
 
     def _run(self, stage: str, state: State, space: str) -> str:

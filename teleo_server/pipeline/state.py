@@ -92,9 +92,13 @@ class Candidates:
 
     def extend(self, rows: np.ndarray) -> np.ndarray:
         """Add rows not yet present (NaN/False in existing columns); returns positions of ``rows``."""
-        new = np.setdiff1d(rows, self.rows, assume_unique=False)
-        if new.size:
+        rows = np.asarray(rows, dtype=np.int64)
+        pos_of = self._position_table(rows)
+        fresh = pos_of[rows] < 0
+        if fresh.any():
+            new = np.unique(rows[fresh])
             n_new = new.size
+            pos_of[new] = np.arange(self.rows.size, self.rows.size + n_new)
             self.rows = np.concatenate([self.rows, new])
             for k, v in self.spaces.items():
                 self.spaces[k] = np.concatenate([v, np.full(n_new, np.nan, dtype=np.float32)])
@@ -102,11 +106,20 @@ class Candidates:
                 self.found[k] = np.concatenate([v, np.zeros(n_new, dtype=bool)])
             if self.chunk is not None:
                 self.chunk = np.concatenate([self.chunk, np.zeros(n_new, dtype=np.int64)])
-        return self.positions(rows)
+        return pos_of[rows]
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
-        order = np.argsort(self.rows, kind="stable")
-        return order[np.searchsorted(self.rows, rows, sorter=order)]
+        """Position of each of ``rows`` (all present) in this table."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return self._position_table(rows)[rows]
+
+    def _position_table(self, rows: np.ndarray) -> np.ndarray:
+        # a row-indexed table (-1 = absent): memory rows are dense small integers, and a lookup
+        # table is several times cheaper than sorting the pool for every join
+        top = max(int(self.rows.max(initial=-1)), int(rows.max(initial=-1))) + 1
+        pos_of = np.full(top, -1, dtype=np.int64)
+        pos_of[self.rows] = np.arange(self.rows.size)
+        return pos_of
 
     def set_space(self, name: str, scores: np.ndarray, found: np.ndarray | None = None) -> None:
         self.spaces[name] = scores.astype(np.float32, copy=False)

@@ -10,6 +10,7 @@ import numpy as np
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, segment_max
+from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline.settings import PipelineSettings
 from teleo_server.pipeline.types import Query
 
@@ -61,6 +62,9 @@ class Space:
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         """Keep only these old rows (sorted), renumbered densely."""
 
+    def settle(self) -> None:
+        """Fold write buffers into the read-optimised layout (after a bulk load)."""
+
     def prepare(self, ctx: QueryContext) -> Any | None:
         """Query-side features, or None when this space cannot serve the query."""
         return None
@@ -98,8 +102,14 @@ class SparseScoredSpace(Space):
     with no overlap with the query (score <= 0) was not found by this space: NaN, not 0.
     """
 
+    index: SparseIndex
+
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         raise NotImplementedError
+
+    def settle(self) -> None:
+        if self.index.pending:
+            self.index.merge()
 
     def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         scores = self.all_scores(ctx, feats)

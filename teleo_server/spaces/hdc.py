@@ -66,6 +66,10 @@ class HyperdimensionalSpace(SparseScoredSpace):
         self.index.add(row, ids, vals)
         self.index.grow_rows(row + 1)
 
+    def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
+        # document frequencies pick the query's rare n-grams; they follow the live corpus at once
+        np.subtract.at(self.df, self.index.terms_of(rows), 1)
+
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.index.compact(keep_rows)
 

@@ -31,7 +31,7 @@ class LexicalSpace(SparseScoredSpace):
         self.df = Column(np.int64)
         self.doc_len = Column(np.float32)
         self._len_sum = 0.0
-        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=settings.merge_fraction)
+        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=settings.merge_fraction, weigh_key=self._avgdl)
 
     def _avgdl(self) -> float:
         live = len(self.catalog)
@@ -66,7 +66,9 @@ class LexicalSpace(SparseScoredSpace):
         return tid
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
+        # IDF and avgdl follow the live corpus at once; the postings stay (masked) until compaction
         self._len_sum -= float(self.doc_len.view[rows].sum())
+        np.subtract.at(self.df.view, self.index.terms_of(rows), 1)
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.doc_len.keep(keep_rows)
