@@ -78,3 +78,17 @@ def test_hnsw_above_threshold_finds_neighbours_and_honours_deletes_and_masks():
     mask[::2] = True
     rows, _ = idx.search(OPS, x[43], 5, mask)
     assert rows.size == 5 and np.all(rows % 2 == 0)  # HNSW, post-filtered
+
+
+def test_candidate_scores_are_the_same_whether_gathered_or_from_one_full_pass():
+    x = _data(400, 24, seed=3)
+    idx = DenseIndex(24)
+    idx.add(x[:300])
+    q = x[5]
+    few, many = np.array([3, 250, 7]), np.arange(0, 300, 2)  # 3 rows gathered; 150 > n/4 from a full pass
+    np.testing.assert_allclose(idx.score(few, q), x[few] @ q, rtol=1e-5)
+    np.testing.assert_allclose(idx.score(many, q), x[many] @ q, rtol=1e-5)
+    idx.add(x[300:])  # the full pass is redone for the grown matrix, never served stale
+    rows = np.arange(400)
+    np.testing.assert_allclose(idx.score(rows, q), x @ q, rtol=1e-5)
+    np.testing.assert_allclose(idx.score(rows, x[6]), x @ x[6], rtol=1e-5)

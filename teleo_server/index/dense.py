@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import structlog
 
+from teleo_server.compute.dense import dense_scores
+
 log = structlog.get_logger(__name__)
 
 
@@ -38,6 +40,9 @@ class DenseIndex:
         self._trunc: dict[int, np.ndarray] = {d: np.zeros((64, d), dtype=np.float32) for d in self.truncations}
         self.n = 0
         self._views: dict[int, np.ndarray] = {}
+        # full-dimension scores of every row for the last query vector seen (host backend): the
+        # exact search and the candidates' scoring of one retrieval share one pass over the matrix
+        self._memo: tuple[bytes, np.ndarray] | None = None
         self.alive = np.zeros(64, dtype=bool)
         self._hnsw: Any = None
         self.adaptive_dim = dim
@@ -80,6 +85,7 @@ class DenseIndex:
             alive[: self.n] = self.alive[: self.n]
             self.alive = alive
         rows = np.arange(self.n, need, dtype=np.int64)
+        self._memo = None
         self._m[self.n : need] = vectors
         for d, t in self._trunc.items():
             t[self.n : need] = _normalise(vectors[:, :d])
@@ -92,6 +98,7 @@ class DenseIndex:
         return rows
 
     def remove(self, rows: np.ndarray) -> None:
+        self._memo = None
         self.alive[rows] = False
         if self._hnsw is not None:
             for r in rows:
@@ -99,6 +106,7 @@ class DenseIndex:
 
     def compact(self, keep_rows: np.ndarray) -> None:
         kept = self._m[keep_rows].copy()
+        self._memo = None
         self.n = 0
         self._m = np.zeros((max(64, kept.shape[0]), self.dim), dtype=np.float32)
         self._trunc = {d: np.zeros((self._m.shape[0], d), dtype=np.float32) for d in self.truncations}
@@ -163,6 +171,8 @@ class DenseIndex:
                 # hnswlib refuses when deletions leave fewer reachable items than asked for
                 log.warning("dense_hnsw_fallback_exact", k=k)
         if dim is None or dim >= self.dim or dim not in self._trunc:
+            if ops.name == "numpy":
+                return self._topk_of(ops.topk(self.full_scores(query), k, mask=live))
             ids, scores = ops.dense_topk(self.matrix, query, k, mask=live)
             return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
         q_t = _normalise(query[:dim])
@@ -187,9 +197,26 @@ class DenseIndex:
                 return rows[keep][:k], (1.0 - dist[0][keep][:k]).astype(np.float32)
             fetch *= 4
 
+    @staticmethod
+    def _topk_of(got: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.float32)
+
+    def full_scores(self, query: np.ndarray) -> np.ndarray:
+        """Full-dimension inner products float32 (n,) of every row with ``query`` (memoised per query)."""
+        query = np.asarray(query, dtype=np.float32)
+        key = query.tobytes()
+        if self._memo is None or self._memo[0] != key or self._memo[1].size != self.n:
+            self._memo = (key, dense_scores(self.matrix, query))
+        return self._memo[1]
+
     def score(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Full-dimension inner products float32 (len(rows),) of ``rows`` with ``query``."""
-        return (self._m[rows] @ np.asarray(query, dtype=np.float32)).astype(np.float32)
+        query = np.asarray(query, dtype=np.float32)
+        # Gathering rows costs a random read each; past a quarter of the matrix one streaming
+        # pass over all of it is cheaper (and is free when the exact search already made it).
+        if 4 * rows.size > self.n:
+            return self.full_scores(query)[rows]
+        return (self._m[rows] @ query).astype(np.float32)
 
     # ---- Matryoshka calibration ------------------------------------------------------------------
     def calibrate(self, ops: Any, threshold: float, k: int = 10, n_queries: int = 64, seed: int = 0) -> int:
