@@ -283,6 +283,24 @@ def test_compare_feedback_and_stats(stub, auth, corpus_ids):
     assert stats.model_version and stats.embedder_ready and stats.backend in ("numpy", "cupy")
 
 
+def test_feedback_moves_a_result_into_a_surfaced_johari_quadrant(stub, auth, corpus_ids):
+    def top():
+        events, _ = _retrieve(stub, auth, text="Miso the cat sleeps on the radiator", top_k=1,
+                              filters=pb.RetrieveFilters(namespaces=["api"]))
+        return next(e.result for e in events if e.WhichOneof("event") == "result")
+
+    before = top()
+    assert before.memory.id == corpus_ids[4]
+    assert before.johari in (pb.JOHARI_QUADRANT_BLIND, pb.JOHARI_QUADRANT_UNKNOWN), "never used yet"
+    stub.Feedback(pb.FeedbackRequest(id=corpus_ids[4], used=True), metadata=auth, timeout=10)
+    after = top()
+    # alignment is unchanged, so the quadrant moves along the "surfaced" axis only
+    moved = {pb.JOHARI_QUADRANT_BLIND: pb.JOHARI_QUADRANT_OPEN, pb.JOHARI_QUADRANT_UNKNOWN: pb.JOHARI_QUADRANT_HIDDEN}
+    assert after.johari == moved[before.johari]
+    got = stub.Get(pb.GetRequest(ids=[corpus_ids[4]]), metadata=auth, timeout=10).memories[0]
+    assert got.used_count == 1 and got.retrieved_count >= 2
+
+
 def test_expired_deadline_leaves_the_server_up(stub, auth, corpus_ids):
     with pytest.raises(grpc.RpcError) as err:
         list(stub.Retrieve(pb.RetrieveRequest(text="anything at all"), metadata=auth, timeout=0.0001))
