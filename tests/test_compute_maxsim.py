@@ -70,3 +70,16 @@ def test_maxsim_rejects_out_of_range_candidate(ops):
     offsets, tokens = packed_store(rng, [2, 2], 8)
     with pytest.raises(ValueError):
         ops.maxsim(np.ones((1, 8), np.float32), offsets, tokens, np.array([2], np.int32))
+
+
+def test_reference_splits_candidates_into_cache_sized_blocks(monkeypatch):
+    import teleo_server.compute.maxsim as reference
+
+    rng = np.random.default_rng(23)
+    lengths = rng.integers(0, 30, 50)
+    offsets, tokens = packed_store(rng, lengths, 48)
+    query = rng.standard_normal((6, 48)).astype(np.float32)
+    cand = rng.integers(0, 50, 40).astype(np.int32)
+    want = naive_maxsim(query, offsets, tokens, cand)
+    monkeypatch.setattr(reference, "_BLOCK_ELEMENTS", 48 * 30 * 3)  # three documents per block
+    np.testing.assert_allclose(reference.maxsim(query, offsets, tokens, cand), want, rtol=1e-4, atol=1e-3)

@@ -61,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     r.goal_count()  # goals and calibration happen lazily on the first read; not a query cost
     t_maintain = time.perf_counter() - t0
+    # Memories arrive one add at a time, as through Store, so the sparse indexes carry a live
+    # (unmerged) delta the way a server taking writes does; a freshly started server has none.
+    pending = {name: space.index.pending for name, space in r.spaces.items() if hasattr(getattr(space, "index", None), "pending")}
     result = {"environment": environment(), "n": args.n, "queries": args.queries, "generate_s": t_gen,
-              "index_s": t_add, "first_read_maintenance_s": t_maintain, "profiles": {}}
+              "index_s": t_add, "first_read_maintenance_s": t_maintain, "sparse_delta_entries": pending, "profiles": {}}
     for prof in args.profiles.split(","):
         lat, stages, found = [], defaultdict(list), 0
         for warm in (True, False):
