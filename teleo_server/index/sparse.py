@@ -36,6 +36,11 @@ class SparseIndex:
         Turns stored raw values into scoring values (identity when None).
     merge_fraction : float
         Merge the delta into the CSC once it holds this share of the CSC's entries.
+    min_merge : int
+        ... and at least this many entries (small indexes stay in the delta).
+    weigh_key : callable() -> float, optional
+        The input the weighting depends on (BM25: avgdl); CSC values are re-derived once it has
+        moved by more than ``reweigh_tolerance`` (relative) since they were last derived.
     """
 
     def __init__(self, weigh: Weigh | None = None, merge_fraction: float = 0.1, min_merge: int = 50_000,

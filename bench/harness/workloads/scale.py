@@ -76,6 +76,23 @@ def _teleo(ctx: Context, corpus, queries, profiles: list[str], k: int) -> None:
     gc.collect()
 
 
+def _bytes_needed(spec: synthetic.CorpusSpec) -> int:
+    """Vectors of ``spec.n`` memories at the token cap, held by the generator and by the index."""
+    per_memory = spec.max_tokens * spec.dim * 2 + spec.dim * 4
+    return 2 * spec.n * per_memory
+
+
+def _memory_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _stage_lists(runs) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for r in runs:
@@ -117,6 +134,13 @@ def run(ctx: Context) -> None:
     budget = float(cfg.get("max_seconds_per_size", 600))
     last: tuple[int, float] | None = None
     for n in sizes:
+        spec = synthetic.CorpusSpec(n=n, seed=ctx.seed, max_tokens=int(cfg.get("max_tokens", 32)))
+        need, have = _bytes_needed(spec), _memory_available()
+        if have is not None and need > have:
+            ctx.rec.skip(W, f"{n} memories not run: their vectors need up to {need / 2**30:.1f} GiB held twice "
+                         f"(generator and index; per-token vectors are {spec.max_tokens} x {spec.dim} float16 per "
+                         f"memory), more than the {have / 2**30:.1f} GiB available on this machine", system="all")
+            continue
         if last is not None:
             predicted = last[1] * n / last[0]
             if predicted > budget:
@@ -124,7 +148,7 @@ def run(ctx: Context) -> None:
                              f"{predicted:.0f} s (> {budget:.0f} s budget per size on this machine)", system="all")
                 continue
         t0 = time.perf_counter()
-        corpus = synthetic.make_corpus(synthetic.CorpusSpec(n=n, seed=ctx.seed, max_tokens=32))
+        corpus = synthetic.make_corpus(spec)
         queries = synthetic.make_queries(corpus, m, seed=ctx.seed + 1)
         gen_s = time.perf_counter() - t0
         ctx.rec.add(W, "generator", metric="corpus", n=n, seconds=gen_s, chunks=n,
