@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -179,23 +180,33 @@ class TeleologicalRetriever:
         assert c.misaligned is not None and c.goal_index is not None
         # ranks within the whole pool when fusion recorded them; else within what is left
         rank_cols = {n: c.ranks[n] if n in c.ranks else ranks(s.astype(np.float64)) for n, s in c.spaces.items()}
+        # Columns become Python lists once: per-element reads of NumPy arrays cost ~10x more, and a
+        # result list of 100 hits with 8 spaces reads a few thousand elements.
+        names = list(c.spaces)
+        found_of = {n: c.found[n].tolist() for n in names}
+        value_of = {n: c.spaces[n].tolist() for n in names}
+        rank_of = {n: rank_cols[n].tolist() for n in names}
+        rows, scores = c.rows.tolist(), np.clip(c.score, 0.0, 1.0).tolist()
+        content = (c.content if c.content is not None else c.score).tolist()
+        purpose, goal_score, goal_index = c.purpose.tolist(), c.goal.tolist(), c.goal_index.tolist()
+        misaligned, quadrant = c.misaligned.tolist(), [Johari(q) for q in quadrants.tolist()]
+        late_of = None if c.late is None else c.late.tolist()
+        temporal_of = None if c.temporal is None else c.temporal.tolist()
+        chunk_of = None if c.chunk is None else c.chunk.tolist()
         for i in range(c.size):
-            row = int(c.rows[i])
-            found = tuple(n for n in c.spaces if c.found[n][i])
-            spaces = {n: float(s[i]) for n, s in c.spaces.items() if not np.isnan(s[i])}
-            space_ranks = {n: int(rank_cols[n][i]) for n in found if np.isfinite(rank_cols[n][i])}
-            late = None if c.late is None else float(c.late[i])
-            temporal = 1.0 if c.temporal is None else float(c.temporal[i])
-            breakdown = Breakdown(
-                content=float(c.content[i]) if c.content is not None else float(c.score[i]),
-                purpose_alignment=float(c.purpose[i]), goal_alignment=float(c.goal[i]),
-                late_interaction=late or 0.0, temporal=temporal, spaces=spaces, space_ranks=space_ranks)
-            gi = int(c.goal_index[i])
+            found = tuple(n for n in names if found_of[n][i])
+            spaces = {n: v for n in names if not math.isnan(v := value_of[n][i])}
+            space_ranks = {n: int(r) for n in found if math.isfinite(r := rank_of[n][i])}
+            late = None if late_of is None else late_of[i]
+            temporal = 1.0 if temporal_of is None else temporal_of[i]
+            breakdown = Breakdown(content=content[i], purpose_alignment=purpose[i], goal_alignment=goal_score[i],
+                                  late_interaction=late or 0.0, temporal=temporal, spaces=spaces, space_ranks=space_ranks)
+            gi = goal_index[i]
             goal = self.purpose.goals[gi] if gi >= 0 else None
-            text = explanation(found, goal, float(c.goal[i]), late, bool(c.misaligned[i]), temporal) if query.explain else ""
-            yield Hit(memory=self.catalog.memory(row), score=float(np.clip(c.score[i], 0.0, 1.0)), breakdown=breakdown,
-                      found_by=found, misaligned=bool(c.misaligned[i]), johari=Johari(int(quadrants[i])),
-                      explanation=text, chunk_index=int(c.chunk[i]) if c.chunk is not None else 0)
+            text = explanation(found, goal, goal_score[i], late, misaligned[i], temporal) if query.explain else ""
+            yield Hit(memory=self.catalog.memory(rows[i]), score=scores[i], breakdown=breakdown, found_by=found,
+                      misaligned=misaligned[i], johari=quadrant[i], explanation=text,
+                      chunk_index=chunk_of[i] if chunk_of is not None else 0)
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)
