@@ -155,6 +155,13 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
+            # Clients that keep idle channels alive (pymilvus-style 10 s keepalive is common) must
+            # not be cut off with GOAWAY "too_many_pings": accept a ping every 5 s, with or without
+            # calls in flight. Our own pings find dead clients within ~80 s.
+            ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
         ]
     )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(
