@@ -137,8 +137,8 @@ def run(ctx: Context) -> None:
         spec = synthetic.CorpusSpec(n=n, seed=ctx.seed, max_tokens=int(cfg.get("max_tokens", 32)))
         need, have = _bytes_needed(spec), _memory_available()
         if have is not None and need > have:
-            ctx.rec.skip(W, f"{n} memories not run: their vectors need up to {need / 2**30:.1f} GiB held twice "
-                         f"(generator and index; per-token vectors are {spec.max_tokens} x {spec.dim} float16 per "
+            ctx.rec.skip(W, f"{n} memories not run: their vectors need up to {need / 2**30:.1f} GiB "
+                         f"(held by the generator and again by the index; per-token vectors are {spec.max_tokens} x {spec.dim} float16 per "
                          f"memory), more than the {have / 2**30:.1f} GiB available on this machine", system="all")
             continue
         if last is not None:
