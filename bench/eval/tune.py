@@ -73,18 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     history = []
 
     def score(params: dict[str, Any]) -> float:
-        s = apply(base, params)
-        r_sci.settings = s
-        sci_res = evaluate(r_sci, sci, "train", run)["all"]["ndcg@10"]
-        total = n = 0.0
-        for p, r in r_loc:
-            r.settings = s
-            res = evaluate(r, p, "dev", run)["all"]
-            total += res["ndcg@10"] * res["n"]
-            n += res["n"]
-        value = (sci_res + total / n) / 2
-        history.append({"params": dict(params), "scifact_train_ndcg10": sci_res, "locomo_dev_ndcg10": total / n, "objective": value})
-        log.info("tune_step", params=params, scifact=round(sci_res, 4), locomo=round(total / n, 4), objective=round(value, 4))
+        sci_res, locomo = measure(apply(base, params), r_sci, sci, r_loc, run)
+        value = (sci_res["ndcg@10"] + locomo) / 2
+        history.append({"params": dict(params), "scifact_train_ndcg10": sci_res["ndcg@10"], "locomo_dev_ndcg10": locomo, "objective": value})
+        log.info("tune_step", params=params, scifact=round(sci_res["ndcg@10"], 4), locomo=round(locomo, 4), objective=round(value, 4))
         return value
 
     best: dict[str, Any] = {}
@@ -104,6 +96,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def measure(settings: PipelineSettings, r_sci: Any, sci: Any, r_loc: list[tuple[Any, Any]], run: Run) -> tuple[dict[str, Any], float]:
+    """SciFact train results ("all") and LoCoMo dev nDCG@10 (query-weighted over conversations) under ``settings``."""
+    r_sci.settings = settings
+    sci_res = evaluate(r_sci, sci, "train", run)["all"]
+    total = n = 0.0
+    for p, r in r_loc:
+        r.settings = settings
+        res = evaluate(r, p, "dev", run)["all"]
+        total += res["ndcg@10"] * res["n"]
+        n += res["n"]
+    return sci_res, total / n
+
+
 def recall_sweep(data: dict[str, Any], base: PipelineSettings, trials: list[dict[str, Any]], out: Path) -> int:
     sci = data["scifact"][0]
     r_sci = build(sci, base)
@@ -111,19 +116,11 @@ def recall_sweep(data: dict[str, Any], base: PipelineSettings, trials: list[dict
     run = Run("teleological", "teleological")
     rows = []
     for params in trials:
-        s = apply(base, params)
-        r_sci.settings = s
-        res = evaluate(r_sci, sci, "train", run)["all"]
-        total = n = 0.0
-        for p, r in r_loc:
-            r.settings = s
-            lres = evaluate(r, p, "dev", run)["all"]
-            total += lres["ndcg@10"] * lres["n"]
-            n += lres["n"]
+        res, locomo = measure(apply(base, params), r_sci, sci, r_loc, run)
         rows.append({"params": params, "scifact_train_queries": res["n"], "scifact_train_ndcg10": res["ndcg@10"],
-                     "scifact_train_recall100": res["recall@100"], "locomo_dev_ndcg10": total / n})
+                     "scifact_train_recall100": res["recall@100"], "locomo_dev_ndcg10": locomo})
         log.info("recall_sweep", params=params, ndcg10=round(res["ndcg@10"], 4), recall100=round(res["recall@100"], 4),
-                 locomo=round(total / n, 4))
+                 locomo=round(locomo, 4))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"split": "scifact train (all queries), locomo dev", "trials": rows}, indent=2))
     print(json.dumps(rows, indent=2))  # noqa: T201 - the command's report
