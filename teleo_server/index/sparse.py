@@ -146,15 +146,6 @@ class SparseIndex:
         self.n_rows = int(keep_rows.size)
         self._rebuild(new_rows[sel], terms[sel], raw[sel])
 
-    def terms_of(self, rows: np.ndarray) -> np.ndarray:
-        """Term id int64 of every entry (main and delta) whose row is in ``rows``; one pass over the index."""
-        flag = np.zeros(max(self.n_rows, 1), dtype=bool)
-        flag[np.asarray(rows, dtype=np.int64)] = True
-        pos = np.flatnonzero(flag[self.indices])
-        main = np.searchsorted(self.indptr, pos, side="right") - 1
-        d_rows, d_terms, _ = self._delta()
-        return np.concatenate([main.astype(np.int64), d_terms[flag[d_rows]]])
-
     def row_values(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Term ids int64 and scoring values float32 of one row (for pairwise comparison; slow path)."""
         sel = self.indices == row

@@ -67,14 +67,16 @@ class TeleologicalRetriever:
             space.settle()
 
     def remove(self, ids: list[str]) -> None:
-        rows = [r for r in (self.catalog.remove(i) for i in ids) if r is not None]
+        rows = sorted({r for r in (self.catalog.row_of.get(i) for i in ids) if r is not None})
         if not rows:
             return
         arr = np.array(rows, dtype=np.int64)
         chunks = np.concatenate([np.arange(self.catalog.chunk_start[r], self.catalog.chunk_start[r] + self.catalog.chunk_count[r])
                                  for r in rows]).astype(np.int64)
         for space in self.spaces.values():
-            space.remove(arr, chunks)
+            space.remove(arr, chunks)  # before the catalog forgets them: spaces may read the memories
+        for r in rows:
+            self.catalog.remove(self.catalog.memory(r).id)
         if self.catalog.dead > self.settings.compact_dead_fraction * max(self.catalog.n_rows, 1):
             self.compact()
 

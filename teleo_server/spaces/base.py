@@ -57,7 +57,8 @@ class Space:
         """Index one memory (memory row ``row``, chunk rows ``chunk_rows`` int64)."""
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
-        """Tombstone memory rows (the catalog mask already hides them; indexes may drop them early)."""
+        """Tombstone memory rows; called just before the catalog forgets them, so their memories
+        can still be read (``catalog.memory(row)``). Indexes may drop them early or at compaction."""
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         """Keep only these old rows (sorted), renumbered densely."""

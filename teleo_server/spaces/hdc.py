@@ -68,7 +68,8 @@ class HyperdimensionalSpace(SparseScoredSpace):
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         # document frequencies pick the query's rare n-grams; they follow the live corpus at once
-        np.subtract.at(self.df, self.index.terms_of(rows), 1)
+        for row in rows.tolist():
+            self.df[self.encode(self.catalog.memory(row).content)[0]] -= 1
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.index.compact(keep_rows)

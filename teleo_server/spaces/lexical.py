@@ -68,7 +68,9 @@ class LexicalSpace(SparseScoredSpace):
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         # IDF and avgdl follow the live corpus at once; the postings stay (masked) until compaction
         self._len_sum -= float(self.doc_len.view[rows].sum())
-        np.subtract.at(self.df.view, self.index.terms_of(rows), 1)
+        for row in rows.tolist():
+            ids = [self.vocab[t] for t in set(tokenize(self.catalog.memory(row).content))]
+            self.df.view[np.array(ids, dtype=np.int64)] -= 1
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.doc_len.keep(keep_rows)
