@@ -207,4 +207,4 @@ def test_candidate_extend_appends_only_new_rows_and_returns_positions():
     assert c.rows.tolist() == [2, 5, 9, 0, 12]
     assert pos.tolist() == [2, 4, 3, 4, 1]
     assert np.isnan(c.spaces["E6_lexical"][3:]).all() and not c.found["E6_lexical"][3:].any()
-    assert c.positions(np.array([12, 2])).tolist() == [4, 0]
+    assert c.extend(np.array([12, 2])).tolist() == [4, 0] and c.size == 5, "present rows are not added twice"

@@ -108,11 +108,6 @@ class Candidates:
                 self.chunk = np.concatenate([self.chunk, np.zeros(n_new, dtype=np.int64)])
         return pos_of[rows]
 
-    def positions(self, rows: np.ndarray) -> np.ndarray:
-        """Position of each of ``rows`` (all present) in this table."""
-        rows = np.asarray(rows, dtype=np.int64)
-        return self._position_table(rows)[rows]
-
     def _position_table(self, rows: np.ndarray) -> np.ndarray:
         # a row-indexed table (-1 = absent): memory rows are dense small integers, and a lookup
         # table is several times cheaper than sorting the pool for every join
