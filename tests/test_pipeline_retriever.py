@@ -189,7 +189,9 @@ def test_space_weight_overrides_accept_codes_and_reject_unknown_spaces():
 
 def test_settle_folds_write_buffers_without_changing_results():
     r, items = _retriever(n=120)
-    sparse = [s for s in r.spaces.values() if hasattr(s, "index") and hasattr(s.index, "pending")]
+    from teleo_server.spaces.base import SparseScoredSpace
+
+    sparse = [s for s in r.spaces.values() if isinstance(s, SparseScoredSpace)]
     assert sparse and all(s.index.pending for s in sparse), "small loads stay in the delta"
     before = [(h.memory.id, round(h.score, 5)) for h in _run(r, _query(items, 9, top_k=8))[1]]
     r.settle()

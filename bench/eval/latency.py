@@ -21,6 +21,7 @@ from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline import synthetic as syn
 from teleo_server.pipeline.types import Hit, Query, StageReport
+from teleo_server.spaces.base import SparseScoredSpace
 
 from bench.eval.run import REPO, environment
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     t_maintain = time.perf_counter() - t0
     # Memories arrive one add at a time, as through Store, so the sparse indexes carry a live
     # (unmerged) delta the way a server taking writes does; a freshly started server has none.
-    pending = {name: space.index.pending for name, space in r.spaces.items() if hasattr(getattr(space, "index", None), "pending")}
+    pending = {name: space.index.pending for name, space in r.spaces.items() if isinstance(space, SparseScoredSpace)}
     result = {"environment": environment(), "n": args.n, "queries": args.queries, "generate_s": t_gen,
               "index_s": t_add, "first_read_maintenance_s": t_maintain, "sparse_delta_entries": pending, "profiles": {}}
     for prof in args.profiles.split(","):

@@ -171,9 +171,10 @@ class DenseIndex:
                 # hnswlib refuses when deletions leave fewer reachable items than asked for
                 log.warning("dense_hnsw_fallback_exact", k=k)
         if dim is None or dim >= self.dim or dim not in self._trunc:
-            if ops.name == "numpy":
-                return self._topk_of(ops.topk(self.full_scores(query), k, mask=live))
-            ids, scores = ops.dense_topk(self.matrix, query, k, mask=live)
+            if ops.name == "numpy":  # the host scan is memoised for the candidates' scoring
+                ids, scores = ops.topk(self.full_scores(query), k, mask=live)
+            else:
+                ids, scores = ops.dense_topk(self.matrix, query, k, mask=live)
             return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
         q_t = _normalise(query[:dim])
         ids, _ = ops.dense_topk(self.truncated(dim), q_t, min(k * self.oversample, self.n), mask=live)
@@ -196,10 +197,6 @@ class DenseIndex:
             if keep.sum() >= k or fetch >= total:
                 return rows[keep][:k], (1.0 - dist[0][keep][:k]).astype(np.float32)
             fetch *= 4
-
-    @staticmethod
-    def _topk_of(got: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        return np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.float32)
 
     def full_scores(self, query: np.ndarray) -> np.ndarray:
         """Full-dimension inner products float32 (n,) of every row with ``query`` (memoised per query)."""

@@ -35,6 +35,17 @@ def recall_at_k(found: list[list[int]] | np.ndarray, truth: np.ndarray, k: int) 
     return float(np.mean([len(set(list(f)[:k]) & set(t[:k].tolist())) / k for f, t in zip(found, truth)]))
 
 
+def _timed_search(index, ops, queries: np.ndarray, k: int) -> tuple[list[list[int]], list[float]]:
+    """Each query's top-``k`` rows and its search time in ms."""
+    found, times = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        rows, _ = index.search(ops, q, k)
+        times.append((time.perf_counter() - t0) * 1e3)
+        found.append(rows.tolist())
+    return found, times
+
+
 def _teleo_ann(ctx: Context, corpus: synthetic.SyntheticCorpus, queries: synthetic.SyntheticQueries,
                truth: np.ndarray, k: int, ef_values: list[int], min_recall: float) -> None:
     from teleo_server.compute.backend import ops as backend_ops
@@ -44,12 +55,7 @@ def _teleo_ann(ctx: Context, corpus: synthetic.SyntheticCorpus, queries: synthet
     n = len(corpus)
     exact = DenseIndex(corpus.spec.dim, exact_threshold=n + 1)
     exact.add(corpus.dense)
-    found, times = [], []
-    for j in range(len(queries)):
-        t0 = time.perf_counter()
-        rows, _ = exact.search(ops, queries.dense[j], k)
-        times.append((time.perf_counter() - t0) * 1e3)
-        found.append(rows.tolist())
+    found, times = _timed_search(exact, ops, queries.dense, k)
     r = recall_at_k(found, truth, k)
     ctx.rec.add(W, "teleo", metric="ann_recall", index="exact", ef_search=None, k=k, n=n, recall=r,
                 p50_ms=percentiles(times)["p50"], backend=ctx.backend)
@@ -63,12 +69,7 @@ def _teleo_ann(ctx: Context, corpus: synthetic.SyntheticCorpus, queries: synthet
         if not idx.uses_hnsw:
             ctx.rec.skip(W, "DenseIndex did not build HNSW with exact_threshold=1", system="teleo")
             return
-        found, times = [], []
-        for j in range(len(queries)):
-            t0 = time.perf_counter()
-            rows, _ = idx.search(ops, queries.dense[j], k)
-            times.append((time.perf_counter() - t0) * 1e3)
-            found.append(rows.tolist())
+        found, times = _timed_search(idx, ops, queries.dense, k)
         r = recall_at_k(found, truth, k)
         ctx.rec.add(W, "teleo", metric="ann_recall", index="hnsw", ef_search=ef, k=k, n=n, recall=r,
                     p50_ms=percentiles(times)["p50"], build_s=build_s, backend=ctx.backend)
