@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import structlog
 
-from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Memory, Principal
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Memory, Principal, unreadable_reason
 from teleo_server.embedding.base import Embedder, TextRole
 from teleo_server.errors import (
     InvalidArgument,
@@ -138,37 +138,46 @@ class MemoryCore:
 
     # -- writes -----------------------------------------------------------------------------
 
-    async def store_many(self, memories: list[Memory]) -> list[StoreOutcome]:
-        """Embed and durably store; duplicates (per namespace content hash) write nothing.
+    async def store_many(self, principal: Principal, memories: list[Memory]) -> list[StoreOutcome]:
+        """Embed and durably store; duplicates write nothing.
+
+        A duplicate is a memory with the same content in the same namespace at the same access
+        level, and only one the writer may read: a duplicate answer (and the id it returns) must
+        never reveal a memory the caller could not read, so a writer without read access to that
+        scope always gets its own copy stored.
 
         Raises Unavailable when the embedder is down: a memory is never stored half-embedded.
         """
         if not memories:
             return []
-        known = await self._on_store(self._find_duplicates, memories)
+
+        def dedup(m: Memory) -> bool:
+            return principal.can_read(m.namespace, m.access_level)
+
+        known = await self._on_store(self._find_duplicates, [m for m in memories if dedup(m)])
         fresh = [m for m in memories if m.id not in known]
-        unique: dict[tuple[str, str], Memory] = {}
+        unique: dict[tuple[str, int, str] | str, Memory] = {}
         for m in fresh:
-            unique.setdefault((m.namespace, m.content_hash), m)
+            unique.setdefault(_dedup_key(m) if dedup(m) else m.id, m)
         to_embed = list(unique.values())
         sets = await self.embedder.embed([m.content for m in to_embed], TextRole.DOCUMENT) if to_embed else []
         if len(sets) != len(to_embed):
             raise Unavailable("embedder returned a partial result; nothing was stored")
-        stored = await self._on_store(self.store.put_many, list(zip(to_embed, sets, strict=True)))
+        stored = await self._on_store(self.store.put_many, list(zip(to_embed, sets, strict=True)), dedup)
         await self._on_index(self._index_new, stored, sets)
-        by_key = {(m.namespace, m.content_hash): (m, dup) for m, dup in stored}
+        by_key = {(_dedup_key(m) if dedup(m) else m.id): (s, dup) for m, (s, dup) in zip(to_embed, stored, strict=True)}
         out = []
         for m in memories:
             if m.id in known:
                 out.append(StoreOutcome(known[m.id], True))
                 continue
-            winner, dup = by_key[(m.namespace, m.content_hash)]
+            winner, dup = by_key[_dedup_key(m) if dedup(m) else m.id]
             out.append(StoreOutcome(winner, dup or winner.id != m.id))
         return out
 
     def _find_duplicates(self, memories: list[Memory]) -> dict[str, Memory]:
-        """new memory id -> the stored memory with the same content in its namespace."""
-        existing = {m.id: self.store.find_duplicate(m.namespace, m.content_hash) for m in memories}
+        """new memory id -> the stored memory with the same content, namespace and access level."""
+        existing = {m.id: self.store.find_duplicate(m.namespace, m.access_level, m.content_hash) for m in memories}
         stored = self.store.get([i for i in existing.values() if i is not None])
         return {new: stored[old] for new, old in existing.items() if old is not None and old in stored}
 
@@ -186,10 +195,14 @@ class MemoryCore:
         return [found[i] for i in ids]
 
     async def delete(self, principal: Principal, ids: list[str]) -> int:
-        memories = await self.get(principal, ids)
-        for m in memories:
-            if not principal.can_write(m.namespace, m.access_level):
-                raise PermissionDenied(f"token may not write namespace {m.namespace!r}", field="ids")
+        # by the rows' scope, not by get(): a quarantined memory can still be deleted by its owner
+        access = await self._on_store(self.store.access_of, ids)
+        missing = [i for i in ids if i not in access or not principal.can_read(*access[i])]
+        if missing:
+            raise NotFound(f"no memory with id(s) {', '.join(missing[:10])}", field="ids")
+        for ns, level in access.values():
+            if not principal.can_write(ns, level):
+                raise PermissionDenied(f"token may not write namespace {ns!r}", field="ids")
         deleted = await self._on_store(self.store.delete, ids)
         await self._on_index(self.retriever.remove, ids)
         return deleted
@@ -257,6 +270,7 @@ class MemoryCore:
 
         fut = loop.run_in_executor(self._index_ex, produce)
         returned: list[str] = []
+        unservable: list[tuple[str, str]] = []
         outcome = Outcome(corpus_size=0)
         try:
             while True:
@@ -271,6 +285,11 @@ class MemoryCore:
                     if not query.principal.can_read(ev.memory.namespace, ev.memory.access_level):
                         log.error("retrieve.acl_violation_blocked", memory_id=ev.memory.id)
                         continue
+                    reason = unreadable_reason(ev.memory)
+                    if reason is not None:
+                        # one bad row must not fail every reader's retrieval: out of service it goes
+                        unservable.append((ev.memory.id, reason))
+                        continue
                     returned.append(ev.memory.id)
                 elif isinstance(ev, Outcome):
                     outcome = ev
@@ -283,6 +302,9 @@ class MemoryCore:
             cancelled.set()
             self._in_flight -= 1
             await asyncio.shield(fut)
+        for memory_id, reason in unservable:
+            await self._on_store(self.store.quarantine, memory_id, reason)
+            await self._on_index(self.retriever.remove, [memory_id])
         if returned:
             await self._on_store(self.store.record_retrieved, returned)
 
@@ -306,6 +328,10 @@ class MemoryCore:
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
         self.store.close()
+
+
+def _dedup_key(m: Memory) -> tuple[str, int, str]:
+    return (m.namespace, int(m.access_level), m.content_hash)
 
 
 def new_memory_id() -> str:

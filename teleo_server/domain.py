@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +81,31 @@ class Memory:
 
 def content_hash(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+# The range a protobuf Timestamp may hold: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z.
+# Every time Teleo accepts or returns must lie inside it, or it cannot be sent back to a reader.
+EARLIEST_TIME = -62_135_596_800
+LATEST_TIME = 253_402_300_799
+
+
+def time_in_range(t: float) -> bool:
+    return math.isfinite(t) and EARLIEST_TIME <= t < LATEST_TIME + 1
+
+
+def unreadable_reason(m: Memory) -> str | None:
+    """Why a stored memory cannot be served (a row written before its fields were validated), or None."""
+    for name in ("event_time", "ingestion_time"):
+        t = getattr(m, name)
+        if not time_in_range(t):
+            return f"{name} {t!r} is outside the range a timestamp can hold"
+    for name in ("confidence", "importance"):
+        x = getattr(m, name)
+        if not (math.isfinite(x) and 0.0 <= x <= 1.0):
+            return f"{name} {x!r} is not in [0, 1]"
+    if m.session_position is not None and not 0 <= m.session_position < 2**63:
+        return f"session_position {m.session_position!r} is out of range"
+    return None
 
 
 @dataclass(slots=True)

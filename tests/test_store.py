@@ -87,6 +87,51 @@ def test_duplicates_are_per_namespace_and_write_nothing(tmp_path):
     assert sum(n for n, _ in store.count_by_namespace().values()) == 3
 
 
+def test_duplicates_are_per_access_level_and_only_where_the_writer_dedups(tmp_path):
+    rng = np.random.default_rng(11)
+    store = SQLiteStore(tmp_path / "t.db")
+    secret, _ = store.put(_memory("same", access_level=AccessLevel.RESTRICTED), _emb(rng))
+    internal, dup = store.put(_memory("same", access_level=AccessLevel.INTERNAL), _emb(rng))
+    assert not dup and internal.id != secret.id
+    assert store.find_duplicate("a", AccessLevel.RESTRICTED, content_hash("same")) == secret.id
+    # a writer that may not read the scope gets its own copy, also twice in one batch
+    results = store.put_many([(_memory("same"), _emb(rng)), (_memory("same"), _emb(rng))], lambda m: False)
+    assert [d for _, d in results] == [False, False] and len({m.id for m, _ in results} | {internal.id}) == 3
+
+
+def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
+    from teleo_server.store.schema import MIGRATIONS
+
+    rng = np.random.default_rng(12)
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript("BEGIN;" + MIGRATIONS[0] + "PRAGMA user_version = 1; COMMIT;")
+    conn.close()
+    # write rows through today's code paths into the old table, as a v1 server would have
+    import teleo_server.store.sqlite as sq
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    m = _memory("kept", access_level=AccessLevel.CONFIDENTIAL)
+    m.model_version, m.chunk_count = "v1", 2
+    cur = conn.execute(f"INSERT INTO memories ({sq._MEMORY_COLUMNS}) VALUES ({','.join('?' * 21)})", sq._memory_to_row(m))
+    sq._insert_chunks(conn, cur.lastrowid, _emb(rng, chunks=2))
+    conn.close()
+
+    store = SQLiteStore(path)
+    assert store._writer.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store._writer.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert store.get([m.id])[m.id].access_level == AccessLevel.CONFIDENTIAL
+    [(memory, emb)] = list(store.iter_memories())
+    assert memory.id == m.id and len(emb.chunks) == 2
+    # the old table-wide UNIQUE (namespace, content_hash) is gone: another level may hold the same text
+    other, dup = store.put(_memory("kept", access_level=AccessLevel.PUBLIC), _emb(rng))
+    assert not dup and other.id != m.id
+    # and deleting still cascades into chunks
+    store.delete([m.id, other.id])
+    assert store._writer.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
+
+
 def test_delete_cascades_to_chunks(tmp_path):
     rng = np.random.default_rng(2)
     store = SQLiteStore(tmp_path / "t.db")

@@ -16,7 +16,7 @@ from teleo_server.api import validate as v
 from teleo_server.auth import NAMESPACE_RE
 from teleo_server.config import Limits
 from teleo_server.core import QueryVectors, new_memory_id
-from teleo_server.domain import AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
+from teleo_server.domain import EARLIEST_TIME, LATEST_TIME, AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
 from teleo_server.errors import InvalidArgument, PermissionDenied
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
 
@@ -31,13 +31,27 @@ AGGREGATIONS = {
 }
 
 
-def ts_to_float(ts: Timestamp) -> float:
-    return ts.seconds + ts.nanos / 1e9
+def ts_to_float(ts: Timestamp, field: str) -> float:
+    """POSIX seconds of a Timestamp, which must lie in the range a Timestamp may hold."""
+    if not EARLIEST_TIME <= ts.seconds <= LATEST_TIME:
+        raise InvalidArgument(
+            f"seconds {ts.seconds} is outside 0001-01-01..9999-12-31 "
+            f"({EARLIEST_TIME}..{LATEST_TIME} seconds since the epoch)",
+            field=field,
+        )
+    if not 0 <= ts.nanos <= 999_999_999:
+        raise InvalidArgument(f"nanos {ts.nanos} must be in 0..999999999", field=field)
+    # a float near the end of time rounds up by up to 30 us: keep it inside the range
+    return min(ts.seconds + ts.nanos / 1e9, _LAST_FLOAT)
+
+
+_LAST_FLOAT = LATEST_TIME + 0.999
+_EDGES_NS = (EARLIEST_TIME * 10**9, LATEST_TIME * 10**9 + 999_999_999)
 
 
 def float_to_ts(t: float) -> Timestamp:
     ts = Timestamp()
-    ts.FromNanoseconds(int(round(t * 1e9)))
+    ts.FromNanoseconds(min(max(int(round(t * 1e9)), _EDGES_NS[0]), _EDGES_NS[1]))
     return ts
 
 
@@ -63,7 +77,7 @@ def memory_from_input(msg: pb.MemoryInput, principal: Principal, limits: Limits,
         if msg.session_position < 0:
             raise InvalidArgument("must be >= 0", field=f"{field}.session_position")
         position = msg.session_position
-    event_time = ts_to_float(msg.event_time) if msg.HasField("event_time") else now
+    event_time = ts_to_float(msg.event_time, f"{field}.event_time") if msg.HasField("event_time") else now
     if len(msg.links) > limits.max_links:
         raise InvalidArgument(f"at most {limits.max_links} links", field=f"{field}.links")
     links = []
@@ -216,9 +230,9 @@ def _filters(msg: pb.RetrieveFilters, principal: Principal, limits: Limits) -> F
     start = end = None
     if msg.HasField("event_time"):
         if msg.event_time.HasField("start"):
-            start = ts_to_float(msg.event_time.start)
+            start = ts_to_float(msg.event_time.start, "filters.event_time.start")
         if msg.event_time.HasField("end"):
-            end = ts_to_float(msg.event_time.end)
+            end = ts_to_float(msg.event_time.end, "filters.event_time.end")
         if start is not None and end is not None and end <= start:
             raise InvalidArgument("end must be after start", field="filters.event_time")
     min_conf = v.unit(msg.min_confidence, "filters.min_confidence") if msg.HasField("min_confidence") else None

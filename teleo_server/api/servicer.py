@@ -119,7 +119,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if not request.HasField("memory"):
             raise InvalidArgument("is required", field="memory")
         memory = convert.memory_from_input(request.memory, principal, self.limits, convert.now())
-        (out,) = await self.core.store_many([memory])
+        (out,) = await self.core.store_many(principal, [memory])
         return pb.StoreResponse(id=out.memory.id, content_hash=out.memory.content_hash, duplicate=out.duplicate)
 
     @rpc
@@ -146,7 +146,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         for start in range(0, len(valid), 256):
             chunk = valid[start : start + 256]
             try:
-                outs = await self.core.store_many([m for _, m in chunk])
+                outs = await self.core.store_many(principal, [m for _, m in chunk])
             except TeleoError as exc:
                 for index, _ in chunk:
                     items[index].error, items[index].error_code = str(exc), status_of(exc).name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,17 +28,34 @@ class MemoryStore(Protocol):
     A method returns only after its transaction is durably committed.
     """
 
-    def find_duplicate(self, namespace: str, content_hash: str) -> str | None: ...
+    def find_duplicate(self, namespace: str, level: AccessLevel, content_hash: str) -> str | None:
+        """The oldest servable memory with this content in this namespace at this access level."""
+        ...
 
-    def put(self, memory: Memory, embeddings: EmbeddingSet) -> tuple[Memory, bool]:
+    def put(self, memory: Memory, embeddings: EmbeddingSet, dedup: bool = True) -> tuple[Memory, bool]:
         """Insert; returns (stored memory, duplicate). A duplicate writes nothing."""
         ...
 
-    def put_many(self, items: list[tuple[Memory, EmbeddingSet]]) -> list[tuple[Memory, bool]]:
-        """Insert all in one transaction (duplicates, including within the batch, write nothing)."""
+    def put_many(self, items: list[tuple[Memory, EmbeddingSet]],
+                 dedup: Callable[[Memory], bool] = ...) -> list[tuple[Memory, bool]]:
+        """Insert all in one transaction. A memory for which ``dedup`` is true is not written when
+        one with the same (namespace, access level, content) exists (also earlier in the batch);
+        the writer decides, because only a memory it may read may be reported as a duplicate."""
         ...
 
-    def get(self, ids: list[str]) -> dict[str, Memory]: ...
+    def get(self, ids: list[str]) -> dict[str, Memory]:
+        """Servable memories by id; a row that cannot be served is quarantined and left out."""
+        ...
+
+    def access_of(self, ids: list[str]) -> dict[str, tuple[str, AccessLevel]]:
+        """(namespace, access level) of each known id, quarantined rows included."""
+        ...
+
+    def quarantine(self, memory_id: str, reason: str) -> None: ...
+
+    def quarantined(self) -> dict[str, str]:
+        """id -> reason, for every quarantined row."""
+        ...
 
     def delete(self, ids: list[str]) -> int: ...
 

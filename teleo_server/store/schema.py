@@ -62,8 +62,46 @@ CREATE TABLE tokens (
 );
 """
 
+# v2: de-duplication is scoped to (namespace, access level, content) and only among memories the
+# writer may read, so the table-wide UNIQUE (namespace, content_hash) goes (SQLite drops a
+# constraint only by rebuilding the table); rows that cannot be served are quarantined, not deleted.
+# Rebuilt with foreign keys off (migrate() turns them off around every migration), so dropping the
+# old table does not cascade into chunks; chunks keep pointing at the same pk values.
+_V2 = """
+CREATE TABLE memories_v2 (
+    pk               INTEGER PRIMARY KEY,
+    id               TEXT NOT NULL UNIQUE,
+    namespace        TEXT NOT NULL,
+    content          TEXT NOT NULL,
+    content_hash     TEXT NOT NULL,
+    memory_type      INTEGER NOT NULL,
+    access_level     INTEGER NOT NULL,
+    source           TEXT NOT NULL,
+    confidence       REAL NOT NULL,
+    importance       REAL NOT NULL,
+    event_time       REAL NOT NULL,
+    ingestion_time   REAL NOT NULL,
+    session_id       TEXT NOT NULL,
+    session_position INTEGER,
+    links            TEXT NOT NULL,
+    metadata         TEXT NOT NULL,
+    evergreen        INTEGER NOT NULL,
+    model_version    TEXT NOT NULL,
+    chunk_count      INTEGER NOT NULL,
+    retrieved_count  INTEGER NOT NULL DEFAULT 0,
+    used_count       INTEGER NOT NULL DEFAULT 0,
+    helpful_count    INTEGER NOT NULL DEFAULT 0,
+    quarantine       TEXT                -- NULL, or why the row cannot be served
+);
+INSERT INTO memories_v2 SELECT *, NULL FROM memories;
+DROP TABLE memories;
+ALTER TABLE memories_v2 RENAME TO memories;
+CREATE INDEX memories_model_version ON memories (model_version);
+CREATE INDEX memories_content ON memories (namespace, access_level, content_hash);
+"""
+
 # Append new migrations; never edit a released one.
-MIGRATIONS: list[str] = [_V1]
+MIGRATIONS: list[str] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -74,8 +112,25 @@ def migrate(conn: sqlite3.Connection) -> int:
         raise RuntimeError(
             f"database schema version {found} is newer than this server's {SCHEMA_VERSION}; upgrade Teleo"
         )
-    for version in range(found, SCHEMA_VERSION):
-        # The connection is in autocommit mode; the script is one explicit transaction.
-        conn.executescript("BEGIN IMMEDIATE;" + MIGRATIONS[version] + f"PRAGMA user_version = {version + 1}; COMMIT;")
-        log.info("store.migrated", to_version=version + 1)
+    if found == SCHEMA_VERSION:
+        return found
+    # Table rebuilds need foreign keys off (the pragma is a no-op inside a transaction); each
+    # migration checks them before it commits.
+    conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        for version in range(found, SCHEMA_VERSION):
+            # The connection is in autocommit mode; the script is one explicit transaction.
+            conn.executescript("BEGIN IMMEDIATE;" + MIGRATIONS[version])
+            try:
+                broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"migration to schema {version + 1} broke {len(broken)} foreign keys")
+                conn.execute(f"PRAGMA user_version = {version + 1}")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            log.info("store.migrated", to_version=version + 1)
+    finally:
+        conn.execute("PRAGMA foreign_keys=ON")
     return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from teleo_server.domain import (
     LinkType,
     Memory,
     MemoryType,
+    unreadable_reason,
 )
 from teleo_server.store.base import StoredToken
 from teleo_server.store.schema import migrate
@@ -73,23 +74,29 @@ class SQLiteStore:
 
     # -- memories ---------------------------------------------------------------------------
 
-    def find_duplicate(self, namespace: str, content_hash: str) -> str | None:
+    def find_duplicate(self, namespace: str, level: AccessLevel, content_hash: str) -> str | None:
         row = self._reader().execute(
-            "SELECT id FROM memories WHERE namespace = ? AND content_hash = ?", (namespace, content_hash)
+            "SELECT id FROM memories WHERE namespace = ? AND access_level = ? AND content_hash = ? "
+            "AND quarantine IS NULL ORDER BY pk LIMIT 1",
+            (namespace, int(level), content_hash),
         ).fetchone()
         return row[0] if row else None
 
-    def put(self, memory: Memory, embeddings: EmbeddingSet) -> tuple[Memory, bool]:
-        return self.put_many([(memory, embeddings)])[0]
+    def put(self, memory: Memory, embeddings: EmbeddingSet, dedup: bool = True) -> tuple[Memory, bool]:
+        return self.put_many([(memory, embeddings)], lambda m: dedup)[0]
 
-    def put_many(self, items: list[tuple[Memory, EmbeddingSet]]) -> list[tuple[Memory, bool]]:
+    def put_many(self, items: list[tuple[Memory, EmbeddingSet]],
+                 dedup: Callable[[Memory], bool] = lambda m: True) -> list[tuple[Memory, bool]]:
         out: list[tuple[Memory, bool]] = []
         with self._tx() as conn:
             for memory, emb in items:
-                existing = conn.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND content_hash = ?",
-                    (memory.namespace, memory.content_hash),
-                ).fetchone()
+                existing = None
+                if dedup(memory):
+                    existing = conn.execute(
+                        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND access_level = ? "
+                        "AND content_hash = ? AND quarantine IS NULL ORDER BY pk LIMIT 1",
+                        (memory.namespace, int(memory.access_level), memory.content_hash),
+                    ).fetchone()
                 if existing is not None:
                     out.append((_row_to_memory(existing), True))
                     continue
@@ -107,9 +114,40 @@ class SQLiteStore:
         if not ids:
             return {}
         rows = self._reader().execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))}) AND quarantine IS NULL",
+            ids,
         ).fetchall()
-        return {r[0]: _row_to_memory(r) for r in rows}
+        return {m.id: m for m in (self._servable(r) for r in rows) if m is not None}
+
+    def access_of(self, ids: list[str]) -> dict[str, tuple[str, AccessLevel]]:
+        if not ids:
+            return {}
+        rows = self._reader().execute(
+            f"SELECT id, namespace, access_level FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids
+        ).fetchall()
+        return {i: (ns, AccessLevel(level)) for i, ns, level in rows}
+
+    def quarantine(self, memory_id: str, reason: str) -> None:
+        """Take a row out of service (kept for its owner to inspect or delete). Best effort: a
+        failing write only means the row is skipped again next time."""
+        try:
+            with self._tx() as conn:
+                conn.execute("UPDATE memories SET quarantine = ? WHERE id = ?", (reason[:500], memory_id))
+        except sqlite3.Error as exc:
+            log.warning("store.quarantine_failed", memory_id=memory_id, error=str(exc))
+        log.error("store.quarantined", memory_id=memory_id, reason=reason)
+
+    def quarantined(self) -> dict[str, str]:
+        rows = self._reader().execute("SELECT id, quarantine FROM memories WHERE quarantine IS NOT NULL")
+        return dict(rows.fetchall())
+
+    def _servable(self, row: tuple) -> Memory | None:
+        """The row as a Memory, or None after quarantining a row that cannot be served."""
+        memory, reason = _decode(row)
+        if reason is not None:
+            self.quarantine(row[0], reason)
+            return None
+        return memory
 
     def delete(self, ids: list[str]) -> int:
         if not ids:
@@ -135,16 +173,22 @@ class SQLiteStore:
 
     def iter_memories(self) -> Iterator[tuple[Memory, EmbeddingSet]]:
         conn = self._connect()  # its own snapshot, so a long start-up scan never blocks writers
+        bad: list[tuple[str, str]] = []
         try:
-            rows = conn.execute(f"SELECT pk, {_MEMORY_COLUMNS} FROM memories ORDER BY pk")
+            rows = conn.execute(f"SELECT pk, {_MEMORY_COLUMNS} FROM memories WHERE quarantine IS NULL ORDER BY pk")
             for row in rows:
-                memory = _row_to_memory(row[1:])
+                memory, reason = _decode(row[1:])
+                if memory is None or reason is not None:
+                    bad.append((row[1], reason or "unreadable"))
+                    continue
                 yield memory, _load_embeddings(conn, row[0], memory.model_version)
         finally:
             conn.close()
+        for memory_id, reason in bad:
+            self.quarantine(memory_id, reason)
 
     def stale_ids(self, model_version: str) -> list[str]:
-        rows = self._reader().execute("SELECT id FROM memories WHERE model_version != ?", (model_version,))
+        rows = self._reader().execute("SELECT id FROM memories WHERE model_version != ? AND quarantine IS NULL", (model_version,))
         return [r[0] for r in rows]
 
     def replace_embeddings(self, memory_id: str, embeddings: EmbeddingSet) -> Memory | None:
@@ -164,7 +208,7 @@ class SQLiteStore:
     def count_by_namespace(self) -> dict[tuple[str, AccessLevel], tuple[int, int]]:
         rows = self._reader().execute(
             "SELECT namespace, access_level, COUNT(*), COALESCE(SUM(chunk_count), 0) FROM memories "
-            "GROUP BY namespace, access_level"
+            "WHERE quarantine IS NULL GROUP BY namespace, access_level"
         )
         return {(ns, AccessLevel(lvl)): (n, c) for ns, lvl, n, c in rows}
 
@@ -267,6 +311,15 @@ def _row_to_memory(r: tuple) -> Memory:
         used_count=r[19],
         helpful_count=r[20],
     )
+
+
+def _decode(row: tuple) -> tuple[Memory | None, str | None]:
+    """(memory, None), or (memory or None, why it cannot be served)."""
+    try:
+        memory = _row_to_memory(row)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        return None, f"row does not decode: {exc}"
+    return memory, unreadable_reason(memory)
 
 
 def _row_to_token(r: tuple) -> StoredToken:

@@ -1,0 +1,157 @@
+"""Tenant isolation and poison input, end to end through a real server and a real client.
+
+Each test here reproduces a defect found by an adversarial review: out-of-range timestamps that
+broke every reader, de-duplication that revealed unreadable memories, and goals built from text
+the caller may not read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import grpc
+import pytest
+from teleo.v1 import memory_pb2 as pb
+from teleo.v1 import memory_pb2_grpc
+
+from teleo_server.auth import create_token
+from teleo_server.domain import AccessLevel
+
+
+def _token(api_server, agent, read, write, level=AccessLevel.INTERNAL, ns="default"):
+    _, token = create_token(api_server.app.core.store, agent, read, write, level, ns)
+    return [("authorization", f"Bearer {token}")]
+
+
+def _results(stub, auth, **kw):
+    events = list(stub.Retrieve(pb.RetrieveRequest(**kw), metadata=auth, timeout=60))
+    return [e.result for e in events if e.WhichOneof("event") == "result"], events[-1].summary
+
+
+def _code(fn):
+    with pytest.raises(grpc.RpcError) as err:
+        fn()
+    return err.value.code(), err.value.details()
+
+
+# -- poison input: timestamps outside what a protobuf Timestamp may hold --------------------------
+
+
+@pytest.mark.parametrize("seconds", [10**12, -(10**11), 253_402_300_800, -62_135_596_801], ids=["1e12", "-1e11", "year10000", "year0"])
+def test_store_rejects_an_event_time_a_timestamp_cannot_hold(stub, auth, seconds):
+    mem = pb.MemoryInput(content=f"poison event time {seconds}", namespace="poison")
+    mem.event_time.seconds = seconds
+    code, details = _code(lambda: stub.Store(pb.StoreRequest(memory=mem), metadata=auth, timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("memory.event_time:")
+
+
+def test_store_rejects_nanos_out_of_range(stub, auth):
+    mem = pb.MemoryInput(content="poison nanos", namespace="poison")
+    mem.event_time.seconds, mem.event_time.nanos = 1_700_000_000, -1
+    code, details = _code(lambda: stub.Store(pb.StoreRequest(memory=mem), metadata=auth, timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "memory.event_time" in details and "nanos" in details
+
+
+def test_the_edges_of_the_timestamp_range_are_accepted_and_read_back(stub, auth):
+    for seconds, nanos in ((-62_135_596_800, 0), (253_402_300_799, 999_999_999)):
+        mem = pb.MemoryInput(content=f"edge of time {seconds}", namespace="poison")
+        mem.event_time.seconds, mem.event_time.nanos = seconds, nanos
+        out = stub.Store(pb.StoreRequest(memory=mem), metadata=auth, timeout=30)
+        (got,) = stub.Get(pb.GetRequest(ids=[out.id]), metadata=auth, timeout=10).memories
+        # times are kept as float seconds: ~30 us apart this far from the epoch
+        back = got.input.event_time.seconds + got.input.event_time.nanos / 1e9
+        assert abs(back - (seconds + nanos / 1e9)) < 2e-3
+        results, _ = _results(stub, auth, text=f"edge of time {seconds}", top_k=1, filters=pb.RetrieveFilters(namespaces=["poison"]))
+        assert results[0].memory.id == out.id
+
+
+def test_batch_item_with_a_poison_time_fails_alone(stub, auth):
+    bad = pb.MemoryInput(content="batch poison", namespace="poison")
+    bad.event_time.seconds = 10**12
+    reqs = [pb.StoreBatchRequest(memory=bad, client_ref="bad"),
+            pb.StoreBatchRequest(memory=pb.MemoryInput(content="batch fine", namespace="poison"), client_ref="ok")]
+    resp = stub.StoreBatch(iter(reqs), metadata=auth, timeout=60)
+    by_ref = {i.client_ref: i for i in resp.items}
+    assert by_ref["bad"].error_code == "INVALID_ARGUMENT" and "memory.event_time" in by_ref["bad"].error
+    assert by_ref["ok"].id and not by_ref["ok"].error
+
+
+@pytest.mark.parametrize("which", ["start", "end"])
+def test_retrieve_rejects_a_filter_time_a_timestamp_cannot_hold(stub, auth, which):
+    req = pb.RetrieveRequest(text="anything")
+    getattr(req.filters.event_time, which).seconds = 10**12
+    code, details = _code(lambda: list(stub.Retrieve(req, metadata=auth, timeout=30)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(f"filters.event_time.{which}:")
+
+
+def test_an_unservable_indexed_row_is_quarantined_not_failing_retrieve(api_server, stub, auth):
+    """A memory written before validation existed (here: its indexed copy altered in place)."""
+    good = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="kelp forests grow along the cold coast", namespace="quar")),
+                      metadata=auth, timeout=30).id
+    bad = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="kelp forests shelter otters near the coast", namespace="quar")),
+                     metadata=auth, timeout=30).id
+    retriever = api_server.app.core.retriever
+    retriever.catalog.memory(retriever.catalog.row_of[bad]).event_time = 1e12
+    with sqlite3.connect(api_server.app.core.store.path) as conn:
+        conn.execute("UPDATE memories SET event_time = 1e12 WHERE id = ?", (bad,))
+    results, summary = _results(stub, auth, text="kelp forests coast", top_k=5, filters=pb.RetrieveFilters(namespaces=["quar"]))
+    assert [r.memory.id for r in results] == [good] and summary.returned == 1
+    assert bad in api_server.app.core.store.quarantined()
+    code, _ = _code(lambda: stub.Get(pb.GetRequest(ids=[bad]), metadata=auth, timeout=10))
+    assert code == grpc.StatusCode.NOT_FOUND
+    # the next retrieval no longer even sees it, and its owner can still delete it
+    results, _ = _results(stub, auth, text="kelp forests coast", top_k=5, filters=pb.RetrieveFilters(namespaces=["quar"]))
+    assert [r.memory.id for r in results] == [good]
+    assert stub.Delete(pb.DeleteRequest(ids=[bad]), metadata=auth, timeout=10).deleted == 1
+
+
+def test_a_poison_row_on_disk_is_quarantined_at_start_up(server_process):
+    srv = server_process()
+    auth = [("authorization", f"Bearer {srv.token}")]
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
+    ids = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=f"lighthouse keeper log entry {i}")), metadata=auth, timeout=60).id
+           for i in range(3)]
+    srv.kill()
+    with sqlite3.connect(srv.data_dir / "teleo.db") as conn:
+        conn.execute("UPDATE memories SET event_time = 1e12 WHERE id = ?", (ids[0],))
+        conn.execute("UPDATE memories SET metadata = 'not json' WHERE id = ?", (ids[1],))
+    again = server_process(data_dir=srv.data_dir)
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(again.address))
+    results, _ = _results(stub, auth, text="lighthouse keeper log entry", top_k=10)
+    assert [r.memory.id for r in results] == [ids[2]]
+    assert [m.id for m in stub.Get(pb.GetRequest(ids=[ids[2]]), metadata=auth, timeout=10).memories] == [ids[2]]
+    for bad in ids[:2]:
+        code, _ = _code(lambda: stub.Get(pb.GetRequest(ids=[bad]), metadata=auth, timeout=10))
+        assert code == grpc.StatusCode.NOT_FOUND
+    assert '"event": "store.quarantined"' in again.logs()
+
+
+# -- de-duplication never reveals what the caller cannot read -----------------------------------
+
+
+def test_duplicate_of_a_higher_level_memory_is_stored_not_revealed(api_server, stub):
+    secret = "The zebracorn acquisition closes on 14 March."
+    boss = _token(api_server, "boss", ["dd"], ["dd"], AccessLevel.RESTRICTED, "dd")
+    intern = _token(api_server, "intern", ["dd"], ["dd"], AccessLevel.INTERNAL, "dd")
+    hidden = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=secret, access_level=pb.ACCESS_LEVEL_RESTRICTED)),
+                        metadata=boss, timeout=30)
+    mine = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=secret)), metadata=intern, timeout=30)
+    assert not mine.duplicate and mine.id != hidden.id
+    (got,) = stub.Get(pb.GetRequest(ids=[mine.id]), metadata=intern, timeout=10).memories
+    assert got.input.access_level == pb.ACCESS_LEVEL_INTERNAL
+    # at its own level a repeat is still a duplicate of what the caller can read
+    again = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=secret)), metadata=intern, timeout=30)
+    assert again.duplicate and again.id == mine.id
+    results, _ = _results(stub, intern, text="zebracorn acquisition", top_k=5)
+    assert [r.memory.id for r in results] == [mine.id]
+
+
+def test_a_write_only_token_never_learns_of_an_existing_memory(api_server, stub):
+    text = "The vault combination is written inside the blue notebook."
+    owner = _token(api_server, "owner", ["wo"], ["wo"], AccessLevel.INTERNAL, "wo")
+    dropbox = _token(api_server, "dropbox", [], ["wo"], AccessLevel.INTERNAL, "wo")
+    first = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=text)), metadata=owner, timeout=30)
+    single = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=text)), metadata=dropbox, timeout=30)
+    batch = stub.StoreBatch(iter([pb.StoreBatchRequest(memory=pb.MemoryInput(content=text))] * 2), metadata=dropbox, timeout=30)
+    ids = {first.id, single.id} | {i.id for i in batch.items}
+    assert not single.duplicate and batch.duplicates == 0 and batch.stored == 2 and len(ids) == 4
