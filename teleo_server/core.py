@@ -320,7 +320,7 @@ class MemoryCore:
             if principal.can_read(ns, level) and (not namespaces or ns in namespaces):
                 prev = visible.get(ns, (0, 0))
                 visible[ns] = (prev[0] + n, prev[1] + chunks)
-        goals = await self._on_index(self.retriever.goal_count)
+        goals = await self._on_index(self.retriever.goal_count, principal)
         return visible, goals
 
     async def close(self) -> None:

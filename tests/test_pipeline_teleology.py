@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from teleo_server.domain import Johari, MemoryType
+from teleo_server.domain import AccessLevel, Johari, MemoryType
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline import synthetic as syn
 from teleo_server.pipeline.types import Hit, Overrides, Query
@@ -167,3 +167,75 @@ def test_min_score_applies_to_the_normalised_score():
     assert 0 < len(kept) < len(all_hits)
     assert all(h.score >= cut for h in kept)
     assert {h.memory.id for h in kept} == {h.memory.id for h in all_hits if h.score >= cut}
+
+
+def _tenants(with_vault: bool):
+    """A PUBLIC 'lobby' with two topics and, optionally, a RESTRICTED 'vault' with a third."""
+    rng = np.random.default_rng(7)
+    centres = syn.unit(rng.standard_normal((3, DIM)).astype(np.float32))
+    r = make_retriever(PipelineSettings(goals={"min_memories": 10, "memories_per_goal": 20, "max_goals": 16}), "numpy")
+    plan = [("lobby", AccessLevel.PUBLIC, 0, "garden tomato compost seedling harvest"),
+            ("lobby", AccessLevel.PUBLIC, 1, "deploy pipeline release canary rollout")]
+    if with_vault:
+        plan.append(("vault", AccessLevel.RESTRICTED, 2, "zebracorn merger plan acquisition"))
+    for ns, level, t, words in plan:
+        for i in range(20):
+            v = centres[t] + 0.15 * rng.standard_normal(DIM).astype(np.float32)
+            text = " ".join(rng.permutation(words.split())[:3]) + f" note {i}"
+            r.add(syn.memory(f"{ns}{t}-{i}", text, namespace=ns, access_level=level),
+                  syn.embedding(syn.chunk(v, {t: 1.0}, rng=rng)))
+    return r, centres
+
+
+def test_goals_are_built_and_shown_per_partition():
+    r, _ = _tenants(with_vault=True)
+    public = syn.admin(frozenset({"lobby"}), AccessLevel.PUBLIC)
+    everyone = {g[1] for g in r.goals()}
+    mine = r.goals(public)
+    assert any("zebracorn" in label or "merger" in label for label in everyone)
+    assert mine and all(g[0].startswith("lobby/public/") for g in mine)
+    assert not any(set(g[1].split()) & {"zebracorn", "merger", "plan", "acquisition"} for g in mine)
+    assert r.goal_count(public) == len(mine) < r.goal_count()
+    # vault goals count only vault memories (20), lobby goals only lobby memories (40)
+    assert sum(g[2] for g in r.goals() if g[0].startswith("vault/")) == 20
+    assert sum(g[2] for g in mine) == 40
+
+
+def test_a_caller_cannot_reach_goals_of_partitions_it_cannot_read():
+    r, centres = _tenants(with_vault=True)
+    public = syn.admin(frozenset({"lobby"}), AccessLevel.PUBLIC)
+    probe = syn.embedding(syn.chunk(centres[2], {2: 1.0}))
+    q = Query(text="", embedding=probe, principal=public, top_k=10, target_goals=("zebracorn",), explain=True,
+              include_breakdown=True)
+    hits = _hits(r, q)
+    assert hits and all(h.memory.namespace == "lobby" for h in hits)
+    assert not any("zebracorn" in h.explanation or "merger" in h.explanation for h in hits)
+    # "zebracorn" names no goal it may see: the same as asking for no goal at all
+    q.target_goals = ()
+    assert [(h.memory.id, h.score, h.explanation) for h in _hits(r, q)] == [(h.memory.id, h.score, h.explanation) for h in hits]
+
+
+def test_another_tenants_memories_do_not_change_what_a_caller_sees():
+    public = syn.admin(frozenset({"lobby"}), AccessLevel.PUBLIC)
+    seen = []
+    for with_vault in (False, True):
+        r, centres = _tenants(with_vault)
+        probe = syn.embedding(syn.chunk(centres[0] + centres[2], {0: 1.0, 2: 1.0}))
+        q = Query(text="", embedding=probe, principal=public, top_k=15, explain=True, include_breakdown=True)
+        seen.append([(h.memory.id, round(h.score, 6), h.explanation, h.misaligned, h.johari,
+                      round(h.breakdown.purpose_alignment, 6), round(h.breakdown.goal_alignment, 6)) for h in _hits(r, q)])
+        seen.append(r.goals(public))
+    assert seen[0] == seen[2] and seen[1] == seen[3]
+
+
+def test_goal_alignment_across_two_readable_partitions():
+    r, centres = _tenants(with_vault=True)
+    boss = syn.admin(frozenset({"lobby", "vault"}), AccessLevel.RESTRICTED)
+    vault_goal = next(g[1] for g in r.goals(boss) if g[0].startswith("vault/"))
+    q = Query(text="", embedding=syn.embedding(syn.chunk(centres[0], {0: 1.0})), principal=boss, top_k=60,
+              target_goals=(vault_goal,), include_breakdown=True)
+    by_id = {h.memory.id: h.breakdown.goal_alignment for h in _hits(r, q)}
+    vault = [a for i, a in by_id.items() if i.startswith("vault")]
+    lobby = [a for i, a in by_id.items() if i.startswith("lobby")]
+    # lobby memories are scored against the vault goal from their own vectors, and score lower
+    assert vault and lobby and min(vault) > max(lobby) and max(lobby) < 0.5

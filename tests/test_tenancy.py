@@ -155,3 +155,42 @@ def test_a_write_only_token_never_learns_of_an_existing_memory(api_server, stub)
     batch = stub.StoreBatch(iter([pb.StoreBatchRequest(memory=pb.MemoryInput(content=text))] * 2), metadata=dropbox, timeout=30)
     ids = {first.id, single.id} | {i.id for i in batch.items}
     assert not single.duplicate and batch.duplicates == 0 and batch.stored == 2 and len(ids) == 4
+
+
+# -- goals come only from what the caller may read ----------------------------------------------
+
+ZEBRACORN = [
+    "The zebracorn merger plan needs board approval before the end of the quarter.",
+    "Zebracorn merger plan: the valuation model assumes twelve percent growth.",
+    "Legal flagged two risks in the zebracorn merger plan term sheet.",
+    "The zebracorn merger plan keeps both engineering teams intact.",
+    "Finance wants the zebracorn merger plan numbers by Thursday.",
+    "Due diligence for the zebracorn merger plan starts next Monday.",
+    "The zebracorn merger plan is code-named to keep it quiet.",
+    "Zebracorn merger plan communications go out only after signing.",
+    "A banker asked about the zebracorn merger plan timeline again.",
+    "The zebracorn merger plan moves headquarters to Lisbon.",
+    "Retention bonuses are part of the zebracorn merger plan.",
+    "The zebracorn merger plan was discussed at the offsite.",
+    "Antitrust counsel reviewed the zebracorn merger plan filing.",
+    "The zebracorn merger plan closing checklist has forty items.",
+]
+
+
+def test_goals_labels_and_counts_come_only_from_readable_memories(api_server, stub):
+    boss = _token(api_server, "ceo", ["boardroom"], ["boardroom"], AccessLevel.RESTRICTED, "boardroom")
+    public = _token(api_server, "visitor", ["foyer"], ["foyer"], AccessLevel.PUBLIC, "foyer")
+    stub.StoreBatch(iter(pb.StoreBatchRequest(memory=pb.MemoryInput(content=c, access_level=pb.ACCESS_LEVEL_RESTRICTED))
+                         for c in ZEBRACORN), metadata=boss, timeout=120)
+    stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="The foyer plants are watered on Mondays.", access_level=pb.ACCESS_LEVEL_PUBLIC)),
+               metadata=public, timeout=30)
+    # the owner sees a goal built from its memories
+    results, _ = _results(stub, boss, text="zebracorn", top_k=3, target_goals=["zebracorn"], explain=True)
+    assert any("zebracorn" in r.explanation for r in results)
+    assert stub.Stats(pb.StatsRequest(), metadata=boss, timeout=10).goals >= 2
+    # a PUBLIC caller elsewhere gets no trace of it: no label, no count
+    results, _ = _results(stub, public, text="zebracorn merger plan", top_k=5, target_goals=["zebracorn"],
+                          explain=True, include_breakdown=True)
+    assert results and all(r.memory.input.namespace == "foyer" for r in results)
+    assert not any("zebracorn" in r.explanation or "merger" in r.explanation for r in results)
+    assert stub.Stats(pb.StatsRequest(), metadata=public, timeout=10).goals == 0

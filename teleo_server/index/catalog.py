@@ -79,6 +79,7 @@ class Catalog:
         self._chunk_count = Column(np.int32)
         self._chunk_mem = Column(np.int32)
         self.dead = 0
+        self.version = 0  # changes whenever rows are added, removed or renumbered
 
     # ---- columns -------------------------------------------------------------------------------
     @property
@@ -148,6 +149,7 @@ class Catalog:
     def add(self, memory: Memory, n_chunks: int) -> tuple[int, np.ndarray]:
         """Append a memory; returns its memory row and its chunk rows (int64 (n_chunks,))."""
         row = self.n_rows
+        self.version += 1
         self.memories.append(memory)
         self.row_of[memory.id] = row
         self._alive.append(True)
@@ -174,6 +176,7 @@ class Catalog:
             return None
         memory = self.memories[row]
         assert memory is not None
+        self.version += 1
         for kv in memory.metadata.items():
             self._metadata.get(kv, set()).discard(row)
         self.memories[row] = None
@@ -192,6 +195,7 @@ class Catalog:
 
     def compact(self) -> tuple[np.ndarray, np.ndarray]:
         """Drop tombstoned rows; returns kept old memory rows and kept old chunk rows (int64)."""
+        self.version += 1
         keep = np.flatnonzero(self.alive)
         keep_chunks = np.flatnonzero(self.alive[self.chunk_mem])
         new_of_old = np.full(self.n_rows, -1, dtype=np.int64)

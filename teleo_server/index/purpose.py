@@ -1,11 +1,14 @@
 """Emergent goals and per-memory purpose vectors.
 
 Goals emerge from the stored memories themselves: spherical k-means over their sentence vectors
-(a seeded sample when the corpus is large), each cluster labelled with its most distinctive terms.
-A memory's purpose vector holds its clipped cosine to every goal centroid, float32 (G,); its
-purpose alignment is the largest entry (how well it serves some goal of the agent). Goals are
-re-derived lazily once the corpus has grown by ``refresh_growth``; each refresh matches new goals
-to old ones, keeps their ids, and reports drift (1 - cosine between old and new centroid).
+(a seeded sample when a partition is large), each cluster labelled with its most distinctive terms.
+Goals are kept per partition, one (namespace, access level): a tenant's goals, labels and counts
+come from its own memories only, and a caller is shown the goals of the partitions it may read.
+A memory's purpose vector holds its clipped cosine to every goal centroid of its partition,
+float32 (G,); its purpose alignment is the largest entry (how well it serves some goal of the
+agent). A partition's goals are re-derived lazily once it has grown by ``refresh_growth``; each
+refresh matches new goals to old ones, keeps their ids, and reports drift (1 - cosine between old
+and new centroid).
 """
 
 from __future__ import annotations
@@ -68,61 +71,25 @@ def spherical_kmeans(x: np.ndarray, k: int, iterations: int, rng: np.random.Gene
     return centroids, assign
 
 
-class PurposeIndex:
-    """Goals (centroids float32 (G, D)) and purpose vectors float32 (n_rows, G)."""
+class _Partition:
+    """The goals of one (namespace, access level): built only from that partition's memories."""
 
-    def __init__(self, settings: GoalSettings) -> None:
-        self.settings = settings
+    __slots__ = ("prefix", "goals", "centroids", "n_at_refresh", "next_id", "last_drift")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
         self.goals: list[Goal] = []
         self.centroids = np.zeros((0, 0), dtype=np.float32)
-        self.purpose = np.zeros((0, 0), dtype=np.float32)
-        # row-wise max of ``purpose``, kept beside it: a row max over a 10K-row gather cost ~1 ms a query
-        self.best = np.zeros(0, dtype=np.float32)
-        self._n_at_refresh = 0
-        self._next_id = 0
+        self.n_at_refresh = 0
+        self.next_id = 0
         self.last_drift: list[tuple[str, float]] = []
 
-    @property
-    def n_goals(self) -> int:
-        return len(self.goals)
-
-    def stale(self, n_live: int) -> bool:
-        s = self.settings
+    def stale(self, n_live: int, s: GoalSettings) -> bool:
         if n_live < s.min_memories:
-            return False
-        return not self.goals or n_live >= (1.0 + s.refresh_growth) * self._n_at_refresh
+            return bool(self.goals)  # shrank below the minimum: its goals go
+        return not self.goals or n_live >= (1.0 + s.refresh_growth) * self.n_at_refresh
 
-    def refresh(self, live_rows: np.ndarray, vectors: Callable[[np.ndarray], np.ndarray],
-                labeler: Callable[[np.ndarray, int], list[list[str]]], n_rows: int) -> None:
-        """Re-cluster live memories into goals and recompute every purpose vector.
-
-        vectors(rows) -> float32 (C, D) unit memory vectors; labeler(group_of_row int64 (n_rows,), G)
-        -> top terms per goal.
-        """
-        s = self.settings
-        rng = np.random.default_rng(s.seed)
-        sample = live_rows if live_rows.size <= s.sample_size else np.sort(rng.choice(live_rows, s.sample_size, replace=False))
-        x = vectors(sample)
-        keep = np.linalg.norm(x, axis=1) > 0
-        sample, x = sample[keep], x[keep]
-        k = int(np.clip(sample.size // s.memories_per_goal, 2, s.max_goals))
-        if sample.size < max(2 * k, s.min_memories):
-            return
-        centroids, assign = spherical_kmeans(x, k, s.iterations, rng)
-        groups = np.full(n_rows, -1, dtype=np.int64)
-        groups[sample] = assign
-        labels = labeler(groups, k)
-        sizes = np.bincount(assign, minlength=k)
-        self._match_previous(centroids, labels, sizes)
-        self.centroids = centroids
-        self.purpose = np.zeros((0, k), dtype=np.float32)
-        self.best = np.zeros(0, dtype=np.float32)
-        self._n_at_refresh = int(live_rows.size)
-        self.sync(n_rows, vectors)
-        log.info("goals_refreshed", goals=k, memories=int(live_rows.size),
-                 drifted=[g for g, d in self.last_drift if d > s.drift_threshold])
-
-    def _match_previous(self, centroids: np.ndarray, labels: list[list[str]], sizes: np.ndarray) -> None:
+    def match_previous(self, centroids: np.ndarray, labels: list[list[str]], sizes: np.ndarray) -> None:
         old, old_c = self.goals, self.centroids
         sims = centroids @ old_c.T if old else np.zeros((centroids.shape[0], 0))
         taken: set[int] = set()
@@ -136,38 +103,153 @@ class PurposeIndex:
                         gid, d = old[int(o)].id, float(1.0 - sims[j, o])
                         break
             if gid is None:
-                gid = f"g{self._next_id}"
-                self._next_id += 1
+                gid = f"{self.prefix}/g{self.next_id}"
+                self.next_id += 1
             goals.append((int(j), Goal(gid, " ".join(labels[j]) or gid, int(sizes[j]), d)))
             drift.append((gid, d))
         goals.sort(key=lambda t: t[0])
         self.goals = [g for _, g in goals]
         self.last_drift = drift
 
-    def sync(self, n_rows: int, vectors: Callable[[np.ndarray], np.ndarray]) -> None:
-        """Compute purpose vectors of rows added since the last call."""
-        if not self.goals:
+
+def partition_keys(ns: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """int64 partition key of each row: namespace code and access level (levels are 1..4)."""
+    return ns.astype(np.int64) * 8 + level.astype(np.int64)
+
+
+class PurposeIndex:
+    """Goals per partition (namespace, access level) and each memory's purpose vector.
+
+    Goals, their labels, sizes and drift are computed from one partition's memories only, and a
+    caller sees the goals of the partitions it may read (``view``): nothing a caller may not read
+    shapes a goal it is shown. A memory's purpose vector holds its alignment to the goals of its
+    own partition, float32 (n_rows, max_goals) (zeros past that partition's goal count); its purpose
+    alignment ``best`` is the largest (1.0 while its partition has no goals yet).
+    """
+
+    def __init__(self, settings: GoalSettings) -> None:
+        self.settings = settings
+        self.partitions: dict[int, _Partition] = {}
+        self.purpose = np.zeros((0, settings.max_goals), dtype=np.float32)
+        # row-wise max of ``purpose``, kept beside it: a row max over a 10K-row gather cost ~1 ms a query
+        self.best = np.zeros(0, dtype=np.float32)
+        self._seen_version = -1
+
+    @property
+    def n_goals(self) -> int:
+        return sum(len(p.goals) for p in self.partitions.values())
+
+    @property
+    def goals(self) -> list[Goal]:
+        return [g for _, p in sorted(self.partitions.items()) for g in p.goals]
+
+    def maintain(self, version: int, keys: np.ndarray, alive: np.ndarray, prefix_of: Callable[[int], str],
+                 vectors: Callable[[np.ndarray], np.ndarray],
+                 labeler: Callable[[np.ndarray, int], list[list[str]]]) -> None:
+        """Refresh the partitions that have grown (or shrunk) enough, then compute new rows' vectors.
+
+        version: changes whenever rows are added, removed or renumbered (nothing to do otherwise);
+        keys: partition_keys of every row; prefix_of(key) names a partition in goal ids.
+        """
+        if version == self._seen_version:
             return
-        have = self.purpose.shape[0]
-        if have < n_rows:
-            rows = np.arange(have, n_rows)
-            p = np.clip(vectors(rows) @ self.centroids.T, 0.0, 1.0).astype(np.float32)
-            self.purpose = np.concatenate([self.purpose, p]) if have else p
-            self.best = np.concatenate([self.best, p.max(axis=1)]) if have else p.max(axis=1)
+        counts = np.bincount(keys[alive], minlength=1) if keys.size else np.zeros(1, dtype=np.int64)
+        for key in set(np.flatnonzero(counts).tolist()) | set(self.partitions):
+            n = int(counts[key]) if key < counts.size else 0
+            part = self.partitions.get(key)
+            if part is None:
+                part = self.partitions[key] = _Partition(prefix_of(key))
+            if part.stale(n, self.settings):
+                self._refresh(part, np.flatnonzero(alive & (keys == key)), keys, vectors, labeler)
+        self.sync(keys, vectors)
+        self._seen_version = version
+
+    def _refresh(self, part: _Partition, live_rows: np.ndarray, keys: np.ndarray,
+                 vectors: Callable[[np.ndarray], np.ndarray],
+                 labeler: Callable[[np.ndarray, int], list[list[str]]]) -> None:
+        """Re-cluster one partition's live memories into goals and recompute their purpose vectors."""
+        s = self.settings
+        rng = np.random.default_rng(s.seed)
+        sample = live_rows if live_rows.size <= s.sample_size else np.sort(rng.choice(live_rows, s.sample_size, replace=False))
+        x = vectors(sample) if sample.size else np.zeros((0, 1), dtype=np.float32)
+        keep = np.linalg.norm(x, axis=1) > 0
+        sample, x = sample[keep], x[keep]
+        k = int(np.clip(sample.size // s.memories_per_goal, 2, s.max_goals))
+        if sample.size < max(2 * k, s.min_memories):
+            part.goals, part.centroids, part.n_at_refresh = [], np.zeros((0, 0), dtype=np.float32), int(live_rows.size)
+        else:
+            centroids, assign = spherical_kmeans(x, k, s.iterations, rng)
+            groups = np.full(keys.size, -1, dtype=np.int64)
+            groups[sample] = assign
+            labels = labeler(groups, k)
+            part.match_previous(centroids, labels, np.bincount(assign, minlength=k))
+            part.centroids, part.n_at_refresh = centroids, int(live_rows.size)
+            log.info("goals_refreshed", goals=k, memories=int(live_rows.size),
+                     drifted=sum(1 for _, d in part.last_drift if d > s.drift_threshold))
+        rows = live_rows[live_rows < self.best.size]
+        self._score(rows, part, vectors)
+
+    def _score(self, rows: np.ndarray, part: _Partition, vectors: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.purpose[rows] = 0.0
+        if not part.goals or not rows.size:
+            self.best[rows] = 1.0
+            return
+        p = np.clip(vectors(rows) @ part.centroids.T, 0.0, 1.0).astype(np.float32)
+        self.purpose[rows, : p.shape[1]] = p
+        self.best[rows] = p.max(axis=1)
+
+    def sync(self, keys: np.ndarray, vectors: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Compute purpose vectors of rows added since the last call."""
+        have, n_rows = self.best.size, keys.size
+        if have >= n_rows:
+            return
+        self.purpose = np.concatenate([self.purpose, np.zeros((n_rows - have, self.settings.max_goals), dtype=np.float32)])
+        self.best = np.concatenate([self.best, np.ones(n_rows - have, dtype=np.float32)])
+        new = np.arange(have, n_rows)
+        for key in np.unique(keys[new]).tolist():
+            part = self.partitions.get(key)
+            if part is not None and part.goals:
+                self._score(new[keys[new] == key], part, vectors)
 
     def compact(self, keep_rows: np.ndarray) -> None:
-        if self.goals and self.purpose.shape[0]:
-            kept = keep_rows[keep_rows < self.purpose.shape[0]]
-            self.purpose, self.best = self.purpose[kept], self.best[kept]
+        kept = keep_rows[keep_rows < self.best.size]
+        self.purpose, self.best = self.purpose[kept], self.best[kept]
+        self._seen_version = -1
+
+    def view(self, readable: Callable[[int], bool], keys: np.ndarray,
+             vectors: Callable[[np.ndarray], np.ndarray]) -> "GoalView":
+        """The goals of the partitions ``readable(key)`` admits, for one caller."""
+        parts = [(k, p) for k, p in sorted(self.partitions.items()) if p.goals and readable(k)]
+        return GoalView(self, parts, keys, vectors)
+
+
+class GoalView:
+    """What one caller may see of the goals: those of the partitions it may read.
+
+    Goal indices below index ``goals`` of this view.
+    """
+
+    def __init__(self, index: PurposeIndex, parts: list[tuple[int, _Partition]], keys: np.ndarray,
+                 vectors: Callable[[np.ndarray], np.ndarray]) -> None:
+        self._index, self._keys, self._vectors = index, keys, vectors
+        self.goals: list[Goal] = [g for _, p in parts for g in p.goals]
+        self.owner = np.array([k for k, p in parts for _ in p.goals], dtype=np.int64)
+        self.local = np.array([j for _, p in parts for j in range(len(p.goals))], dtype=np.int64)
+        self.centroids = np.concatenate([p.centroids for _, p in parts]) if parts else np.zeros((0, 0), dtype=np.float32)
+
+    @property
+    def n_goals(self) -> int:
+        return len(self.goals)
 
     def purpose_alignment(self, rows: np.ndarray) -> np.ndarray:
-        """float32 (C,): cosine to the nearest goal (clipped to [0, 1]); 1 when no goals exist yet."""
+        """float32 (C,): cosine to the nearest goal of the row's own partition (clipped to [0, 1]);
+        1 while that partition has no goals yet."""
         if not self.goals:
             return np.ones(rows.size, dtype=np.float32)
-        return self.best[rows]
+        return self._index.best[rows]
 
     def goal_for_query(self, q: np.ndarray | None) -> int | None:
-        if not self.goals or q is None:
+        if not self.goals or q is None or q.shape[0] != self.centroids.shape[1]:
             return None
         return int(np.argmax(self.centroids @ q))
 
@@ -182,14 +264,22 @@ class PurposeIndex:
         return sorted(set(out))
 
     def goal_alignment(self, rows: np.ndarray, goals: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Best alignment float32 (C,) over ``goals`` and which goal (index into self.goals)."""
+        """Best alignment float32 (C,) over ``goals`` and which goal (index into self.goals).
+
+        A row's alignment to a goal of its own partition is read from its purpose vector; to a goal
+        of another partition the caller may read, it is computed from the memory's vector.
+        """
         if not self.goals or not goals:
             return np.zeros(rows.size, dtype=np.float32), np.full(rows.size, -1, dtype=np.int64)
-        if len(goals) == 1:
-            return self.purpose[rows, goals[0]], np.full(rows.size, goals[0], dtype=np.int64)
-        sub = self.purpose[rows][:, goals]
+        g = np.asarray(goals, dtype=np.int64)
+        same = self._keys[rows][:, None] == self.owner[g][None, :]
+        sub = np.where(same, self._index.purpose[rows[:, None], self.local[g][None, :]], 0.0).astype(np.float32)
+        cross = np.flatnonzero(~same.all(axis=1))
+        if cross.size:
+            other = np.clip(self._vectors(rows[cross]) @ self.centroids[g].T, 0.0, 1.0)
+            sub[cross] = np.where(same[cross], sub[cross], other)
         arg = sub.argmax(axis=1)
-        return sub[np.arange(rows.size), arg].astype(np.float32), np.asarray(goals)[arg]
+        return sub[np.arange(rows.size), arg].astype(np.float32), g[arg]
 
 
 def johari(aligned: np.ndarray, surfaced: np.ndarray) -> np.ndarray:
@@ -201,4 +291,4 @@ def johari(aligned: np.ndarray, surfaced: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["Goal", "PurposeIndex", "johari", "spherical_kmeans"]
+__all__ = ["Goal", "GoalView", "PurposeIndex", "johari", "partition_keys", "spherical_kmeans"]

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import numpy as np
 import structlog
 
-from teleo_server.domain import EmbeddingSet, Johari, Memory
+from teleo_server.domain import AccessLevel, EmbeddingSet, Johari, Memory, Principal
 from teleo_server.errors import InvalidArgument, NotFound
 from teleo_server.index.catalog import Catalog
-from teleo_server.index.purpose import PurposeIndex
+from teleo_server.index.purpose import GoalView, PurposeIndex, partition_keys
 from teleo_server.pipeline import alignment as alignment_stage
 from teleo_server.pipeline.compare import compare_rows
 from teleo_server.pipeline.explain import explanation
@@ -41,6 +41,7 @@ class TeleologicalRetriever:
         self.catalog = Catalog()
         self.spaces = build_spaces(settings, self.catalog)
         self.purpose = PurposeIndex(settings.goals)
+        self._keys: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))  # (catalog version, partition keys)
 
     @property
     def backend(self) -> str:
@@ -99,22 +100,38 @@ class TeleologicalRetriever:
             return
         if self.settings.dense_dimension == 0 and index.needs_calibration():
             index.calibrate(self.ops, self.settings.min_recall_threshold)
-        live = np.flatnonzero(self.catalog.alive)
-        if self.purpose.stale(live.size):
-            lexical = self.spaces["E6_lexical"]
-            self.purpose.refresh(live, semantic.memory_vectors,
-                                 lambda groups, k: lexical.top_terms(groups, k, self.settings.goals.label_terms),
-                                 self.catalog.n_rows)
-        self.purpose.sync(self.catalog.n_rows, semantic.memory_vectors)
+        cat, lexical = self.catalog, self.spaces["E6_lexical"]
+        self.purpose.maintain(cat.version, self._partition_keys(), cat.alive, self._partition_name,
+                              semantic.memory_vectors,
+                              lambda groups, k: lexical.top_terms(groups, k, self.settings.goals.label_terms))
 
-    def goal_count(self) -> int:
-        self._maintain()
-        return self.purpose.n_goals
+    def _partition_keys(self) -> np.ndarray:
+        version = self.catalog.version
+        if self._keys[0] != version:
+            self._keys = (version, partition_keys(self.catalog.ns, self.catalog.level))
+        return self._keys[1]
 
-    def goals(self) -> list[tuple[str, str, int, float]]:
-        """(id, label, size, drift) of every emergent goal."""
+    def _partition_name(self, key: int) -> str:
+        return f"{self.catalog.ns_names[key // 8]}/{AccessLevel(key % 8).name.lower()}"
+
+    def _goal_view(self, principal: Principal | None) -> GoalView:
+        semantic = self.spaces["E1_semantic"]
+        vectors = semantic.memory_vectors if semantic.index is not None else None
+
+        def readable(key: int) -> bool:
+            return principal is None or principal.can_read(self.catalog.ns_names[key // 8], AccessLevel(key % 8))
+
+        return self.purpose.view(readable, self._partition_keys(), vectors)  # type: ignore[arg-type]
+
+    def goal_count(self, principal: Principal | None = None) -> int:
+        """Goals of the partitions ``principal`` may read (every goal when None)."""
         self._maintain()
-        return [(g.id, g.label, g.size, g.drift) for g in self.purpose.goals]
+        return self._goal_view(principal).n_goals
+
+    def goals(self, principal: Principal | None = None) -> list[tuple[str, str, int, float]]:
+        """(id, label, size, drift) of the emergent goals ``principal`` may see (all when None)."""
+        self._maintain()
+        return [(g.id, g.label, g.size, g.drift) for g in self._goal_view(principal).goals]
 
     # ---- reads ---------------------------------------------------------------------------------
     def retrieve(self, query: Query) -> Iterator[StageReport | Hit | Outcome]:
@@ -129,7 +146,7 @@ class TeleologicalRetriever:
         ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask,
                            chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
                            now=query.now or time.time())
-        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=self.purpose, top_k=query.top_k)
+        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=self._goal_view(query.principal), top_k=query.top_k)
         if query.embedding is None:
             state.degraded = "embedding unavailable: lexical only"
         disabled = set(query.overrides.disable_stages)
@@ -204,7 +221,7 @@ class TeleologicalRetriever:
             breakdown = Breakdown(content=content[i], purpose_alignment=purpose[i], goal_alignment=goal_score[i],
                                   late_interaction=late or 0.0, temporal=temporal, spaces=spaces, space_ranks=space_ranks)
             gi = goal_index[i]
-            goal = self.purpose.goals[gi] if gi >= 0 else None
+            goal = state.purpose.goals[gi] if gi >= 0 else None
             text = explanation(found, goal, goal_score[i], late, misaligned[i], temporal) if query.explain else ""
             yield Hit(memory=self.catalog.memory(rows[i]), score=scores[i], breakdown=breakdown, found_by=found,
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text,

@@ -14,7 +14,7 @@ from teleo_server.spaces.base import QueryContext, Space
 from teleo_server.spaces.registry import resolve_name
 
 if TYPE_CHECKING:
-    from teleo_server.index.purpose import PurposeIndex
+    from teleo_server.index.purpose import GoalView
 
 _OVERRIDABLE = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k",
                 "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score",
@@ -126,7 +126,7 @@ class State:
     ctx: QueryContext
     cfg: PipelineSettings
     spaces: dict[str, Space]
-    purpose: "PurposeIndex"
+    purpose: "GoalView"
     top_k: int
     cands: Candidates = field(default_factory=Candidates.empty)
     feats: dict[str, Any] = field(default_factory=dict)
