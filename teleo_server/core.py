@@ -79,6 +79,11 @@ class MemoryCore:
         self._in_flight = 0
         self.embedder_ready = False
 
+    @property
+    def in_flight(self) -> int:
+        """Retrieve streams being served now."""
+        return self._in_flight
+
     # -- plumbing ---------------------------------------------------------------------------
 
     async def _on_store(self, fn: Callable[..., T], *args: Any) -> T:

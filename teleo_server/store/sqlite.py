@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +43,8 @@ class SQLiteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write_lock = threading.Lock()
         self._local = threading.local()
+        # called with the seconds each committed write transaction took (metrics); None = nobody
+        self.write_observer: Callable[[float], None] | None = None
         self._writer = self._connect()
         before = migrate(self._writer)
         log.info("store.opened", path=str(self.path), schema_from=before)
@@ -63,6 +66,7 @@ class SQLiteStore:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._write_lock:
+            t0 = time.perf_counter()
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -71,6 +75,8 @@ class SQLiteStore:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            if self.write_observer is not None:
+                self.write_observer(time.perf_counter() - t0)
 
     # -- memories ---------------------------------------------------------------------------
 
