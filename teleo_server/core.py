@@ -21,6 +21,7 @@ import structlog
 
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Memory, Principal, unreadable_reason
 from teleo_server.embedding.base import Embedder, TextRole
+from teleo_server.embedding.models import DENSE_DIM
 from teleo_server.errors import (
     InvalidArgument,
     NotFound,
@@ -214,6 +215,12 @@ class MemoryCore:
 
     async def feedback(self, principal: Principal, memory_id: str, used: bool, helpful: bool | None) -> Memory:
         (memory,) = await self.get(principal, [memory_id])
+        # the counters shape every reader's Johari quadrants: changing them is a write
+        if not principal.can_write(memory.namespace, memory.access_level):
+            raise PermissionDenied(
+                f"agent {principal.agent_id!r} may not write namespace {memory.namespace!r}; feedback needs write access",
+                field="id",
+            )
         updated = await self._on_store(self.store.record_feedback, memory.id, used, helpful)
         if updated is None:
             raise NotFound(f"no memory with id {memory_id}", field="id")
@@ -240,6 +247,8 @@ class MemoryCore:
                 field="vectors.model_version",
             )
         dim = v.dense.shape[0]
+        if dim != DENSE_DIM:
+            raise InvalidArgument(f"has {dim} values; model {v.model_version!r} makes {DENSE_DIM}", field="vectors.dense")
         return EmbeddingSet(
             model_version=v.model_version,
             chunks=[

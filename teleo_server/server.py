@@ -15,9 +15,9 @@ import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from teleo.v1 import memory_pb2, memory_pb2_grpc
+from teleo.v1 import memory_pb2
 
-from teleo_server.api.servicer import MemoryServicer
+from teleo_server.api.servicer import MemoryServicer, add_to_server
 from teleo_server.auth import Authenticator, ensure_dev_token
 from teleo_server.config import Settings
 from teleo_server.core import MemoryCore
@@ -164,9 +164,7 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
             ("grpc.keepalive_timeout_ms", 20_000),
         ]
     )
-    memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-        MemoryServicer(core, Authenticator(store, settings.auth), settings.limits, backend, settings.debug), server
-    )
+    add_to_server(MemoryServicer(core, Authenticator(store, settings.auth), settings.limits, backend, settings.debug), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(

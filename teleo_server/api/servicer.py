@@ -83,12 +83,63 @@ class _Call:
         return False
 
 
+class Malformed:
+    """A request body (or stream item) that does not parse as its message.
+
+    The deserializers installed by ``add_to_server`` return one instead of raising, so a bad body
+    is answered with INVALID_ARGUMENT by the handler rather than with gRPC's generic error.
+    """
+
+    __slots__ = ("message", "reason")
+
+    def __init__(self, message: str, reason: str) -> None:
+        self.message, self.reason = message, reason
+
+    def error(self, field: str = "request") -> InvalidArgument:
+        return InvalidArgument(f"is not a valid {self.message} message ({self.reason})", field=field)
+
+
+def _parse(cls: Any) -> Callable[[bytes], Any]:
+    name = cls.DESCRIPTOR.full_name
+
+    def parse(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except Exception as exc:  # DecodeError, and whatever else a hostile body provokes
+            return Malformed(name, type(exc).__name__ if not str(exc) else str(exc)[:120])
+
+    return parse
+
+
+def add_to_server(servicer: "MemoryServicer", server: grpc.aio.Server) -> None:
+    """Register MemoryService with deserializers that never raise (see ``Malformed``)."""
+    service = pb.DESCRIPTOR.services_by_name["MemoryService"]
+    factories = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }
+    handlers = {
+        m.name: factories[(m.client_streaming, m.server_streaming)](
+            getattr(servicer, m.name),
+            request_deserializer=_parse(getattr(pb, m.input_type.name)),
+            response_serializer=getattr(pb, m.output_type.name).SerializeToString,
+        )
+        for m in service.methods
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
 def rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Unary and client-streaming handlers."""
 
     @functools.wraps(fn)
     async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
         async with _Call(self, context, fn.__name__) as call:
+            if isinstance(request, Malformed):
+                raise request.error()
             return await fn(self, request, context, call.principal)
 
     return handler
@@ -100,6 +151,8 @@ def streaming_rpc(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncI
     @functools.wraps(fn)
     async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         async with _Call(self, context, fn.__name__) as call:
+            if isinstance(request, Malformed):
+                raise request.error()
             async for item in fn(self, request, context, call.principal, call.rid):
                 yield item
 
@@ -133,6 +186,11 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 raise ResourceExhausted(
                     f"a batch holds at most {self.limits.max_batch_items} items; split it", field="StoreBatch"
                 )
+            if isinstance(req, Malformed):
+                item = pb.StoreBatchItem(index=index)
+                items.append(item)
+                item.error, item.error_code = str(req.error("item")), "INVALID_ARGUMENT"
+                continue
             item = pb.StoreBatchItem(index=index, client_ref=req.client_ref[:256])
             items.append(item)
             try:
