@@ -113,6 +113,34 @@ def cmd_token(args: argparse.Namespace) -> int:
         store.close()
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    from teleo_server.errors import TeleoError
+    from teleo_server.store.backup import backup
+
+    try:
+        settings = _settings(args)
+        info = backup(settings.db_path, Path(args.path), force=args.force)
+    except TeleoError as exc:
+        print(f"teleo: {exc}", file=sys.stderr)
+        return 1
+    print(f"backed up {info.memories} memories ({info.bytes} bytes) to {info.path}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from teleo_server.errors import TeleoError
+    from teleo_server.store.backup import restore
+
+    try:
+        settings = _settings(args)
+        info = restore(Path(args.backup), settings.db_path, force=args.force)
+    except TeleoError as exc:
+        print(f"teleo: {exc}", file=sys.stderr)
+        return 1
+    print(f"restored {info.memories} memories ({info.bytes} bytes) from {args.backup} to {info.path}")
+    return 0
+
+
 # -- client commands ---------------------------------------------------------------------------
 
 
@@ -345,6 +373,32 @@ def parser() -> argparse.ArgumentParser:
     tr = tsub.add_parser("revoke", help="revoke a token by id")
     tr.add_argument("token_id")
     t.set_defaults(fn=cmd_token)
+
+    b = sub.add_parser(
+        "backup",
+        help="online backup of the database (the server may keep running)",
+        description="Write a consistent copy of the database in data_dir to PATH while the server keeps "
+        "serving. The file has mode 0600 because it holds token hashes. The embedding cache "
+        "(data_dir/embed-cache) is derived data and is not included.",
+    )
+    b.add_argument("path", metavar="PATH", help="backup file to write")
+    b.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+    b.add_argument("--config")
+    b.add_argument("--data-dir")
+    b.set_defaults(fn=cmd_backup)
+
+    r = sub.add_parser(
+        "restore",
+        help="make a backup the database of data_dir (server stopped)",
+        description="Verify BACKUP and place a copy of it as the database in data_dir; `teleo serve` then "
+        "starts from it and migrates its schema if needed. Stop the server first. The embedding "
+        "cache is derived data: it is not in the backup and refills as texts are embedded.",
+    )
+    r.add_argument("backup", metavar="BACKUP", help="backup file written by `teleo backup`")
+    r.add_argument("--force", action="store_true", help="replace an existing database in data_dir")
+    r.add_argument("--config")
+    r.add_argument("--data-dir")
+    r.set_defaults(fn=cmd_restore)
 
     def client(name: str, help: str, fn) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help)

@@ -45,7 +45,15 @@ class Limits(BaseModel):
     max_metadata_value_bytes: int = Field(4096, ge=1)
     max_links: int = Field(64, ge=0)
     max_string_chars: int = Field(512, ge=1)
+    # Retrievals being computed (embedding and pipeline) at once; more are refused at once, before
+    # any work is spent on them.
     max_concurrent_retrieves: int = Field(64, ge=1)
+    # Retrieve streams open at once, also those whose results are computed and only wait for the
+    # client to read them; in all, and per token.
+    max_open_streams: int = Field(1024, ge=1)
+    max_streams_per_token: int = Field(32, ge=1)
+    # A stream whose client reads nothing for this long is cancelled.
+    write_stall_seconds: float = Field(10.0, gt=0)
 
 
 class TLSSettings(BaseModel):
@@ -66,6 +74,17 @@ class TLSSettings(BaseModel):
         return self.cert_file is not None
 
 
+class MetricsSettings(BaseModel):
+    """Prometheus ``/metrics`` over HTTP on a port of its own; off while ``port`` is unset."""
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=0, le=65535)  # 0 = any free port (tests)
+
+    @property
+    def enabled(self) -> bool:
+        return self.port is not None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TELEO_", env_nested_delimiter="__", extra="forbid")
 
@@ -83,6 +102,7 @@ class Settings(BaseSettings):
     max_workers: int = Field(4, ge=1)
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     embedding: dict[str, Any] = Field(default_factory=dict)  # validated by embedding.settings
     pipeline: dict[str, Any] = Field(default_factory=dict)  # validated by pipeline.settings
 

@@ -63,27 +63,98 @@ class RetrieveDone:
     returned: int
 
 
+class Ticket:
+    """One admitted retrieval: a compute slot until its results are computed, and a stream slot
+    until the stream ends. Both releases are idempotent."""
+
+    __slots__ = ("_admission", "token_id", "_computing", "_open")
+
+    def __init__(self, admission: "Admission", token_id: str) -> None:
+        self._admission, self.token_id = admission, token_id
+        self._computing = self._open = True
+
+    def computed(self) -> None:
+        if self._computing:
+            self._computing = False
+            self._admission.computing -= 1
+
+    def close(self) -> None:
+        self.computed()
+        if self._open:
+            self._open = False
+            a = self._admission
+            a.open -= 1
+            left = a.per_token[self.token_id] - 1
+            if left:
+                a.per_token[self.token_id] = left
+            else:
+                del a.per_token[self.token_id]
+
+
+class Admission:
+    """Decides, before any work is spent (embedding included), whether a retrieval may start.
+
+    Three bounds: retrievals being computed (the pipeline's queue), streams open in all, and streams
+    open per token. A stream whose results are computed and that only waits for its client to read
+    holds no compute slot, so clients that stop reading cannot starve everyone else; the write-stall
+    timeout then ends their streams. Used on the event loop only, so it needs no lock.
+    """
+
+    def __init__(self, max_computing: int = 64, max_open: int = 1024, max_per_token: int = 32) -> None:
+        self.max_computing, self.max_open, self.max_per_token = max_computing, max_open, max_per_token
+        self.computing = 0
+        self.open = 0
+        self.per_token: dict[str, int] = {}
+
+    def admit(self, principal: Principal) -> Ticket:
+        if self.computing >= self.max_computing:
+            raise ResourceExhausted(f"{self.computing} retrievals are being computed, the most this server runs at once; retry shortly")
+        if self.open >= self.max_open:
+            raise ResourceExhausted(f"{self.open} retrieve streams are open, the most this server holds; retry shortly")
+        mine = self.per_token.get(principal.token_id, 0)
+        if mine >= self.max_per_token:
+            raise ResourceExhausted(
+                f"this token has {mine} retrieve streams open, its limit; read or cancel them before opening more"
+            )
+        self.computing += 1
+        self.open += 1
+        self.per_token[principal.token_id] = mine + 1
+        return Ticket(self, principal.token_id)
+
+
 class MemoryCore:
     def __init__(
         self,
         store: MemoryStore,
         embedder: Embedder,
         retriever: Retriever,
-        max_concurrent_retrieves: int = 64,
+        admission: Admission | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.retriever = retriever
         self._store_ex = ThreadPoolExecutor(1, thread_name_prefix="teleo-store")
         self._index_ex = ThreadPoolExecutor(1, thread_name_prefix="teleo-index")
-        self._max_retrieves = max_concurrent_retrieves
-        self._in_flight = 0
+        self.admission = admission or Admission()
         self.embedder_ready = False
+        self._background: set[asyncio.Task] = set()
 
     @property
     def in_flight(self) -> int:
-        """Retrieve streams being served now."""
-        return self._in_flight
+        """Retrieve streams open now."""
+        return self.admission.open
+
+    def admit(self, principal: Principal) -> Ticket:
+        """Reserve a retrieval's slots, or raise ResourceExhausted at once."""
+        return self.admission.admit(principal)
+
+    def _finish(self, coro: Any) -> asyncio.Future:
+        """Run ``coro`` to completion even if the awaiting call is cancelled (deadline, disconnect):
+        once a commit may have happened, its index update must follow."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return asyncio.shield(task)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -130,13 +201,17 @@ class MemoryCore:
             memories = list(batch.values())
             sets = await self.embedder.embed([m.content for m in memories], TextRole.DOCUMENT)
             for memory, emb in zip(memories, sets, strict=True):
-                updated = await self._on_store(self.store.replace_embeddings, memory.id, emb)
-                if updated is not None:
-                    await self._on_index(self._reindex, updated, emb)
+                if await self._finish(self._replace(memory.id, emb)):
                     done += 1
         if ids:
             log.info("index.reembedded", memories=done, model_version=version)
         return done
+
+    async def _replace(self, memory_id: str, emb: EmbeddingSet) -> bool:
+        updated = await self._on_store(self.store.replace_embeddings, memory_id, emb)
+        if updated is not None:
+            await self._on_index(self._reindex, updated, emb)
+        return updated is not None
 
     def _reindex(self, memory: Memory, emb: EmbeddingSet) -> None:
         self.retriever.remove([memory.id])
@@ -169,8 +244,7 @@ class MemoryCore:
         sets = await self.embedder.embed([m.content for m in to_embed], TextRole.DOCUMENT) if to_embed else []
         if len(sets) != len(to_embed):
             raise Unavailable("embedder returned a partial result; nothing was stored")
-        stored = await self._on_store(self.store.put_many, list(zip(to_embed, sets, strict=True)), dedup)
-        await self._on_index(self._index_new, stored, sets)
+        stored = await self._finish(self._commit(list(zip(to_embed, sets, strict=True)), dedup))
         by_key = {(_dedup_key(m) if dedup(m) else m.id): (s, dup) for m, (s, dup) in zip(to_embed, stored, strict=True)}
         out = []
         for m in memories:
@@ -180,6 +254,11 @@ class MemoryCore:
             winner, dup = by_key[_dedup_key(m) if dedup(m) else m.id]
             out.append(StoreOutcome(winner, dup or winner.id != m.id))
         return out
+
+    async def _commit(self, items: list[tuple[Memory, EmbeddingSet]], dedup: Callable[[Memory], bool]) -> list[tuple[Memory, bool]]:
+        stored = await self._on_store(self.store.put_many, items, dedup)
+        await self._on_index(self._index_new, stored, [e for _, e in items])
+        return stored
 
     def _find_duplicates(self, memories: list[Memory]) -> dict[str, Memory]:
         """new memory id -> the stored memory with the same content, namespace and access level."""
@@ -209,6 +288,9 @@ class MemoryCore:
         for ns, level in access.values():
             if not principal.can_write(ns, level):
                 raise PermissionDenied(f"token may not write namespace {ns!r}", field="ids")
+        return await self._finish(self._delete(ids))
+
+    async def _delete(self, ids: list[str]) -> int:
         deleted = await self._on_store(self.store.delete, ids)
         await self._on_index(self.retriever.remove, ids)
         return deleted
@@ -221,10 +303,15 @@ class MemoryCore:
                 f"agent {principal.agent_id!r} may not write namespace {memory.namespace!r}; feedback needs write access",
                 field="id",
             )
-        updated = await self._on_store(self.store.record_feedback, memory.id, used, helpful)
+        updated = await self._finish(self._feedback(memory.id, used, helpful))
         if updated is None:
             raise NotFound(f"no memory with id {memory_id}", field="id")
-        await self._on_index(self.retriever.update, updated)
+        return updated
+
+    async def _feedback(self, memory_id: str, used: bool, helpful: bool | None) -> Memory | None:
+        updated = await self._on_store(self.store.record_feedback, memory_id, used, helpful)
+        if updated is not None:
+            await self._on_index(self.retriever.update, updated)
         return updated
 
     # -- reads ------------------------------------------------------------------------------
@@ -261,11 +348,16 @@ class MemoryCore:
             ],
         )
 
-    async def retrieve(self, query: Query, embed_ms: float, degraded_reason: str) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
-        """Stream the pipeline's events; the ACL is checked again on every hit before it leaves."""
-        if self._in_flight >= self._max_retrieves:
-            raise ResourceExhausted(f"{self._in_flight} retrievals in flight; retry shortly")
-        self._in_flight += 1
+    async def retrieve(self, query: Query, embed_ms: float, degraded_reason: str,
+                       ticket: Ticket | None = None) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
+        """Stream the pipeline's events; the ACL is checked again on every hit before it leaves.
+
+        ``ticket``: the admission of this retrieval (taken here when None); its compute slot is
+        given back as soon as the pipeline has finished, whether or not the client reads on.
+        """
+        own = ticket is None
+        if ticket is None:
+            ticket = self.admit(query.principal)
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -280,6 +372,7 @@ class MemoryCore:
             except BaseException as exc:  # delivered to the consumer, which re-raises
                 loop.call_soon_threadsafe(queue.put_nowait, exc)
             finally:
+                loop.call_soon_threadsafe(ticket.computed)
                 loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 
         fut = loop.run_in_executor(self._index_ex, produce)
@@ -314,13 +407,22 @@ class MemoryCore:
             yield RetrieveDone(outcome, embed_ms, (time.perf_counter() - t0) * 1e3 + embed_ms, len(returned))
         finally:
             cancelled.set()
-            self._in_flight -= 1
+            if own:
+                ticket.close()
+            if unservable or returned:
+                # bookkeeping is off the read path: a failing write (full disk, lock) never fails a read
+                self._finish(self._after_retrieve(unservable, returned))
             await asyncio.shield(fut)
-        for memory_id, reason in unservable:
-            await self._on_store(self.store.quarantine, memory_id, reason)
-            await self._on_index(self.retriever.remove, [memory_id])
-        if returned:
-            await self._on_store(self.store.record_retrieved, returned)
+
+    async def _after_retrieve(self, unservable: list[tuple[str, str]], returned: list[str]) -> None:
+        try:
+            for memory_id, reason in unservable:
+                await self._on_store(self.store.quarantine, memory_id, reason)
+                await self._on_index(self.retriever.remove, [memory_id])
+            if returned:
+                await self._on_store(self.store.record_retrieved, returned)
+        except Exception as exc:
+            log.warning("retrieve.bookkeeping_failed", error=str(exc))
 
     async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         await self.get(principal, [a, b])
@@ -338,6 +440,8 @@ class MemoryCore:
         return visible, goals
 
     async def close(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         await self.embedder.close()
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)

@@ -74,3 +74,135 @@ def test_feedback_needs_write_access(api_server, stub):
     (got,) = stub.Get(pb.GetRequest(ids=[mid]), metadata=reader, timeout=10).memories
     assert (got.used_count, got.helpful_count) == (0, 0)
     assert stub.Feedback(pb.FeedbackRequest(id=mid, used=True), metadata=writer, timeout=10).memory.used_count == 1
+
+
+# -- slow consumers, admission and deadlines -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tight_server(tmp_path_factory):
+    """A server with small retrieval limits and a short write-stall timeout."""
+    from teleo_server.config import Settings
+    from tests._server import InThreadServer
+
+    root = tmp_path_factory.mktemp("tight")
+    limits = {"max_concurrent_retrieves": 2, "max_streams_per_token": 3, "write_stall_seconds": 4.0}
+    srv = InThreadServer.start(Settings(port=0, data_dir=root / "data", dev_token_file=root / "token", limits=limits))
+    yield srv
+    srv.stop()
+
+
+def _wait_for(predicate, what: str, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not reached within {timeout:g} s: {what}")
+
+
+def _tight_tokens(srv, n):
+    return [[("authorization", f"Bearer {create_token(srv.app.core.store, f'slow{i}', ['*'], ['*'], AccessLevel.INTERNAL)[1]}")]
+            for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def big_results(tight_server):
+    """60 long memories: a top-60 Retrieve with explanations is ~200 KB, over a 64 KB window."""
+    from teleo.v1 import memory_pb2_grpc
+
+    auth = [("authorization", f"Bearer {tight_server.token}")]
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(tight_server.address))
+    words = "harbour crane cargo manifest tide pilot berth container customs ledger".split()
+    rng = np.random.default_rng(3)
+    docs = [" ".join(rng.choice(words, 400)) + f" shipment {i}" for i in range(60)]
+    stub.StoreBatch(iter(pb.StoreBatchRequest(memory=pb.MemoryInput(content=d)) for d in docs), metadata=auth, timeout=120)
+    return pb.RetrieveRequest(text="harbour cargo manifest", top_k=60, explain=True, include_breakdown=True)
+
+
+def _open_unread(srv, req, tokens):
+    """Clients with small flow-control windows that open a Retrieve stream and never read it;
+    opened one after another, each waited for until its results are computed."""
+    from teleo.v1 import memory_pb2_grpc
+
+    admission = srv.app.core.admission
+    channels, calls = [], []
+    for tok in tokens:
+        channels.append(grpc.insecure_channel(srv.address, options=[("grpc.http2.bdp_probe", 0)]))
+        calls.append(memory_pb2_grpc.MemoryServiceStub(channels[-1]).Retrieve(req, metadata=tok, timeout=60))
+        _wait_for(lambda: admission.open == len(calls) and admission.computing == 0, f"{len(calls)} streams open, none computing")
+    return channels, calls
+
+
+def test_clients_that_never_read_do_not_hold_retrieval_slots(tight_server, big_results):
+    from teleo.v1 import memory_pb2_grpc
+
+    auth = [("authorization", f"Bearer {tight_server.token}")]
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(tight_server.address))
+    admission = tight_server.app.core.admission
+    channels, stalled = _open_unread(tight_server, big_results, _tight_tokens(tight_server, 4))
+    try:
+        # more stalled streams than compute slots (2), yet another client is served
+        events = list(stub.Retrieve(pb.RetrieveRequest(text="customs ledger", top_k=3), metadata=auth, timeout=30))
+        assert events[-1].summary.returned == 3
+        # and the stalled streams are ended by the write-stall timeout
+        _wait_for(lambda: admission.open == 0, "stalled streams ended")
+        with pytest.raises(grpc.RpcError) as err:
+            for _ in stalled[0]:
+                pass
+        assert err.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED), err.value
+    finally:
+        for ch in channels:
+            ch.close()
+
+
+def test_a_token_may_hold_only_so_many_open_streams(tight_server, big_results):
+    from teleo.v1 import memory_pb2_grpc
+
+    mine, other = _tight_tokens(tight_server, 2)
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(tight_server.address))
+    admission = tight_server.app.core.admission
+    _wait_for(lambda: admission.open == 0, "earlier streams ended")
+    channels, held = _open_unread(tight_server, big_results, [mine] * 3)
+    token_id = mine[0][1].split("_")[1]
+    try:
+        assert admission.per_token[token_id] == 3
+        code, details = _code(lambda: list(stub.Retrieve(big_results, metadata=mine, timeout=30)))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "this token has 3 retrieve streams open" in details
+        assert list(stub.Retrieve(pb.RetrieveRequest(text="harbour", top_k=1), metadata=other, timeout=30))[-1].summary.returned == 1
+    finally:
+        for call in held:
+            call.cancel()
+        for ch in channels:
+            ch.close()
+    _wait_for(lambda: admission.per_token.get(token_id, 0) == 0, "cancelled streams given back")
+
+
+def test_a_store_whose_deadline_expires_during_its_commit_is_still_indexed(tight_server):
+    import time
+
+    from teleo.v1 import memory_pb2_grpc
+
+    core = tight_server.app.core
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(tight_server.address))
+    auth = [("authorization", f"Bearer {tight_server.token}")]
+    real = core.store.put_many
+
+    def slow_put_many(*args, **kw):  # a commit that takes longer than the caller is willing to wait
+        time.sleep(1.0)
+        return real(*args, **kw)
+
+    core.store.put_many = slow_put_many
+    try:
+        text = "The night ferry to Stromness leaves at half past eleven."
+        code, _ = _code(lambda: stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=text)), metadata=auth, timeout=0.5))
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        core.store.put_many = real
+    _wait_for(lambda: not core._background, "the commit finished")
+    again = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=text)), metadata=auth, timeout=30)
+    assert again.duplicate  # it was committed ...
+    events = list(stub.Retrieve(pb.RetrieveRequest(text="night ferry Stromness", top_k=1), metadata=auth, timeout=30))
+    assert [e.result.memory.id for e in events if e.WhichOneof("event") == "result"] == [again.id]  # ... and indexed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 import uuid
@@ -145,16 +146,32 @@ def rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
-def streaming_rpc(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-    """Server-streaming handlers (async generators)."""
+def streaming_rpc(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Any]:
+    """Server-streaming handlers: ``fn`` is an async generator of responses.
+
+    Each response is written with ``context.write`` under the write-stall timeout: a client that
+    reads nothing for ``limits.write_stall_seconds`` has its stream ended (and ``fn`` closed, so
+    everything it holds is given back) instead of holding it for as long as its socket stays open.
+    """
 
     @functools.wraps(fn)
-    async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
         async with _Call(self, context, fn.__name__) as call:
             if isinstance(request, Malformed):
                 raise request.error()
-            async for item in fn(self, request, context, call.principal, call.rid):
-                yield item
+            stall = self.limits.write_stall_seconds
+            responses = fn(self, request, context, call.principal, call.rid)
+            try:
+                async for item in responses:
+                    try:
+                        await asyncio.wait_for(context.write(item), stall)
+                    except asyncio.TimeoutError:
+                        log.warning("rpc.write_stalled", method=fn.__name__, seconds=stall)
+                        raise ResourceExhausted(
+                            f"the client read nothing for {stall:g} s; the stream was ended (read results as they arrive)"
+                        ) from None
+            finally:
+                await responses.aclose()
 
     return handler
 
@@ -234,12 +251,22 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if self.debug:
             log.debug("retrieve.query", text=query.text, profile=query.profile)
         if vectors is not None:
-            query.embedding, embed_ms, degraded = self.core.vectors_to_embedding(vectors), 0.0, ""
-        else:
+            query.embedding = self.core.vectors_to_embedding(vectors)
+        # admitted (or refused) before any work is spent on it, embedding included
+        ticket = self.core.admit(principal)
+        try:
+            async for response in self._retrieve(query, vectors is not None, ticket, rid):
+                yield response
+        finally:
+            ticket.close()
+
+    async def _retrieve(self, query: Any, precomputed: bool, ticket: Any, rid: str) -> AsyncIterator[pb.RetrieveResponse]:
+        embed_ms, degraded = 0.0, ""
+        if not precomputed:
             query.embedding, embed_ms, degraded = await self.core.embed_query(query.text)
         stages: list[pb.StageEvent] = []
         rank = 0
-        async for ev in self.core.retrieve(query, embed_ms, degraded):
+        async for ev in self.core.retrieve(query, embed_ms, degraded, ticket):
             if isinstance(ev, StageReport):
                 stage = convert.stage_to_proto(ev)
                 stages.append(stage)
