@@ -47,6 +47,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except TeleoError as exc:
             print(f"teleo: {exc}", file=sys.stderr)
             return 2
+        except OSError as exc:  # a directory or file it needs (data_dir, token file, cache) is unusable
+            print(f"teleo: cannot start: {exc.strerror or exc} ({exc.filename or settings.data_dir})", file=sys.stderr)
+            return 2
         if app.dev_token:
             print(
                 f"teleo: created a development token for agent 'dev' (all namespaces) and saved it to "
@@ -59,7 +62,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         try:
-            await app.start()
+            try:
+                await app.start()
+            except (TeleoError, OSError) as exc:
+                print(f"teleo: cannot start: {exc}", file=sys.stderr)
+                return 2
             print(f"teleo: serving on {settings.host}:{app.port} (backend {app.backend})", file=sys.stderr, flush=True)
             await stop.wait()
         finally:

@@ -99,6 +99,7 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] = "json"
     grace_seconds: float = Field(5.0, ge=0)
     embedder_check_seconds: float = Field(2.0, gt=0)  # how often health re-checks the embedder
+    store_check_seconds: float = Field(1.0, gt=0)  # how often health re-checks that writes can succeed
     max_workers: int = Field(4, ge=1)
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)

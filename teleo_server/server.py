@@ -20,9 +20,10 @@ from teleo.v1 import memory_pb2
 from teleo_server.api.servicer import MemoryServicer, add_to_server
 from teleo_server.auth import Authenticator, ensure_dev_token
 from teleo_server.config import Settings
-from teleo_server.core import MemoryCore
+from teleo_server.core import Admission, MemoryCore
 from teleo_server.embedding.base import Embedder
 from teleo_server.errors import InvalidArgument, TeleoError, Unavailable
+from teleo_server.metrics import Metrics
 from teleo_server.pipeline.types import Retriever
 from teleo_server.store import SQLiteStore
 
@@ -44,10 +45,14 @@ class App:
     health: HealthServicer
     backend: str
     dev_token: str | None = None
+    metrics: Metrics | None = None
+    metrics_port: int | None = None  # where /metrics is served once started; None = off
     _tasks: list[asyncio.Task] = field(default_factory=list)
     _embedder_started: bool = False
 
     async def start(self) -> None:
+        if self.metrics is not None:
+            self.metrics_port = self.metrics.serve(self.settings.metrics.host, self.settings.metrics.port or 0)
         for name in ("", SERVICE_NAME, *COMPONENTS):
             await self.health.set(name, NOT_SERVING)
         await self.server.start()
@@ -59,6 +64,7 @@ class App:
         await self.health.set(SERVICE_NAME, SERVING)
         log.info("server.serving", port=self.port, backend=self.backend, embedder=self.core.embedder.description, embedder_ready=ready)
         self._tasks.append(asyncio.create_task(self._watch_embedder(), name="teleo-embedder-watch"))
+        self._tasks.append(asyncio.create_task(self._watch_store(), name="teleo-store-watch"))
         if ready:
             self._tasks.append(asyncio.create_task(self._reembed(), name="teleo-reembed"))
 
@@ -86,6 +92,18 @@ class App:
             if await self._check_embedder() and not was:
                 await self._reembed()
 
+    async def _watch_store(self) -> None:
+        """Health ``store`` follows whether writes can succeed: NOT_SERVING while the disk is full or
+        another process holds the write lock (reads keep working either way)."""
+        store, serving = self.core.store, True
+        while True:
+            await asyncio.sleep(self.settings.store_check_seconds)
+            problem = await asyncio.to_thread(store.check)
+            if (problem is None) != serving:
+                serving = problem is None
+                log.warning("store.health", serving=serving, problem=problem)
+                await self.health.set("store", SERVING if serving else NOT_SERVING)
+
     async def _reembed(self) -> None:
         try:
             await self.core.reembed_stale()
@@ -106,6 +124,8 @@ class App:
         try:
             await self.server.stop(grace)
         finally:
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.close)
             await self.core.close()
         log.info("server.stopped")
 
@@ -137,6 +157,9 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
     backend = _resolve_backend(settings.backend)
     log.info("backend.resolved", requested=settings.backend, backend=backend)
     store = SQLiteStore(settings.db_path)
+    metrics = Metrics() if settings.metrics.enabled else None
+    if metrics is not None:
+        store.write_observer = metrics.store_write_duration.observe
     dev_token = None
     if settings.auth and settings.create_dev_token:
         dev_token = ensure_dev_token(store, settings.dev_token_file)
@@ -149,8 +172,13 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
     except TeleoError:
         store.close()
         raise
-    core = MemoryCore(store, embedder, retriever, settings.limits.max_concurrent_retrieves)
+    limits = settings.limits
+    admission = Admission(limits.max_concurrent_retrieves, limits.max_open_streams, limits.max_streams_per_token)
+    core = MemoryCore(store, embedder, retriever, admission)
+    if metrics is not None:
+        metrics.watch(core)
     server = grpc.aio.server(
+        interceptors=[metrics.interceptor] if metrics is not None else None,
         options=[
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -185,4 +213,4 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
     if port == 0:
         store.close()
         raise InvalidArgument(f"cannot listen on {address}; is the port in use?", field="port")
-    return App(settings=settings, server=server, port=port, core=core, health=health, backend=backend, dev_token=dev_token)
+    return App(settings=settings, server=server, port=port, core=core, health=health, backend=backend, dev_token=dev_token, metrics=metrics)

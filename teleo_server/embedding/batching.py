@@ -4,6 +4,8 @@ Each text becomes a queue item with its own future. A pump takes a free slot (on
 that may be in flight), then the first queued item, then whatever else is queued (waiting up to
 ``window_s`` for more) up to ``max_batch`` texts, and runs them as one batch. While every slot
 is busy, new calls accumulate and go together when one frees up.
+
+A monitor may set the callbacks of :class:`EmbedObservers` (the coalescer never imports one).
 """
 
 from __future__ import annotations
@@ -25,6 +27,19 @@ RunBatch = Callable[[list[str], list[bool]], Awaitable[list[EmbeddingSet]]]
 
 
 @dataclass(slots=True)
+class EmbedObservers:
+    """Optional callbacks on successful work, called on the event loop (keep them quick).
+
+    batch : ``(texts, seconds)`` of each ``run`` call that returned its vectors.
+    call : ``(is_query, seconds)`` of each :meth:`Coalescer.submit` that got its vectors,
+        queueing included.
+    """
+
+    batch: Callable[[int, float], None] | None = None
+    call: Callable[[bool, float], None] | None = None
+
+
+@dataclass(slots=True)
 class _Item:
     text: str
     is_query: bool
@@ -42,12 +57,16 @@ class Coalescer:
     window_s : how long a batch's first text waits for company (0: take only what is queued).
     max_in_flight : ``run`` calls outstanding at once.
     on_error : called with every TeleoError a batch raised (e.g. to mark a backend down).
+    observers : callbacks on finished batches and calls; may be shared with the embedder
+        that owns this coalescer, so they can be set before or after it exists.
     """
 
     def __init__(self, run: RunBatch, *, max_batch: int, window_s: float = 0.0,
                  max_in_flight: int = 1,
-                 on_error: Callable[[TeleoError], None] | None = None) -> None:
+                 on_error: Callable[[TeleoError], None] | None = None,
+                 observers: EmbedObservers | None = None) -> None:
         self._run = run
+        self.observers = observers if observers is not None else EmbedObservers()
         self.max_batch = max_batch
         self.window_s = window_s
         self._on_error = on_error
@@ -57,18 +76,27 @@ class Coalescer:
         self._tasks: set[asyncio.Task] = set()
         self._pump_task = asyncio.create_task(self._pump(), name="embed-coalescer")
 
+    @property
+    def pending(self) -> int:
+        """Texts queued and not yet taken into a batch (a plain length: safe from any thread)."""
+        return self._queue.qsize()
+
     async def submit(self, texts: list[str], is_query: bool) -> list[EmbeddingSet]:
         loop = asyncio.get_running_loop()
         caller = next(self._callers)
         items = [_Item(t, is_query, caller, loop.create_future()) for t in texts]
+        t0 = time.perf_counter()
         for item in items:
             self._queue.put_nowait(item)
         try:
-            return list(await asyncio.gather(*(i.future for i in items)))
+            results = list(await asyncio.gather(*(i.future for i in items)))
         except BaseException:
             for i in items:
                 i.future.cancel()
             raise
+        if self.observers.call is not None:
+            self.observers.call(is_query, time.perf_counter() - t0)
+        return results
 
     async def _collect(self) -> list[_Item]:
         batch = [await self._queue.get()]
@@ -108,6 +136,7 @@ class Coalescer:
         self._slots.release()
 
     async def _send(self, batch: list[_Item]) -> None:
+        t0 = time.perf_counter()
         try:
             results = await self._run([i.text for i in batch], [i.is_query for i in batch])
             if len(results) != len(batch):
@@ -133,6 +162,8 @@ class Coalescer:
             log.exception("embed.batch_failed", texts=len(batch))
             _fail(batch, Internal(f"embedding failed: {exc!r}"))
             return
+        if self.observers.batch is not None:
+            self.observers.batch(len(batch), time.perf_counter() - t0)
         for item, result in zip(batch, results):
             if not item.future.done():
                 item.future.set_result(result)

@@ -10,7 +10,7 @@ import structlog
 
 from teleo_server.domain import EmbeddingSet
 from teleo_server.embedding.base import TextRole, check_texts
-from teleo_server.embedding.batching import Coalescer
+from teleo_server.embedding.batching import Coalescer, EmbedObservers
 from teleo_server.embedding.chunking import ChunkPlan
 from teleo_server.embedding.engine import Engine
 from teleo_server.errors import Unavailable
@@ -43,12 +43,19 @@ class InProcessEmbedder:
         self._engine: Engine | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._batches: Coalescer | None = None
+        self.observers = EmbedObservers()
 
     @property
     def model_version(self) -> str:
         if self._engine is None:
             raise Unavailable("embedder not started")
         return self._engine.version
+
+    @property
+    def queue_depth(self) -> int:
+        """Texts waiting for a model call."""
+        batches = self._batches
+        return batches.pending if batches is not None else 0
 
     @property
     def description(self) -> str:
@@ -66,7 +73,8 @@ class InProcessEmbedder:
             self._executor.shutdown(wait=False)
             self._executor = None
             raise
-        self._batches = Coalescer(self._run, max_batch=self._max_batch, max_in_flight=1)
+        self._batches = Coalescer(self._run, max_batch=self._max_batch, max_in_flight=1,
+                                  observers=self.observers)
         log.info("embedder.started", backend="in-process", model_version=self._engine.version,
                  threads=self._kwargs["threads"])
 

@@ -25,7 +25,7 @@ import structlog
 from teleo_server.domain import EmbeddingSet
 from teleo_server.embedding import wire
 from teleo_server.embedding.base import TextRole, check_texts
-from teleo_server.embedding.batching import Coalescer
+from teleo_server.embedding.batching import Coalescer, EmbedObservers
 from teleo_server.errors import (
     Internal,
     InvalidArgument,
@@ -106,12 +106,19 @@ class TritonEmbedder:
         self._last_check = 0.0
         self._batches: Coalescer | None = None
         self._check_lock: asyncio.Lock | None = None
+        self.observers = EmbedObservers()
 
     @property
     def model_version(self) -> str:
         if self._version is None:
             raise Unavailable(f"triton {self.url}: not started")
         return self._version
+
+    @property
+    def queue_depth(self) -> int:
+        """Texts waiting for a request to Triton."""
+        batches = self._batches
+        return batches.pending if batches is not None else 0
 
     @property
     def description(self) -> str:
@@ -127,7 +134,8 @@ class TritonEmbedder:
             self._batches = Coalescer(self._infer_batch, max_batch=self.max_batch,
                                       window_s=self.batch_window_s,
                                       max_in_flight=self._max_in_flight,
-                                      on_error=self._on_batch_error)
+                                      on_error=self._on_batch_error,
+                                      observers=self.observers)
         if not await self._check():
             raise Unavailable(f"triton {self.url}: model {self.model} is not ready")
         log.info("embedder.started", backend="triton", url=self.url,

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import errno
 import json
+import shutil
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import structlog
@@ -23,10 +28,12 @@ from teleo_server.domain import (
     MemoryType,
     unreadable_reason,
 )
+from teleo_server.errors import ResourceExhausted, TeleoError, Unavailable
 from teleo_server.store.base import StoredToken
 from teleo_server.store.schema import migrate
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 _MEMORY_COLUMNS = (
     "id, namespace, content, content_hash, memory_type, access_level, source, confidence, importance, "
@@ -35,22 +42,80 @@ _MEMORY_COLUMNS = (
 )
 
 
-class SQLiteStore:
-    """Embedded default store. Safe to call from several threads; writes are serialised."""
+# SQLite's primary result codes this store tells apart (extended codes carry them in the low byte)
+_BUSY, _LOCKED, _READONLY, _IOERR, _FULL, _CANTOPEN = 5, 6, 8, 10, 13, 14
 
-    def __init__(self, path: Path | str) -> None:
+
+def translate(exc: BaseException, path: Path, room: int | None = None) -> TeleoError:
+    """A SQLite or OS error as the service's error, with what an operator can do about it.
+
+    room: bytes the database may still grow by, when known (disk space, or its own size limit)."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if isinstance(exc, OSError):
+        code = {errno.ENOSPC: _FULL, errno.EDQUOT: _FULL, errno.EROFS: _READONLY, errno.EACCES: _READONLY}.get(exc.errno or 0, _IOERR)
+    where = path.parent
+    if code == _FULL:
+        free = _free_bytes(where) if room is None else room
+        return ResourceExhausted(
+            f"the disk holding {path} is full, or the database reached its size limit ({free} bytes left); "
+            "writes are refused until space is freed"
+        )
+    if code in (_BUSY, _LOCKED):
+        return Unavailable(f"the database {path} is locked by another process; retry shortly, or stop the process holding it")
+    if code == _READONLY:
+        return Unavailable(f"the database {path} cannot be written (read-only file or directory {where}): {exc}")
+    if code == _CANTOPEN:
+        return Unavailable(f"the database {path} cannot be opened: {exc}")
+    return Unavailable(f"the database {path} failed: {exc}")
+
+
+def _free_bytes(directory: Path) -> int:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return 0
+
+
+def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
+    """Reads: SQLite and OS failures become the service's errors, as writes do in ``_tx``."""
+
+    @functools.wraps(fn)
+    def wrapper(self: "SQLiteStore", *args: Any, **kw: Any) -> T:
+        try:
+            return fn(self, *args, **kw)
+        except (sqlite3.Error, OSError) as exc:
+            raise translate(exc, self.path) from exc
+
+    return wrapper
+
+
+class SQLiteStore:
+    """Embedded default store. Safe to call from several threads; writes are serialised.
+
+    SQLite and OS failures leave it as the service's errors (``translate``): a full disk is
+    ResourceExhausted, a lock held by another process Unavailable after ``lock_timeout`` seconds;
+    ``fault`` holds the last write failure until a write succeeds again.
+    """
+
+    def __init__(self, path: Path | str, lock_timeout: float = 2.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock_timeout = lock_timeout
         self._write_lock = threading.Lock()
         self._local = threading.local()
         # called with the seconds each committed write transaction took (metrics); None = nobody
         self.write_observer: Callable[[float], None] | None = None
-        self._writer = self._connect()
-        before = migrate(self._writer)
+        self.fault: str | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = self._connect(lock_timeout)
+            before = migrate(self._writer)
+        except (sqlite3.Error, OSError) as exc:
+            err = translate(exc, self.path)
+            raise type(err)(f"cannot open the store: {err}") from exc
         log.info("store.opened", path=str(self.path), schema_from=before)
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    def _connect(self, timeout: float = 5.0) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
         conn.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we acknowledge it, also across power loss.
         conn.execute("PRAGMA synchronous=FULL")
@@ -68,18 +133,58 @@ class SQLiteStore:
         with self._write_lock:
             t0 = time.perf_counter()
             conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, OSError) as exc:
+                err = translate(exc, self.path, self._room())
+                if self.fault != str(err):
+                    log.error("store.write_failed", error=str(err))
+                self.fault = str(err)
+                raise err from exc
+            if self.fault is not None:
+                log.info("store.recovered", was=self.fault)
+                self.fault = None
             if self.write_observer is not None:
                 self.write_observer(time.perf_counter() - t0)
 
+    def _room(self) -> int:
+        """Bytes the database may still grow by: free disk space, or its own page limit if smaller.
+        Called with the write lock held."""
+        free = _free_bytes(self.path.parent)
+        try:
+            size, limit, count = (self._writer.execute(f"PRAGMA {p}").fetchone()[0]
+                                  for p in ("page_size", "max_page_count", "page_count"))
+        except sqlite3.Error:
+            return free
+        return min(free, max(limit - count, 0) * size)
+
+    def check(self, min_free_bytes: int = 1 << 20) -> str | None:
+        """Why writes would fail now (a lock held elsewhere, a full disk), or None. Writes nothing;
+        clears ``fault`` when nothing is wrong any more."""
+        with self._write_lock:
+            room = self._room()
+        if room < min_free_bytes:
+            return str(translate(OSError(errno.ENOSPC, "no space"), self.path, room))
+        try:
+            with self._write_lock:
+                self._writer.execute("BEGIN IMMEDIATE")
+                self._writer.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            return str(translate(exc, self.path))
+        self.fault = None
+        return None
+
     # -- memories ---------------------------------------------------------------------------
 
+    @_guarded
     def find_duplicate(self, namespace: str, level: AccessLevel, content_hash: str) -> str | None:
         row = self._reader().execute(
             "SELECT id FROM memories WHERE namespace = ? AND access_level = ? AND content_hash = ? "
@@ -116,6 +221,7 @@ class SQLiteStore:
                 out.append((memory, False))
         return out
 
+    @_guarded
     def get(self, ids: list[str]) -> dict[str, Memory]:
         if not ids:
             return {}
@@ -125,6 +231,7 @@ class SQLiteStore:
         ).fetchall()
         return {m.id: m for m in (self._servable(r) for r in rows) if m is not None}
 
+    @_guarded
     def access_of(self, ids: list[str]) -> dict[str, tuple[str, AccessLevel]]:
         if not ids:
             return {}
@@ -143,6 +250,7 @@ class SQLiteStore:
             log.warning("store.quarantine_failed", memory_id=memory_id, error=str(exc))
         log.error("store.quarantined", memory_id=memory_id, reason=reason)
 
+    @_guarded
     def quarantined(self) -> dict[str, str]:
         rows = self._reader().execute("SELECT id, quarantine FROM memories WHERE quarantine IS NOT NULL")
         return dict(rows.fetchall())
@@ -193,6 +301,7 @@ class SQLiteStore:
         for memory_id, reason in bad:
             self.quarantine(memory_id, reason)
 
+    @_guarded
     def stale_ids(self, model_version: str) -> list[str]:
         rows = self._reader().execute("SELECT id FROM memories WHERE model_version != ? AND quarantine IS NULL", (model_version,))
         return [r[0] for r in rows]
@@ -211,6 +320,7 @@ class SQLiteStore:
             mem = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE pk = ?", (row[0],)).fetchone()
         return _row_to_memory(mem)
 
+    @_guarded
     def count_by_namespace(self) -> dict[tuple[str, AccessLevel], tuple[int, int]]:
         rows = self._reader().execute(
             "SELECT namespace, access_level, COUNT(*), COALESCE(SUM(chunk_count), 0) FROM memories "
@@ -238,6 +348,7 @@ class SQLiteStore:
                 ),
             )
 
+    @_guarded
     def token_by_hash(self, token_hash: str) -> StoredToken | None:
         row = self._reader().execute(
             "SELECT token_id, agent_id, read_namespaces, write_namespaces, access_level, default_namespace, "
@@ -246,6 +357,7 @@ class SQLiteStore:
         ).fetchone()
         return _row_to_token(row) if row else None
 
+    @_guarded
     def list_tokens(self) -> list[StoredToken]:
         rows = self._reader().execute(
             "SELECT token_id, agent_id, read_namespaces, write_namespaces, access_level, default_namespace, "
