@@ -37,6 +37,24 @@ def test_scores_match_dense_oracle(min_merge):
         assert idx.indices.size > 0, "the delta was merged into the CSC"
 
 
+@pytest.mark.parametrize("min_merge", [pytest.param(10**9, id="delta-only"), pytest.param(50, id="merging")])
+def test_postings_list_every_entry_of_the_query_terms(min_merge):
+    rng = np.random.default_rng(4)
+    idx = SparseIndex(merge_fraction=0.1, min_merge=min_merge)
+    entries = set()
+    for r in range(300):
+        ids = rng.choice(200, size=rng.integers(0, 9), replace=False)
+        vals = rng.random(ids.size).astype(np.float32)
+        idx.add(r, ids, vals)
+        entries |= {(int(t), r, float(v)) for t, v in zip(ids, vals)}
+        if r == 150:
+            idx.scores(ops("numpy"), np.array([1], np.int32), np.ones(1, np.float32))  # builds a snapshot
+    q = np.array([3, 7, 150, 199, 250], dtype=np.int64)  # 250: beyond the vocabulary
+    which, rows, raw = idx.postings(q)
+    got = {(int(q[w]), int(r), float(v)) for w, r, v in zip(which, rows, raw)}
+    assert got == {e for e in entries if e[0] in set(q.tolist())} and len(got) == which.size
+
+
 def test_compaction_renumbers_rows():
     rng = np.random.default_rng(1)
     idx = SparseIndex(min_merge=20)

@@ -239,3 +239,31 @@ def test_goal_alignment_across_two_readable_partitions():
     lobby = [a for i, a in by_id.items() if i.startswith("lobby")]
     # lobby memories are scored against the vault goal from their own vectors, and score lower
     assert vault and lobby and min(vault) > max(lobby) and max(lobby) < 0.5
+
+
+def test_another_tenants_text_does_not_move_a_callers_lexical_scores():
+    """BM25's N, df and avgdl and the n-gram space's rarity are taken over what the caller may read."""
+    rng = np.random.default_rng(11)
+    lobby = [f"garden {w} tomato compost {i} " + " ".join(rng.choice(["seedling", "harvest", "mulch", "trowel"], 1 + i % 5))
+             for i, w in enumerate(rng.choice(["early", "late", "spring", "autumn"], 30))]
+    public = syn.admin(frozenset({"lobby"}), AccessLevel.PUBLIC)
+    seen = []
+    for vault_size in (1, 40):
+        r = make_retriever(PipelineSettings(), "numpy")
+        v_rng = np.random.default_rng(5)
+        for i, text in enumerate(lobby):
+            own = np.random.default_rng(100 + i)
+            r.add(syn.memory(f"l{i}", text, namespace="lobby", access_level=AccessLevel.PUBLIC),
+                  syn.embedding(syn.chunk(own.standard_normal(DIM), {i % 7: 1.0}, rng=own)))
+            # the other tenant writes the caller's words, many times and at length, between its writes
+            for j in range(vault_size // len(lobby) + (1 if i < vault_size % len(lobby) else 0)):
+                r.add(syn.memory(f"v{i}-{j}", "tomato tomato garden compost harvest " * (3 + j), namespace="vault",
+                                 access_level=AccessLevel.RESTRICTED),
+                      syn.embedding(syn.chunk(v_rng.standard_normal(DIM), {3: 1.0}, rng=v_rng)))
+        for text in ("tomato harvest", "compost seedling garden", "tomatoe mulch"):
+            q = Query(text=text, embedding=None, principal=public, top_k=10, include_breakdown=True)
+            seen.append((vault_size, text, [(h.memory.id, round(h.score, 5), round(h.breakdown.spaces.get("E6_lexical", -1), 4),
+                                             round(h.breakdown.spaces.get("E9_hdc", -1), 4)) for h in _hits(r, q)]))
+    half = len(seen) // 2
+    for a, b in zip(seen[:half], seen[half:]):
+        assert a[2] and a[2] == b[2], (a, b)

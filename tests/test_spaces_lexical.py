@@ -77,6 +77,30 @@ def test_bm25_after_delete_matches_the_formula_over_the_live_corpus(merged):
     assert max(got, key=got.get) == f"d{int(np.argmax(want))}"
 
 
+@pytest.mark.parametrize("merged", [False, True])
+def test_bm25_for_a_tenant_matches_the_formula_over_its_own_documents(merged):
+    """A caller that may read only some memories scores BM25 as if the rest did not exist."""
+    from teleo_server.domain import AccessLevel
+
+    r = make_retriever(PipelineSettings(), "numpy")
+    others = ["the cat the cat the cat", "mat mat red red red red", "on on on a a a the"]
+    for i, d in enumerate(DOCS):
+        r.add(syn.memory(f"d{i}", d, namespace="mine"), syn.embedding())
+        if i < len(others):  # interleaved rows of another tenant, full of the query's words
+            r.add(syn.memory(f"o{i}", others[i], namespace="theirs"), syn.embedding())
+    if merged:
+        r.settle()
+    me = syn.admin(frozenset({"mine"}), AccessLevel.INTERNAL)
+    q = Query(text="the cat on a red mat", embedding=None, principal=me, top_k=5, profile="single_space:E6",
+              include_breakdown=True)
+    got = {e.memory.id: e.breakdown.spaces["E6_lexical"] for e in r.retrieve(q) if isinstance(e, Hit)}
+    want = _bm25("the cat on a red mat", DOCS, 0.9, 0.4)
+    assert set(got) == {f"d{i}" for i, w in enumerate(want) if w > 0}
+    for i, w in enumerate(want):
+        if w > 0:
+            assert got[f"d{i}"] == pytest.approx(w, rel=1e-5)
+
+
 def test_typo_is_found_only_through_hdc():
     r = _lexical_only(DOCS)
     assert _ids(r, "kuberentes deploymnet", "single_space:E6") == []  # BM25 sees no shared token

@@ -4,7 +4,7 @@ Queries are perturbed copies of stored memories (vectors, tokens, sparse terms a
 their text), so every stage has real work. Correctness first: the source memory must rank in
 the top 10 for most queries. Reports p50/p95 per profile and per stage as JSON.
 
-    python -m bench.eval.latency [--n 100000] [--queries 200]
+    python -m bench.eval.latency [--n 100000] [--queries 200] [--tenants 8]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from teleo_server.spaces.base import SparseScoredSpace
 from bench.eval.run import REPO, environment
 
 
-def _queries(items, n: int, seed: int) -> list[tuple[str, Query]]:
+def _queries(items, n: int, seed: int, tenants: int) -> list[tuple[str, Query]]:
     rng = np.random.default_rng(seed)
     out = []
     for i in rng.choice(len(items), size=n, replace=False):
@@ -38,7 +38,9 @@ def _queries(items, n: int, seed: int) -> list[tuple[str, Query]]:
         emb = EmbeddingSet(e.model_version, [ChunkEmbedding(dense, toks.astype(np.float16), c.sparse_ids[keep], c.sparse_weights[keep])])
         words = m.content.split()
         text = " ".join(rng.choice(words, size=min(6, len(words)), replace=False))
-        out.append((m.id, Query(text=text, embedding=emb, principal=syn.admin(), top_k=10)))
+        # with tenants, the caller reads only its own namespace (per-tenant corpus statistics)
+        who = syn.admin() if tenants <= 1 else syn.admin(frozenset({m.namespace}))
+        out.append((m.id, Query(text=text, embedding=emb, principal=who, top_k=10)))
     return out
 
 
@@ -48,24 +50,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--tokens", type=int, default=24, help="per-token vectors per memory")
     ap.add_argument("--profiles", default="teleological,hybrid")
+    ap.add_argument("--tenants", type=int, default=1,
+                    help="spread memories over this many namespaces; each query then reads only its own")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latency.json")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     items = syn.corpus(args.n, tokens=args.tokens, topics=200)
+    if args.tenants > 1:
+        for i, (m, _) in enumerate(items):
+            m.namespace = f"tenant{i % args.tenants}"
     t_gen = time.perf_counter() - t0
     r = make_retriever(PipelineSettings(), "numpy")
     t0 = time.perf_counter()
     for m, e in items:
         r.add(m, e)
     t_add = time.perf_counter() - t0
-    queries = _queries(items, args.queries, seed=1)
+    queries = _queries(items, args.queries, seed=1, tenants=args.tenants)
     t0 = time.perf_counter()
     r.goal_count()  # goals and calibration happen lazily on the first read; not a query cost
     t_maintain = time.perf_counter() - t0
     # Memories arrive one add at a time, as through Store, so the sparse indexes carry a live
     # (unmerged) delta the way a server taking writes does; a freshly started server has none.
     pending = {name: space.index.pending for name, space in r.spaces.items() if isinstance(space, SparseScoredSpace)}
-    result = {"environment": environment(), "n": args.n, "queries": args.queries, "generate_s": t_gen,
+    result = {"environment": environment(), "n": args.n, "queries": args.queries, "tenants": args.tenants, "generate_s": t_gen,
               "index_s": t_add, "first_read_maintenance_s": t_maintain, "sparse_delta_entries": pending, "profiles": {}}
     for prof in args.profiles.split(","):
         lat, stages, found = [], defaultdict(list), 0

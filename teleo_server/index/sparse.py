@@ -160,6 +160,37 @@ class SparseIndex:
             values = np.concatenate([values, dv.astype(np.float32)])
         return terms, values
 
+    def postings(self, q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every stored entry of the given terms, CSC and delta alike (tombstoned rows included).
+
+        Returns which query term (index into ``q_ids``) int64, row int64 and raw value float32 of
+        each entry, for statistics over a subset of rows (a caller's readable documents).
+        """
+        q_ids = np.asarray(q_ids, dtype=np.int64)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        sources = [(self.indptr, self.indices, self.raw)] + ([self._snapshot()] if self.pending else [])
+        for indptr, rows, raw in sources:
+            sel = np.flatnonzero((q_ids >= 0) & (q_ids < indptr.size - 1))
+            starts = indptr[q_ids[sel]]
+            lengths = indptr[q_ids[sel] + 1] - starts
+            total = int(lengths.sum())
+            if total:
+                first = np.cumsum(lengths) - lengths
+                pos = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
+                parts.append((np.repeat(sel, lengths), rows[pos].astype(np.int64), raw[pos]))
+        if self.pending:
+            d_rows, d_terms, d_raw = self._delta()
+            t_rows, t_terms, t_raw = d_rows[self._snap_n :], d_terms[self._snap_n :], d_raw[self._snap_n :]
+            if t_rows.size and q_ids.size:
+                which = np.full(max(self.n_terms, int(q_ids.max(initial=0)) + 1, 1), -1, dtype=np.int64)
+                known = q_ids[(q_ids >= 0) & (q_ids < which.size)]
+                which[known] = np.flatnonzero((q_ids >= 0) & (q_ids < which.size))
+                hit = np.flatnonzero(which[t_terms] >= 0)
+                parts.append((which[t_terms[hit]], t_rows[hit], t_raw[hit]))
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
+
     def scores(self, ops: Any, q_ids: np.ndarray, q_weights: np.ndarray) -> np.ndarray:
         """Scores of every row for one query.
 

@@ -143,7 +143,9 @@ class TeleologicalRetriever:
         cat = self.catalog
         readable = cat.readable(query.principal)
         mask = cat.mask(query.principal, query.filters, readable=readable)
-        ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask,
+        n_readable = int(readable.sum())
+        ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask, readable=readable,
+                           sees_all=n_readable == len(cat),
                            chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
                            now=query.now or time.time())
         state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=self._goal_view(query.principal), top_k=query.top_k)
@@ -163,7 +165,7 @@ class TeleologicalRetriever:
             skipped = detail.startswith("skipped")
             yield StageReport(stage, ms, n_in, state.cands.size, self._backend, detail, skipped=skipped)
         yield from self._hits(state, query)
-        yield Outcome(corpus_size=int(readable.sum()), degraded=bool(state.degraded),
+        yield Outcome(corpus_size=n_readable, degraded=bool(state.degraded),
                       degraded_reason=state.degraded)
 
     def _run(self, stage: str, state: State, space: str) -> str:

@@ -20,6 +20,9 @@ class QueryContext:
     """One retrieval's shared state: resolved ops, the ACL/filter mask and query features.
 
     mask: bool (n_rows,) memory rows the caller may see after filters; chunk_mask: bool (n_chunks,).
+    readable: bool (n_rows,) live rows the caller may read (before filters); ``sees_all`` when that is
+    every live row. Corpus statistics a score depends on (BM25's N, df and avgdl, n-gram rarity) are
+    taken over ``readable``, so another tenant's documents never move a caller's scores.
     """
 
     query: Query
@@ -29,6 +32,8 @@ class QueryContext:
     chunk_mask: np.ndarray
     now: float
     features: dict[str, Any] = field(default_factory=dict)
+    readable: np.ndarray | None = None
+    sees_all: bool = True
 
 
 class Space:

@@ -102,9 +102,33 @@ class LexicalSpace(SparseScoredSpace):
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """BM25 of every memory row, float32 (n_rows,); 0 where no query term occurs."""
         ids, w = feats
-        scores = self.index.scores(ctx.ops, ids, w)
         out = np.zeros(self.catalog.n_rows, dtype=np.float32)
+        if not ctx.sees_all and ctx.readable is not None:
+            return self._scores_within(ids, ctx.readable, out)
+        scores = self.index.scores(ctx.ops, ids, w)
         out[: scores.size] = scores
+        return out
+
+    def _scores_within(self, ids: np.ndarray, readable: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """BM25 with N, df and avgdl taken over the caller's readable rows only (NumPy reference).
+
+        The precomputed index values carry the whole corpus's avgdl and the query weights its df;
+        here both come from the query terms' postings restricted to ``readable``, so a tenant's
+        scores do not move when another tenant writes. Costs one pass over those postings.
+        """
+        which, rows, tf = self.index.postings(ids)
+        keep = rows < readable.size
+        keep[keep] = readable[rows[keep]]
+        which, rows, tf = which[keep], rows[keep], tf[keep]
+        n = max(int(readable.sum()), 1)
+        lengths = self.doc_len.view[: readable.size]
+        avgdl = max(float(lengths[readable[: lengths.size]].sum()) / n, 1e-6)
+        df = np.bincount(which, minlength=ids.size).astype(np.float64)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        k1, b = self.settings.bm25_k1, self.settings.bm25_b
+        norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / avgdl)
+        part = tf * (k1 + 1.0) / (tf + norm)
+        out += np.bincount(rows, weights=idf[which] * part, minlength=out.size)[: out.size].astype(np.float32)
         return out
 
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
