@@ -143,11 +143,20 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "settings"
-            env = "TELEO_" + "__".join(str(p).upper() for p in err["loc"])
-            lines.append(f"  {loc} (env {env}): {err['msg']}")
-        raise InvalidArgument("invalid configuration:\n" + "\n".join(lines)) from exc
+        raise invalid_configuration(exc) from exc
     finally:
         _config_file.reset(reset)
+
+
+def invalid_configuration(exc: ValidationError, section: tuple[str, ...] = ()) -> InvalidArgument:
+    """A settings validation error as one message naming each setting and its variable.
+
+    section: where the validated model sits in Settings (("pipeline",) for PipelineSettings).
+    """
+    lines = []
+    for err in exc.errors():
+        path = (*section, *(str(p) for p in err["loc"]))
+        loc = ".".join(path) or "settings"
+        env = "TELEO_" + "__".join(p.upper() for p in path)
+        lines.append(f"  {loc} (env {env}): {err['msg']}")
+    return InvalidArgument("invalid configuration:\n" + "\n".join(lines))

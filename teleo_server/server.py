@@ -15,11 +15,12 @@ import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
+from pydantic import ValidationError
 from teleo.v1 import memory_pb2
 
 from teleo_server.api.servicer import MemoryServicer, add_to_server
 from teleo_server.auth import Authenticator, ensure_dev_token
-from teleo_server.config import Settings
+from teleo_server.config import Settings, invalid_configuration
 from teleo_server.core import Admission, MemoryCore
 from teleo_server.embedding.base import Embedder
 from teleo_server.errors import InvalidArgument, TeleoError, Unavailable
@@ -136,14 +137,22 @@ def _default_embedder(settings: Settings) -> Embedder:
     options = dict(settings.embedding)
     # The cache lives beside the database unless configured, so one data_dir holds all state.
     options.setdefault("cache_dir", settings.data_dir / "embed-cache")
-    return make_embedder(EmbeddingSettings(**options))
+    try:
+        embedding = EmbeddingSettings(**options)
+    except ValidationError as exc:
+        raise invalid_configuration(exc, ("embedding",)) from exc
+    return make_embedder(embedding)
 
 
 def _default_retriever(settings: Settings, backend: str) -> Retriever:
     from teleo_server.pipeline import make_retriever
     from teleo_server.pipeline.settings import PipelineSettings
 
-    return make_retriever(PipelineSettings(**settings.pipeline), backend)
+    try:
+        pipeline = PipelineSettings(**settings.pipeline)
+    except ValidationError as exc:
+        raise invalid_configuration(exc, ("pipeline",)) from exc
+    return make_retriever(pipeline, backend)
 
 
 def _resolve_backend(name: str) -> str:

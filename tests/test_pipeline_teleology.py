@@ -202,17 +202,23 @@ def test_goals_are_built_and_shown_per_partition():
 
 
 def test_a_caller_cannot_reach_goals_of_partitions_it_cannot_read():
+    from teleo_server.errors import InvalidArgument
+
     r, centres = _tenants(with_vault=True)
     public = syn.admin(frozenset({"lobby"}), AccessLevel.PUBLIC)
     probe = syn.embedding(syn.chunk(centres[2], {2: 1.0}))
-    q = Query(text="", embedding=probe, principal=public, top_k=10, target_goals=("zebracorn",), explain=True,
-              include_breakdown=True)
+    answers = []
+    for target in ("zebracorn", "no-such-goal-anywhere"):
+        q = Query(text="", embedding=probe, principal=public, top_k=10, target_goals=(target,), explain=True)
+        with pytest.raises(InvalidArgument) as err:
+            _hits(r, q)
+        answers.append(str(err.value).replace(target, "X"))
+    # a vault goal's label answers exactly like a label that exists nowhere
+    assert answers[0] == answers[1] and answers[0].startswith("target_goals[0]: no goal you may see")
+    q = Query(text="", embedding=probe, principal=public, top_k=10, explain=True)
     hits = _hits(r, q)
     assert hits and all(h.memory.namespace == "lobby" for h in hits)
     assert not any("zebracorn" in h.explanation or "merger" in h.explanation for h in hits)
-    # "zebracorn" names no goal it may see: the same as asking for no goal at all
-    q.target_goals = ()
-    assert [(h.memory.id, h.score, h.explanation) for h in _hits(r, q)] == [(h.memory.id, h.score, h.explanation) for h in hits]
 
 
 def test_another_tenants_memories_do_not_change_what_a_caller_sees():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -18,6 +19,7 @@ from teleo_server.config import Limits
 from teleo_server.core import QueryVectors, new_memory_id
 from teleo_server.domain import EARLIEST_TIME, LATEST_TIME, AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
 from teleo_server.errors import InvalidArgument, PermissionDenied
+from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
 
 FUSIONS = ("rrf", "weighted", "relative", "additive_rrf")
@@ -159,8 +161,13 @@ def ids_from(ids: list[str] | tuple[str, ...], limits: Limits, field: str = "ids
 # -- retrieval -------------------------------------------------------------------------------
 
 
-def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Limits, now: float) -> tuple[Query, QueryVectors | None]:
-    """The Query (embedding still unset) and, for precomputed vectors, the vectors."""
+def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Limits, now: float,
+                       resolve_profile: Callable[[str], str]) -> tuple[Query, QueryVectors | None]:
+    """The Query (embedding still unset) and, for precomputed vectors, the vectors.
+
+    resolve_profile: the retriever's canonical name for a requested profile ("" = its default);
+    raises InvalidArgument for an unknown one.
+    """
     which = req.WhichOneof("query")
     vectors = None
     text = ""
@@ -176,12 +183,8 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
     top_k = req.top_k or 10
     if not 1 <= top_k <= limits.max_top_k:
         raise InvalidArgument(f"must be in 1..{limits.max_top_k}", field="top_k")
-    profile = req.profile or "teleological"
-    if not (profile in ("teleological", "hybrid", "entry_point") or profile.startswith("single_space:")):
-        raise InvalidArgument(
-            f"unknown profile {profile[:64]!r}; use teleological, hybrid, entry_point or single_space:<space>",
-            field="profile",
-        )
+    v.max_chars(req.profile, 256, "profile")
+    profile = resolve_profile(req.profile)
     johari = tuple(v.enum_value(Johari, q, None, "johari") for q in req.johari)
     for i, g in enumerate(req.target_goals):
         v.max_chars(g, 256, f"target_goals[{i}]")
@@ -272,8 +275,19 @@ def _overrides(msg: pb.StageOverrides) -> Overrides:
         misalignment_threshold=opt("misalignment_threshold", v.unit),
         filter_misaligned=msg.filter_misaligned if msg.HasField("filter_misaligned") else None,
         space_weights=tuple(sorted(weights)),
-        disable_stages=tuple(msg.disable_stages),
+        disable_stages=_disable_stages(msg.disable_stages),
     )
+
+
+def _disable_stages(names: list[str]) -> tuple[str, ...]:
+    known = stages()
+    for i, name in enumerate(names):
+        if name not in known:
+            raise InvalidArgument(f"unknown stage {name[:64]!r}; expected one of {sorted(known)}",
+                                  field=f"overrides.disable_stages[{i}]")
+        if name == "finalize":
+            raise InvalidArgument("finalize always runs (it applies top_k)", field=f"overrides.disable_stages[{i}]")
+    return tuple(dict.fromkeys(names))
 
 
 def stage_to_proto(s: StageReport) -> pb.StageEvent:

@@ -247,7 +247,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
 
     @streaming_rpc
     async def Retrieve(self, request: pb.RetrieveRequest, context: Any, principal: Principal, rid: str) -> AsyncIterator[pb.RetrieveResponse]:
-        query, vectors = convert.query_from_request(request, principal, self.limits, convert.now())
+        query, vectors = convert.query_from_request(request, principal, self.limits, convert.now(),
+                                                    self.core.retriever.resolve_profile)
         if self.debug:
             log.debug("retrieve.query", text=query.text, profile=query.profile)
         if vectors is not None:

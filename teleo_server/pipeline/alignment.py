@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from teleo_server.index.purpose import johari
+from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import State
 
 
@@ -16,7 +17,7 @@ def annotate(state: State) -> None:
     c.purpose = purpose.purpose_alignment(c.rows)
     targets = purpose.resolve_targets(state.ctx.query.target_goals)
     if not targets:
-        g = purpose.goal_for_query(state.feature("E1_semantic"))
+        g = purpose.goal_for_query(state.feature(state.role("dense")))
         targets = [] if g is None else [g]
     c.goal, c.goal_index = purpose.goal_alignment(c.rows, targets)
     c.misaligned = c.purpose < cfg.misalignment_threshold if purpose.n_goals else np.zeros(c.size, dtype=bool)
@@ -30,6 +31,7 @@ def johari_of(state: State) -> np.ndarray:
     return johari(~c.misaligned, surfaced)
 
 
+@stage("alignment")
 def alignment(state: State) -> str:
     c, cfg = state.cands, state.cfg
     annotate(state)

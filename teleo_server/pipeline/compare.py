@@ -56,11 +56,11 @@ def compare_rows(retriever: "TeleologicalRetriever", a: int, b: int, aggregation
             sims[name] = float(np.clip(v[0], 0.0, 1.0))
     ranks = None
     if aggregation == "rrf":
-        semantic = retriever.spaces["E1_semantic"]
+        semantic = retriever.spaces.get(retriever.settings.roles.get("dense", ""))
         alive = np.flatnonzero(retriever.catalog.alive)
         alive = alive[alive != a]
         pool = alive
-        if semantic.index is not None and alive.size > _POOL:
+        if getattr(semantic, "index", None) is not None and alive.size > _POOL:
             s = semantic.similarity(a, alive)
             pool = alive[np.argsort(-s, kind="stable")[:_POOL]]
         pool = np.union1d(pool, [b])

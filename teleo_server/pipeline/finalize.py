@@ -6,6 +6,7 @@ import numpy as np
 
 from teleo_server.domain import MemoryType
 from teleo_server.pipeline.alignment import johari_filter
+from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import State
 
 DAY = 86_400.0
@@ -35,7 +36,8 @@ def mmr(state: State, k: int) -> np.ndarray:
     assert c.score is not None
     order = np.argsort(-c.score, kind="stable")
     lam = cfg.mmr_lambda
-    semantic = state.spaces.get("E1_semantic")
+    dense = state.role("dense")
+    semantic = state.spaces[dense] if dense is not None else None
     if lam >= 1.0 or c.size <= 1 or semantic is None or getattr(semantic, "index", None) is None:
         return order[:k]
     pool = order[: max(cfg.mmr_depth, k)]
@@ -56,6 +58,7 @@ def mmr(state: State, k: int) -> np.ndarray:
     return np.concatenate([pool[chosen], rest])[:k]
 
 
+@stage("finalize", needs_score=True)
 def finalize(state: State) -> str:
     removed_johari = johari_filter(state)
     decay(state)

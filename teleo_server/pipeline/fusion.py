@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import State
 
 
@@ -69,12 +70,27 @@ def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, 
     return (total / best).astype(np.float32), used
 
 
+def no_fusion(state: State) -> None:
+    """When fusion is disabled, the content score is the first available space's relative score
+    (dense, learned sparse, lexical, n-gram: the roles in that order)."""
+    c = state.cands
+    for name in (state.role(r) for r in ("dense", "learned_sparse", "lexical", "ngram")):
+        if name is not None and name in c.spaces and not np.all(np.isnan(c.spaces[name])):
+            c.content = _relative(c.spaces[name].astype(np.float64)).astype(np.float32)
+            break
+    else:
+        c.content = np.zeros(c.size, dtype=np.float32)
+    c.score = c.content.copy()
+
+
+@stage("fusion", on_disabled=no_fusion)
 def fusion(state: State) -> str:
     c, cfg = state.cands, state.cfg
     weights = dict(cfg.space_weights)
+    late = state.role("late_interaction")
     # context spaces (recency, periodicity, sequence...) join only when given a weight
     for name, space in state.spaces.items():
-        if name not in c.spaces and weights.get(name, 0.0) > 0 and not space.recall and name != "E12_late":
+        if name not in c.spaces and weights.get(name, 0.0) > 0 and not space.recall and name != late:
             feats = state.feature(name)
             if feats is not None:
                 c.set_space(name, space.score(state.ctx, feats, c.rows), np.zeros(c.size, dtype=bool))
@@ -86,18 +102,6 @@ def fusion(state: State) -> str:
     c.content = content
     c.score = content.copy()
     return f"method={cfg.fusion} k={cfg.rrf_k:g} spaces=" + "+".join(u.split("_")[0] for u in used)
-
-
-def no_fusion(state: State) -> None:
-    """When fusion is disabled, the content score is the first available space's relative score."""
-    c = state.cands
-    for name in ("E1_semantic", "E13_splade", "E6_lexical", "E9_hdc"):
-        if name in c.spaces and not np.all(np.isnan(c.spaces[name])):
-            c.content = _relative(c.spaces[name].astype(np.float64)).astype(np.float32)
-            break
-    else:
-        c.content = np.zeros(c.size, dtype=np.float32)
-    c.score = c.content.copy()
 
 
 __all__ = ["fuse", "fusion", "no_fusion", "ranks"]

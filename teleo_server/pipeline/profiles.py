@@ -1,4 +1,8 @@
-"""Profiles: an ordered list of stages plus the settings they change."""
+"""Profiles: ordered stage names plus the settings they change, read from ``PipelineSettings``.
+
+Profiles are data (``pipeline.profiles`` in the server's settings or TOML); ``single_space:<space>``
+is a family of profiles made on demand, one per registered space.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teleo_server.errors import InvalidArgument
-from teleo_server.spaces.registry import resolve_name
+from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline.stages import get_stage
+from teleo_server.spaces.registry import resolve_name, space_classes
 
-STAGES = ("sparse_recall", "dense", "entry", "single_space", "fusion", "alignment", "late_interaction", "finalize")
+SINGLE_SPACE = "single_space:"
+# settings a profile may not change: they name profiles and roles themselves
+_NOT_PROFILE_SETTINGS = {"profiles", "default_profile", "roles"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,35 +24,53 @@ class Profile:
     name: str
     stages: tuple[str, ...]
     updates: dict[str, Any] = field(default_factory=dict)
-    space: str = ""  # single_space profiles
+    params: dict[str, Any] = field(default_factory=dict)  # stage parameters (single_space: "space")
 
 
-_FIXED = {
-    "teleological": Profile("teleological", ("sparse_recall", "dense", "fusion", "alignment", "late_interaction", "finalize")),
-    "hybrid": Profile("hybrid", ("sparse_recall", "dense", "fusion", "finalize"),
-                      {"fusion": "rrf", "space_weights": {"E1_semantic": 1.0, "E6_lexical": 1.0, "E13_splade": 1.0},
-                       "hdc_candidates": 0}),
-    "entry_point": Profile("entry_point", ("entry", "fusion", "alignment", "late_interaction", "finalize")),
-}
-
-
-def profile(name: str) -> Profile:
-    """The profile called ``name``: a fixed one, or ``single_space:<space>``."""
-    if name in _FIXED:
-        return _FIXED[name]
-    if name.startswith("single_space:"):
-        wanted = name.split(":", 1)[1]
+def profile(name: str, settings: PipelineSettings, field_name: str = "profile") -> Profile:
+    """The profile called ``name`` ("" = the default profile)."""
+    name = name or settings.default_profile
+    spec = settings.profiles.get(name)
+    if spec is not None:
+        return Profile(name, spec.stages, dict(spec.settings))
+    if name.startswith(SINGLE_SPACE):
+        wanted = name[len(SINGLE_SPACE):]
         try:
             space = resolve_name(wanted)
         except KeyError:
-            raise InvalidArgument(f"unknown space {wanted!r}", field="profile") from None
-        return Profile(f"single_space:{space}", ("single_space", "finalize"), {}, space)
-    raise InvalidArgument(f"unknown profile {name!r}; expected one of {sorted(_FIXED)} or single_space:<name>",
-                          field="profile")
+            raise InvalidArgument(f"unknown space {wanted[:64]!r}; expected one of {list(space_classes())}",
+                                  field=field_name) from None
+        return Profile(f"{SINGLE_SPACE}{space}", ("single_space", "finalize"), {}, {"space": space})
+    raise InvalidArgument(f"unknown profile {name[:64]!r}; expected one of {sorted(settings.profiles)} or "
+                          f"{SINGLE_SPACE}<space>", field=field_name)
 
 
-def profile_names() -> list[str]:
-    return sorted(_FIXED)
+def check(settings: PipelineSettings) -> None:
+    """Every configured profile names registered stages and real settings; every role a space.
+
+    Raises InvalidArgument naming the setting, so a bad configuration stops start-up with a message.
+    """
+    fields = set(PipelineSettings.model_fields) - _NOT_PROFILE_SETTINGS
+    for name, spec in settings.profiles.items():
+        where = f"pipeline.profiles.{name}"
+        for stage_name in spec.stages:
+            get_stage(stage_name, field=f"{where}.stages")
+        unknown = sorted(set(spec.settings) - fields)
+        if unknown:
+            raise InvalidArgument(f"unknown settings {unknown}", field=f"{where}.settings")
+        try:
+            PipelineSettings.model_validate({**settings.model_dump(exclude=_NOT_PROFILE_SETTINGS), **spec.settings})
+        except ValueError as exc:
+            raise InvalidArgument(str(exc).replace("\n", " "), field=f"{where}.settings") from None
+    profile(settings.default_profile, settings, field_name="pipeline.default_profile")
+    known = space_classes()
+    for role, space in settings.roles.items():
+        if space not in known:
+            raise InvalidArgument(f"role {role!r} names unknown space {space!r}", field=f"pipeline.roles.{role}")
 
 
-__all__ = ["STAGES", "Profile", "profile", "profile_names"]
+def profile_names(settings: PipelineSettings) -> list[str]:
+    return sorted(settings.profiles)
+
+
+__all__ = ["SINGLE_SPACE", "Profile", "check", "profile", "profile_names"]

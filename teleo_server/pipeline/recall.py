@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import Candidates, State
-
-E1, E6, E9, E12, E13 = "E1_semantic", "E6_lexical", "E9_hdc", "E12_late", "E13_splade"
 
 
 def _max_norm(x: np.ndarray) -> np.ndarray:
@@ -14,14 +13,17 @@ def _max_norm(x: np.ndarray) -> np.ndarray:
     return x / m if m > 0 else x
 
 
+@stage("sparse_recall")
 def sparse_recall(state: State) -> str:
-    """BM25 and SPLADE scored over the whole corpus as SpMV, blended by ``sparse_weight``; the top
-    ``max_candidates`` by the blend, joined by E9's typo-robust top list, become the candidates."""
+    """The lexical (BM25) and learned-sparse (SPLADE) spaces scored over the whole corpus as SpMV,
+    blended by ``sparse_weight``; the top ``max_candidates`` by the blend, joined by the n-gram
+    space's typo-robust top list, become the candidates."""
     cat, ctx, cfg = state.ctx.catalog, state.ctx, state.cfg
-    lex_f, spl_f, hdc_f = state.feature(E6), state.feature(E13), state.feature(E9)
+    lex, spl, ngram = state.role("lexical"), state.role("learned_sparse"), state.role("ngram")
+    lex_f, spl_f, hdc_f = state.feature(lex), state.feature(spl), state.feature(ngram)
     n = cat.n_rows
-    bm25 = state.spaces[E6].all_scores(ctx, lex_f) if lex_f is not None else np.zeros(n, np.float32)
-    splade = state.spaces[E13].all_scores(ctx, spl_f) if spl_f is not None else None
+    bm25 = state.spaces[lex].all_scores(ctx, lex_f) if lex_f is not None else np.zeros(n, np.float32)
+    splade = state.spaces[spl].all_scores(ctx, spl_f) if spl_f is not None else None
     w = cfg.sparse_weight if splade is not None else 0.0
     blend = (1.0 - w) * _max_norm(bm25)
     if splade is not None:
@@ -33,32 +35,34 @@ def sparse_recall(state: State) -> str:
     in_hdc_row = np.zeros(n, dtype=bool)
     hdc_all = None
     if hdc_f is not None and cfg.hdc_candidates > 0:
-        hdc_all = state.spaces[E9].all_scores(ctx, hdc_f)
+        hdc_all = state.spaces[ngram].all_scores(ctx, hdc_f)
         h_ids, _ = ctx.ops.topk(hdc_all, cfg.hdc_candidates, mask=ctx.mask & (hdc_all > 0))
         in_hdc_row[h_ids] = True
     c = Candidates(np.flatnonzero(in_blend_row | in_hdc_row))
     in_blend = in_blend_row[c.rows]
     b = bm25[c.rows]
-    c.set_space(E6, np.where(b > 0, b, np.nan), in_blend & (b > 0))
+    if lex is not None:
+        c.set_space(lex, np.where(b > 0, b, np.nan), in_blend & (b > 0))
     if splade is not None:
         s = splade[c.rows]
-        c.set_space(E13, np.where(s > 0, s, np.nan), in_blend & (s > 0))
+        c.set_space(spl, np.where(s > 0, s, np.nan), in_blend & (s > 0))
     if hdc_all is not None:
         h = hdc_all[c.rows]
-        c.set_space(E9, np.where(h > 0, h, np.nan), in_hdc_row[c.rows])
+        c.set_space(ngram, np.where(h > 0, h, np.nan), in_hdc_row[c.rows])
     state.cands = c
     return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={int(in_hdc_row.sum())}"
 
 
+@stage("dense")
 def dense(state: State) -> str:
     """Dense ANN over the whole corpus joins the sparse candidates; every candidate then gets its
     exact full-dimension cosine (best chunk)."""
-    space = state.spaces[E1]
-    q = state.feature(E1)
-    if q is None:
+    name = state.role("dense")
+    q = state.feature(name)
+    if name is None or q is None:
         state.notes.append("dense unavailable")
         return "skipped: no query vector"
-    cfg = state.cfg
+    space, cfg = state.spaces[name], state.cfg
     dim = space.dimension(cfg.dense_dimension or None)
     rows, _ = space.search(state.ctx, q, cfg.dense_candidates, dim=dim)
     index = space.index
@@ -70,27 +74,31 @@ def dense(state: State) -> str:
     scores, chunk = space.score_with_chunks(q, c.rows)
     found = np.zeros(c.size, dtype=bool)
     found[pos] = True
-    c.set_space(E1, scores, found)
+    c.set_space(name, scores, found)
     c.chunk = chunk
     recall = index.recall_by_dim.get(dim)
     kind = "hnsw" if index.uses_hnsw else "exact"
     return f"dense_dimension={dim} index={kind}" + (f" measured_recall={recall:.3f}" if recall is not None else "")
 
 
-def _space_top(state: State, name: str, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _space_top(state: State, name: str | None, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     feats = state.feature(name)
-    if feats is None:
+    if name is None or feats is None:
         return None
     return state.spaces[name].search(state.ctx, feats, k)
 
 
 def _late_pool(state: State, k: int) -> np.ndarray:
-    pools = [t[0] for t in (_space_top(state, E1, k), _space_top(state, E6, k)) if t is not None]
+    pools = [t[0] for t in (_space_top(state, state.role("dense"), k), _space_top(state, state.role("lexical"), k))
+             if t is not None]
     return np.unique(np.concatenate(pools)) if pools else np.zeros(0, dtype=np.int64)
 
 
-def single_space(state: State, name: str) -> str:
-    """Rank by one space alone. E12 (no whole-corpus index) reranks the union of the E1 and E6 top 300."""
+@stage("single_space")
+def single_space(state: State) -> str:
+    """Rank by one space alone (the profile's ``space`` parameter). Late interaction, which has no
+    whole-corpus index, reranks the union of the dense and lexical top 300."""
+    name = state.params["space"]
     space = state.spaces[name]
     feats = state.feature(name)
     if feats is None:
@@ -98,7 +106,7 @@ def single_space(state: State, name: str) -> str:
         state.degraded = state.degraded or f"{name} unavailable for this query"
         return "skipped: space unavailable"
     k = max(state.top_k, state.cfg.mmr_depth)
-    if name == E12:
+    if name == state.role("late_interaction"):
         pool = _late_pool(state, 300)
         s, chunk = space.score_with_chunks(state.ctx.ops, feats, pool)
         order = np.argsort(-s, kind="stable")[:k]
@@ -115,6 +123,7 @@ def single_space(state: State, name: str) -> str:
     return f"space={name}"
 
 
+@stage("entry")
 def entry_point(state: State) -> str:
     """Query every recall space, start from the one whose top list the rest of the array
     corroborates most, and pool its candidates (the refinement scores them in every space)."""
@@ -133,7 +142,7 @@ def entry_point(state: State) -> str:
         others = [set(r[:k_pool].tolist()) for o, r in tops.items() if o != name]
         head = rows[:k_top].tolist()
         agreement[name] = sum(sum(x in o for o in others) for x in head) / max(len(head) * max(len(others), 1), 1)
-    entry = max(agreement, key=lambda n: (agreement[n], n == E1))
+    entry = max(agreement, key=lambda n: (agreement[n], n == state.role("dense")))
     pool = np.unique(np.concatenate([tops[entry]] + [r[:k_pool] for r in tops.values()]))
     c = Candidates(pool)
     for name, rows in tops.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import structlog
@@ -16,13 +17,11 @@ from teleo_server.index.purpose import GoalView, PurposeIndex, partition_keys
 from teleo_server.pipeline import alignment as alignment_stage
 from teleo_server.pipeline.compare import compare_rows
 from teleo_server.pipeline.explain import explanation
-from teleo_server.pipeline.finalize import finalize
-from teleo_server.pipeline.fusion import fusion, no_fusion, ranks
+from teleo_server.pipeline import profiles
+from teleo_server.pipeline.fusion import no_fusion, ranks
 from teleo_server.pipeline.ops import resolve_ops
-from teleo_server.pipeline.profiles import profile
-from teleo_server.pipeline.recall import dense, entry_point, single_space, sparse_recall
-from teleo_server.pipeline.rerank import late_interaction
 from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import Candidates, State, resolve_config
 from teleo_server.pipeline.types import Breakdown, Hit, Outcome, Query, StageReport
 from teleo_server.spaces.base import QueryContext
@@ -35,6 +34,7 @@ class TeleologicalRetriever:
     """In-memory indexes over every registered space; the store stays the source of truth."""
 
     def __init__(self, settings: PipelineSettings, backend: str = "numpy") -> None:
+        profiles.check(settings)
         self.settings = settings
         self._backend = backend
         self.ops = resolve_ops(backend)
@@ -93,17 +93,29 @@ class TeleologicalRetriever:
         log.info("indexes_compacted", memories=int(keep.size), chunks=int(keep_chunks.size))
 
     # ---- maintenance done lazily before reads ------------------------------------------------------
+    def _space(self, role: str) -> Any:
+        """The space playing ``role`` (``settings.roles``), or None."""
+        return self.spaces.get(self.settings.roles.get(role, ""))
+
+    def resolve_profile(self, name: str) -> str:
+        """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
+        return profiles.profile(name, self.settings).name
+
     def _maintain(self) -> None:
-        semantic = self.spaces["E1_semantic"]
-        index = semantic.index
+        semantic = self._space("dense")
+        index = getattr(semantic, "index", None)
         if index is None:
             return
         if self.settings.dense_dimension == 0 and index.needs_calibration():
             index.calibrate(self.ops, self.settings.min_recall_threshold)
-        cat, lexical = self.catalog, self.spaces["E6_lexical"]
+        cat, lexical = self.catalog, self._space("lexical")
+        label_terms = self.settings.goals.label_terms
+
+        def labels(groups: np.ndarray, k: int) -> list[list[str]]:
+            return lexical.top_terms(groups, k, label_terms) if lexical is not None else [[] for _ in range(k)]
+
         self.purpose.maintain(cat.version, self._partition_keys(), cat.alive, self._partition_name,
-                              semantic.memory_vectors,
-                              lambda groups, k: lexical.top_terms(groups, k, self.settings.goals.label_terms))
+                              semantic.memory_vectors, labels)
 
     def _partition_keys(self) -> np.ndarray:
         version = self.catalog.version
@@ -115,8 +127,8 @@ class TeleologicalRetriever:
         return f"{self.catalog.ns_names[key // 8]}/{AccessLevel(key % 8).name.lower()}"
 
     def _goal_view(self, principal: Principal | None) -> GoalView:
-        semantic = self.spaces["E1_semantic"]
-        vectors = semantic.memory_vectors if semantic.index is not None else None
+        semantic = self._space("dense")
+        vectors = semantic.memory_vectors if getattr(semantic, "index", None) is not None else None
 
         def readable(key: int) -> bool:
             return principal is None or principal.can_read(self.catalog.ns_names[key // 8], AccessLevel(key % 8))
@@ -137,8 +149,9 @@ class TeleologicalRetriever:
     def retrieve(self, query: Query) -> Iterator[StageReport | Hit | Outcome]:
         if query.top_k < 1:
             raise InvalidArgument("top_k must be >= 1", field="top_k")
-        prof = profile(query.profile or self.settings.default_profile)
+        prof = profiles.profile(query.profile, self.settings)
         cfg = resolve_config(self.settings, query.overrides, prof.updates)
+        stage_list = [get_stage(name, field="profile") for name in prof.stages]
         self._maintain()
         cat = self.catalog
         readable = cat.readable(query.principal)
@@ -148,48 +161,34 @@ class TeleologicalRetriever:
                            sees_all=n_readable == len(cat),
                            chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
                            now=query.now or time.time())
-        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=self._goal_view(query.principal), top_k=query.top_k)
+        goals = self._goal_view(query.principal)
+        for i, target in enumerate(query.target_goals):
+            if not goals.resolve_targets((target,)):
+                # the same answer whether the goal does not exist or belongs to a partition the
+                # caller may not read
+                raise InvalidArgument(f"no goal you may see is named {target[:64]!r} (goals are matched by id or "
+                                      f"label; Stats counts them)", field=f"target_goals[{i}]")
+        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=goals, top_k=query.top_k, params=dict(prof.params))
         if query.embedding is None:
             state.degraded = "embedding unavailable: lexical only"
         disabled = set(query.overrides.disable_stages)
-        for stage in prof.stages:
+        for st in stage_list:
             n_in = state.cands.size
-            if stage in disabled and stage != "finalize":
-                if stage == "fusion":
-                    no_fusion(state)
-                yield StageReport(stage, 0.0, n_in, state.cands.size, self._backend, "disabled", skipped=True)
+            if st.name in disabled:
+                if st.on_disabled is not None:
+                    st.on_disabled(state)
+                yield StageReport(st.name, 0.0, n_in, state.cands.size, self._backend, "disabled", skipped=True)
                 continue
             t0 = time.perf_counter()
-            detail = self._run(stage, state, prof.space)
+            if st.needs_score and state.cands.score is None:
+                no_fusion(state)
+            detail = st.run(state)
             ms = (time.perf_counter() - t0) * 1e3
             skipped = detail.startswith("skipped")
-            yield StageReport(stage, ms, n_in, state.cands.size, self._backend, detail, skipped=skipped)
+            yield StageReport(st.name, ms, n_in, state.cands.size, self._backend, detail, skipped=skipped)
         yield from self._hits(state, query)
         yield Outcome(corpus_size=n_readable, degraded=bool(state.degraded),
                       degraded_reason=state.degraded)
-
-    def _run(self, stage: str, state: State, space: str) -> str:
-        if stage == "sparse_recall":
-            return sparse_recall(state)
-        if stage == "dense":
-            return dense(state)
-        if stage == "entry":
-            return entry_point(state)
-        if stage == "single_space":
-            return single_space(state, space)
-        if stage == "fusion":
-            return fusion(state)
-        if stage == "alignment":
-            return alignment_stage.alignment(state)
-        if stage == "late_interaction":
-            if state.cands.score is None:
-                no_fusion(state)
-            return late_interaction(state)
-        if stage == "finalize":
-            if state.cands.score is None:
-                no_fusion(state)
-            return finalize(state)
-        raise InvalidArgument(f"unknown stage {stage!r}", field="profile")
 
     def _hits(self, state: State, query: Query) -> Iterator[Hit]:
         c = state.cands

@@ -6,11 +6,53 @@ of it by ``pipeline.config.resolve``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 FusionMethod = Literal["rrf", "weighted", "relative", "additive_rrf"]
+
+# What the stages need a space for, and which space plays that part. Stages ask for a role
+# (``State.role``), never for an E-name, so a deployment can point a role at another space.
+DEFAULT_ROLES: dict[str, str] = {
+    "dense": "E1_semantic",             # ANN search, memory vectors (goals, MMR, Compare's pool)
+    "lexical": "E6_lexical",            # BM25 in sparse recall; goal labels
+    "learned_sparse": "E13_splade",     # SPLADE in sparse recall
+    "ngram": "E9_hdc",                  # typo-robust candidates in sparse recall
+    "late_interaction": "E12_late",     # MaxSim rerank
+}
+
+
+class ProfileSpec(BaseModel):
+    """A retrieval profile as data: its stages in order and the pipeline settings it changes.
+
+    In TOML::
+
+        [pipeline.profiles.lexical_only]
+        stages = ["sparse_recall", "fusion", "finalize"]
+        settings = { fusion = "rrf", hdc_candidates = 0 }
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stages: tuple[str, ...] = Field(min_length=1)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+
+BUILTIN_PROFILES: dict[str, ProfileSpec] = {
+    "teleological": ProfileSpec(
+        stages=("sparse_recall", "dense", "fusion", "alignment", "late_interaction", "finalize"),
+        description="sparse recall, dense ANN, multi-space fusion, goal alignment, MaxSim rerank"),
+    "hybrid": ProfileSpec(
+        stages=("sparse_recall", "dense", "fusion", "finalize"),
+        settings={"fusion": "rrf", "space_weights": {"E1_semantic": 1.0, "E6_lexical": 1.0, "E13_splade": 1.0},
+                  "hdc_candidates": 0},
+        description="BM25 + SPLADE + dense, equal-weight RRF"),
+    "entry_point": ProfileSpec(
+        stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),
+        description="start from the space the others corroborate most"),
+}
 
 
 class GoalSettings(BaseModel):
@@ -35,6 +77,9 @@ class PipelineSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     default_profile: str = "teleological"
+    # named profiles; configured ones are added to (or replace same-named) built-ins
+    profiles: dict[str, ProfileSpec] = Field(default_factory=lambda: dict(BUILTIN_PROFILES))
+    roles: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ROLES))
 
     # E6 lexical (BM25 over lowercase alphanumeric tokens)
     bm25_k1: float = Field(0.9, gt=0)
@@ -102,6 +147,17 @@ class PipelineSettings(BaseModel):
     compact_dead_fraction: float = Field(0.25, gt=0, le=1)
     merge_fraction: float = Field(0.1, gt=0)  # sparse delta merged into CSC past this share of nnz
 
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_named(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if "profiles" in data:
+                data["profiles"] = {**BUILTIN_PROFILES, **dict(data["profiles"] or {})}
+            if "roles" in data:
+                data["roles"] = {**DEFAULT_ROLES, **dict(data["roles"] or {})}
+        return data
+
     @field_validator("matryoshka_dims")
     @classmethod
     def _sorted_dims(cls, v: tuple[int, ...]) -> tuple[int, ...]:
@@ -110,4 +166,4 @@ class PipelineSettings(BaseModel):
         return tuple(sorted(set(v)))
 
 
-__all__ = ["FusionMethod", "GoalSettings", "PipelineSettings"]
+__all__ = ["BUILTIN_PROFILES", "DEFAULT_ROLES", "FusionMethod", "GoalSettings", "PipelineSettings", "ProfileSpec"]

@@ -66,6 +66,9 @@ class Candidates:
     late: np.ndarray | None = None
     temporal: np.ndarray | None = None
     misaligned: np.ndarray | None = None
+    # columns a stage adds for itself (a graph score, a conflict flag): carried by take() and
+    # extend() like the rest, without the other stages knowing them
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -88,6 +91,7 @@ class Candidates:
             chunk=pick(self.chunk), score=pick(self.score), content=pick(self.content),
             purpose=pick(self.purpose), goal=pick(self.goal), goal_index=pick(self.goal_index),
             late=pick(self.late), temporal=pick(self.temporal), misaligned=pick(self.misaligned),
+            columns={k: v[idx] for k, v in self.columns.items()},
         )
 
     def extend(self, rows: np.ndarray) -> np.ndarray:
@@ -106,6 +110,9 @@ class Candidates:
                 self.found[k] = np.concatenate([v, np.zeros(n_new, dtype=bool)])
             if self.chunk is not None:
                 self.chunk = np.concatenate([self.chunk, np.zeros(n_new, dtype=np.int64)])
+            for k, v in self.columns.items():
+                fill = np.nan if np.issubdtype(v.dtype, np.floating) else 0
+                self.columns[k] = np.concatenate([v, np.full(n_new, fill, dtype=v.dtype)])
         return pos_of[rows]
 
     def _position_table(self, rows: np.ndarray) -> np.ndarray:
@@ -132,9 +139,17 @@ class State:
     feats: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     degraded: str = ""
+    params: dict[str, Any] = field(default_factory=dict)  # the profile's stage parameters (single_space: "space")
 
-    def feature(self, name: str) -> Any | None:
+    def role(self, role: str) -> str | None:
+        """The space playing ``role`` (``PipelineSettings.roles``), or None if there is none."""
+        name = self.cfg.roles.get(role)
+        return name if name in self.spaces else None
+
+    def feature(self, name: str | None) -> Any | None:
         """Prepared query features of a space (computed once per retrieval)."""
+        if name is None:
+            return None
         if name not in self.feats:
             space = self.spaces.get(name)
             self.feats[name] = None if space is None else space.prepare(self.ctx)

@@ -124,6 +124,10 @@ class Retriever(Protocol):
         """Per-space similarity in [0, 1] and their aggregate."""
         ...
 
+    def resolve_profile(self, name: str) -> str:
+        """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
+        ...
+
     def goal_count(self, principal: Principal | None = None) -> int:
         """Goals the principal may see: built only from partitions it may read."""
         ...
