@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     grace_seconds: float = Field(5.0, ge=0)
     embedder_check_seconds: float = Field(2.0, gt=0)  # how often health re-checks the embedder
     store_check_seconds: float = Field(1.0, gt=0)  # how often health re-checks that writes can succeed
-    max_workers: int = Field(4, ge=1)
+    index_probe_seconds: float = Field(10.0, gt=0)  # health `index` fails when the index thread takes longer to answer
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)

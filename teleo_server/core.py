@@ -106,6 +106,14 @@ class Admission:
         self.open = 0
         self.per_token: dict[str, int] = {}
 
+    async def probe_index(self, timeout: float) -> str | None:
+        """None when the index thread answers within ``timeout`` seconds, else why not."""
+        try:
+            await asyncio.wait_for(self._on_index(len, self.retriever), timeout)
+        except asyncio.TimeoutError:
+            return f"the index did not answer within {timeout:g} s"
+        return None
+
     def admit(self, principal: Principal) -> Ticket:
         if self.computing >= self.max_computing:
             raise ResourceExhausted(f"{self.computing} retrievals are being computed, the most this server runs at once; retry shortly")
@@ -143,6 +151,14 @@ class MemoryCore:
     def in_flight(self) -> int:
         """Retrieve streams open now."""
         return self.admission.open
+
+    async def probe_index(self, timeout: float) -> str | None:
+        """None when the index thread answers within ``timeout`` seconds, else why not."""
+        try:
+            await asyncio.wait_for(self._on_index(len, self.retriever), timeout)
+        except asyncio.TimeoutError:
+            return f"the index did not answer within {timeout:g} s"
+        return None
 
     def admit(self, principal: Principal) -> Ticket:
         """Reserve a retrieval's slots, or raise ResourceExhausted at once."""
@@ -254,6 +270,24 @@ class MemoryCore:
             winner, dup = by_key[_dedup_key(m) if dedup(m) else m.id]
             out.append(StoreOutcome(winner, dup or winner.id != m.id))
         return out
+
+    async def link_errors(self, principal: Principal, memories: list[Memory]) -> dict[str, InvalidArgument]:
+        """memory id -> why one of its links is refused: a link must point at an existing memory the
+        caller may read, in the same namespace (unknown and unreadable targets answer alike)."""
+        targets = list({lk.target_id for m in memories for lk in m.links})
+        if not targets:
+            return {}
+        access = await self._on_store(self.store.access_of, targets)
+        errors: dict[str, InvalidArgument] = {}
+        for m in memories:
+            for i, lk in enumerate(m.links):
+                found = access.get(lk.target_id)
+                if found is None or not principal.can_read(*found) or found[0] != m.namespace:
+                    errors[m.id] = InvalidArgument(
+                        f"no memory with id {lk.target_id[:128]!r} in namespace {m.namespace!r}; links stay within "
+                        "a namespace and point at stored memories", field=f"memory.links[{i}].target_id")
+                    break
+        return errors
 
     async def _commit(self, items: list[tuple[Memory, EmbeddingSet]], dedup: Callable[[Memory], bool]) -> list[tuple[Memory, bool]]:
         stored = await self._on_store(self.store.put_many, items, dedup)
@@ -421,8 +455,15 @@ class MemoryCore:
                 await self._on_index(self.retriever.remove, [memory_id])
             if returned:
                 await self._on_store(self.store.record_retrieved, returned)
+                # the indexed copies carry the counters results show: refresh them from the store
+                fresh = await self._on_store(self.store.get, returned)
+                await self._on_index(self._refresh, list(fresh.values()))
         except Exception as exc:
             log.warning("retrieve.bookkeeping_failed", error=str(exc))
+
+    def _refresh(self, memories: list[Memory]) -> None:
+        for m in memories:
+            self.retriever.update(m)
 
     async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         await self.get(principal, [a, b])

@@ -77,6 +77,7 @@ class Memory:
     retrieved_count: int = 0
     used_count: int = 0
     helpful_count: int = 0
+    misled_count: int = 0
 
 
 def content_hash(content: str) -> str:

@@ -94,16 +94,22 @@ class App:
                 await self._reembed()
 
     async def _watch_store(self) -> None:
-        """Health ``store`` follows whether writes can succeed: NOT_SERVING while the disk is full or
-        another process holds the write lock (reads keep working either way)."""
-        store, serving = self.core.store, True
+        """Probe the store and the index, and let their health follow.
+
+        ``store`` is NOT_SERVING while writes cannot succeed (a full disk, a write lock held by
+        another process; reads keep working either way); ``index`` while the index thread does not
+        answer within ``index_probe_seconds`` (stuck behind work that should never take that long).
+        """
+        store, serving = self.core.store, {"store": True, "index": True}
         while True:
             await asyncio.sleep(self.settings.store_check_seconds)
-            problem = await asyncio.to_thread(store.check)
-            if (problem is None) != serving:
-                serving = problem is None
-                log.warning("store.health", serving=serving, problem=problem)
-                await self.health.set("store", SERVING if serving else NOT_SERVING)
+            problems = {"store": await asyncio.to_thread(store.check),
+                        "index": await self.core.probe_index(self.settings.index_probe_seconds)}
+            for component, problem in problems.items():
+                if (problem is None) != serving[component]:
+                    serving[component] = problem is None
+                    log.warning(f"{component}.health", serving=serving[component], problem=problem)
+                    await self.health.set(component, SERVING if serving[component] else NOT_SERVING)
 
     async def _reembed(self) -> None:
         try:

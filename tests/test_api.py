@@ -58,6 +58,8 @@ def test_reflection_lists_the_services(channel):
 
 
 def test_store_get_round_trip_and_duplicate(stub, auth):
+    target = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="Bob was born in Leeds.", namespace="api-rt")),
+                        metadata=auth, timeout=60).id
     mem = pb.MemoryInput(
         content="Bob's birthday is on the 3rd of June.",
         namespace="api-rt",
@@ -68,7 +70,7 @@ def test_store_get_round_trip_and_duplicate(stub, auth):
         importance=0.9,
         session_id="s-1",
         session_position=4,
-        links=[pb.Link(target_id="x", type=pb.LINK_TYPE_RELATES_TO, weight=0.5)],
+        links=[pb.Link(target_id=target, type=pb.LINK_TYPE_RELATES_TO, weight=0.5)],
         metadata={"speaker": "Bob"},
     )
     mem.event_time.FromSeconds(1_700_000_000)

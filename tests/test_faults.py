@@ -161,3 +161,32 @@ def test_start_up_on_a_read_only_directory_says_so_in_one_line(tmp_path):
     with _tmpfs(tmp_path / "ro", "1m", "ro") as data:
         line = _one_line_error(_serve(data, tmp_path))
     assert "cannot open the store" in line and str(data) in line
+
+
+def test_index_health_follows_a_probe_of_the_index_thread(tmp_path):
+    from teleo_server.config import Settings
+    from tests._server import InThreadServer
+
+    settings = Settings(port=0, data_dir=tmp_path / "data", dev_token_file=tmp_path / "token",
+                        store_check_seconds=0.1, index_probe_seconds=0.5)
+    srv = InThreadServer.start(settings)
+    try:
+        with grpc.insecure_channel(srv.address) as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+
+            def index_status() -> int:
+                return health.Check(health_pb2.HealthCheckRequest(service="index"), timeout=5).status
+
+            assert index_status() == health_pb2.HealthCheckResponse.SERVING
+            core = srv.app.core
+            core._index_ex.submit(time.sleep, 3.0)  # the index thread stuck behind 3 s of work
+            deadline = time.monotonic() + 10
+            while index_status() != health_pb2.HealthCheckResponse.NOT_SERVING and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert index_status() == health_pb2.HealthCheckResponse.NOT_SERVING
+            deadline = time.monotonic() + 20
+            while index_status() != health_pb2.HealthCheckResponse.SERVING and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert index_status() == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        srv.stop()

@@ -206,3 +206,62 @@ def test_a_store_whose_deadline_expires_during_its_commit_is_still_indexed(tight
     assert again.duplicate  # it was committed ...
     events = list(stub.Retrieve(pb.RetrieveRequest(text="night ferry Stromness", top_k=1), metadata=auth, timeout=30))
     assert [e.result.memory.id for e in events if e.WhichOneof("event") == "result"] == [again.id]  # ... and indexed
+
+
+def test_retrieve_shows_the_stored_retrieved_count_not_a_stale_copy(stub, auth):
+    import time
+
+    mid = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="The abacus predates written numerals.", namespace="counts")),
+                     metadata=auth, timeout=30).id
+    req = pb.RetrieveRequest(text="abacus numerals", top_k=1, filters=pb.RetrieveFilters(namespaces=["counts"]))
+
+    def shown() -> int:
+        events = list(stub.Retrieve(req, metadata=auth, timeout=30))
+        (result,) = [e.result for e in events if e.WhichOneof("event") == "result"]
+        assert result.memory.id == mid
+        return result.memory.retrieved_count
+
+    assert shown() == 0
+    deadline = time.monotonic() + 30
+    while (count := shown()) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert count >= 1
+    assert stub.Get(pb.GetRequest(ids=[mid]), metadata=auth, timeout=10).memories[0].retrieved_count >= count
+
+
+def test_feedback_helpful_false_is_counted_as_misled(stub, auth):
+    mid = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="Misleading hint about the build cache.", namespace="counts")),
+                     metadata=auth, timeout=30).id
+    got = stub.Feedback(pb.FeedbackRequest(id=mid, used=True, helpful=False), metadata=auth, timeout=10).memory
+    assert (got.used_count, got.helpful_count, got.misled_count) == (1, 0, 1)
+    got = stub.Feedback(pb.FeedbackRequest(id=mid, used=True), metadata=auth, timeout=10).memory
+    assert (got.used_count, got.helpful_count, got.misled_count) == (2, 0, 1)
+
+
+def test_links_must_point_at_readable_memories_in_the_same_namespace(api_server, stub, auth):
+    home = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="The lighthouse lamp was replaced in 1998.", namespace="links-a")),
+                      metadata=auth, timeout=30).id
+    away = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="A different namespace entirely.", namespace="links-b")),
+                      metadata=auth, timeout=30).id
+    secret = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="Restricted lamp budget.", namespace="links-a",
+                                                              access_level=pb.ACCESS_LEVEL_RESTRICTED)), metadata=auth, timeout=30).id
+    reader = _token(api_server, "linker", ["links-a"], ["links-a"], AccessLevel.INTERNAL, "links-a")
+
+    def link(target, token=auth):
+        mem = pb.MemoryInput(content=f"The new lamp is an LED unit ({target[:6]}).", namespace="links-a",
+                             links=[pb.Link(target_id=target, type=pb.LINK_TYPE_SUPERSEDES)])
+        return stub.Store(pb.StoreRequest(memory=mem), metadata=token, timeout=30)
+
+    assert link(home).id
+    answers = []
+    for target, token in ((away, auth), ("no-such-id", auth), (secret, reader), ("no-such-id-2", reader)):
+        code, details = _code(lambda: link(target, token))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("memory.links[0].target_id: no memory with id")
+        answers.append(details.replace(target[:128], "X").split("(")[0])
+    assert answers[2] == answers[3]  # an unreadable target answers like an unknown one
+    batch = stub.StoreBatch(iter([pb.StoreBatchRequest(memory=pb.MemoryInput(content="batch link ok", namespace="links-a",
+                                                                             links=[pb.Link(target_id=home, type=pb.LINK_TYPE_RELATES_TO)])),
+                                  pb.StoreBatchRequest(memory=pb.MemoryInput(content="batch link bad", namespace="links-a",
+                                                                             links=[pb.Link(target_id=away, type=pb.LINK_TYPE_RELATES_TO)]))]),
+                            metadata=auth, timeout=30)
+    assert batch.items[0].id and batch.items[1].error_code == "INVALID_ARGUMENT" and (batch.stored, batch.failed) == (1, 1)

@@ -114,7 +114,8 @@ def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
     conn.execute("PRAGMA foreign_keys=ON")
     m = _memory("kept", access_level=AccessLevel.CONFIDENTIAL)
     m.model_version, m.chunk_count = "v1", 2
-    cur = conn.execute(f"INSERT INTO memories ({sq._MEMORY_COLUMNS}) VALUES ({','.join('?' * 21)})", sq._memory_to_row(m))
+    v1_columns = sq._MEMORY_COLUMNS.replace(", misled_count", "")  # the columns schema 1 had
+    cur = conn.execute(f"INSERT INTO memories ({v1_columns}) VALUES ({','.join('?' * 21)})", sq._memory_to_row(m)[:21])
     sq._insert_chunks(conn, cur.lastrowid, _emb(rng, chunks=2))
     conn.close()
 
@@ -148,9 +149,11 @@ def test_feedback_and_retrieved_counters(tmp_path):
     m, _ = store.put(_memory("fb"), _emb(rng))
     store.record_feedback(m.id, used=True, helpful=True)
     updated = store.record_feedback(m.id, used=True, helpful=False)
+    store.record_feedback(m.id, used=False, helpful=None)
     store.record_retrieved([m.id, m.id])
     got = store.get([m.id])[m.id]
-    assert (updated.used_count, updated.helpful_count) == (2, 1)
+    assert (updated.used_count, updated.helpful_count, updated.misled_count) == (2, 1, 1)
+    assert (got.used_count, got.helpful_count, got.misled_count) == (2, 1, 1)
     assert got.retrieved_count == 2
     assert store.record_feedback("missing", True, None) is None
 

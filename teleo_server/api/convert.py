@@ -143,6 +143,7 @@ def memory_to_proto(m: Memory) -> pb.Memory:
         retrieved_count=m.retrieved_count,
         used_count=m.used_count,
         helpful_count=m.helpful_count,
+        misled_count=m.misled_count,
     )
 
 

@@ -189,6 +189,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if not request.HasField("memory"):
             raise InvalidArgument("is required", field="memory")
         memory = convert.memory_from_input(request.memory, principal, self.limits, convert.now())
+        bad_links = await self.core.link_errors(principal, [memory])
+        if bad_links:
+            raise bad_links[memory.id]
         (out,) = await self.core.store_many(principal, [memory])
         return pb.StoreResponse(id=out.memory.id, content_hash=out.memory.content_hash, duplicate=out.duplicate)
 
@@ -218,6 +221,11 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 item.error, item.error_code = str(exc), status_of(exc).name
         # One embedding+commit per chunk of items: bounded memory, and a failure (embedder down)
         # marks only the items of the chunk that failed.
+        bad_links = await self.core.link_errors(principal, [m for _, m in valid])
+        for index, m in valid:
+            if m.id in bad_links:
+                items[index].error, items[index].error_code = str(bad_links[m.id]), "INVALID_ARGUMENT"
+        valid = [(index, m) for index, m in valid if m.id not in bad_links]
         for start in range(0, len(valid), 256):
             chunk = valid[start : start + 256]
             try:

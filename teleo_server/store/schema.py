@@ -100,8 +100,13 @@ CREATE INDEX memories_model_version ON memories (model_version);
 CREATE INDEX memories_content ON memories (namespace, access_level, content_hash);
 """
 
+# v3: Feedback(helpful=false) is counted.
+_V3 = """
+ALTER TABLE memories ADD COLUMN misled_count INTEGER NOT NULL DEFAULT 0;
+"""
+
 # Append new migrations; never edit a released one.
-MIGRATIONS: list[str] = [_V1, _V2]
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -38,7 +38,7 @@ T = TypeVar("T")
 _MEMORY_COLUMNS = (
     "id, namespace, content, content_hash, memory_type, access_level, source, confidence, importance, "
     "event_time, ingestion_time, session_id, session_position, links, metadata, evergreen, model_version, "
-    "chunk_count, retrieved_count, used_count, helpful_count"
+    "chunk_count, retrieved_count, used_count, helpful_count, misled_count"
 )
 
 
@@ -214,7 +214,7 @@ class SQLiteStore:
                 memory.model_version = emb.model_version
                 memory.chunk_count = len(emb.chunks)
                 cur = conn.execute(
-                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 21)})",
+                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 22)})",
                     _memory_to_row(memory),
                 )
                 _insert_chunks(conn, cur.lastrowid, emb)
@@ -273,8 +273,9 @@ class SQLiteStore:
     def record_feedback(self, memory_id: str, used: bool, helpful: bool | None) -> Memory | None:
         with self._tx() as conn:
             conn.execute(
-                "UPDATE memories SET used_count = used_count + ?, helpful_count = helpful_count + ? WHERE id = ?",
-                (int(used), 1 if helpful else 0, memory_id),
+                "UPDATE memories SET used_count = used_count + ?, helpful_count = helpful_count + ?, "
+                "misled_count = misled_count + ? WHERE id = ?",
+                (int(used), int(helpful is True), int(helpful is False), memory_id),
             )
             row = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
         return _row_to_memory(row) if row else None
@@ -402,6 +403,7 @@ def _memory_to_row(m: Memory) -> tuple:
         m.retrieved_count,
         m.used_count,
         m.helpful_count,
+        m.misled_count,
     )
 
 
@@ -428,6 +430,7 @@ def _row_to_memory(r: tuple) -> Memory:
         retrieved_count=r[18],
         used_count=r[19],
         helpful_count=r[20],
+        misled_count=r[21],
     )
 
 

@@ -127,7 +127,7 @@ class MemoryInput(_message.Message):
     def __init__(self, content: _Optional[str] = ..., namespace: _Optional[str] = ..., access_level: _Optional[_Union[AccessLevel, str]] = ..., memory_type: _Optional[_Union[MemoryType, str]] = ..., source: _Optional[str] = ..., confidence: _Optional[float] = ..., importance: _Optional[float] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., session_position: _Optional[int] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., evergreen: _Optional[bool] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "input", "content_hash", "ingestion_time", "model_version", "chunk_count", "retrieved_count", "used_count", "helpful_count")
+    __slots__ = ("id", "input", "content_hash", "ingestion_time", "model_version", "chunk_count", "retrieved_count", "used_count", "helpful_count", "misled_count")
     ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class Memory(_message.Message):
     RETRIEVED_COUNT_FIELD_NUMBER: _ClassVar[int]
     USED_COUNT_FIELD_NUMBER: _ClassVar[int]
     HELPFUL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MISLED_COUNT_FIELD_NUMBER: _ClassVar[int]
     id: str
     input: MemoryInput
     content_hash: str
@@ -146,7 +147,8 @@ class Memory(_message.Message):
     retrieved_count: int
     used_count: int
     helpful_count: int
-    def __init__(self, id: _Optional[str] = ..., input: _Optional[_Union[MemoryInput, _Mapping]] = ..., content_hash: _Optional[str] = ..., ingestion_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_version: _Optional[str] = ..., chunk_count: _Optional[int] = ..., retrieved_count: _Optional[int] = ..., used_count: _Optional[int] = ..., helpful_count: _Optional[int] = ...) -> None: ...
+    misled_count: int
+    def __init__(self, id: _Optional[str] = ..., input: _Optional[_Union[MemoryInput, _Mapping]] = ..., content_hash: _Optional[str] = ..., ingestion_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_version: _Optional[str] = ..., chunk_count: _Optional[int] = ..., retrieved_count: _Optional[int] = ..., used_count: _Optional[int] = ..., helpful_count: _Optional[int] = ..., misled_count: _Optional[int] = ...) -> None: ...
 
 class StoreRequest(_message.Message):
     __slots__ = ("memory",)
