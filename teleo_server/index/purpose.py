@@ -248,10 +248,16 @@ class GoalView:
             return np.ones(rows.size, dtype=np.float32)
         return self._index.best[rows]
 
-    def goal_for_query(self, q: np.ndarray | None) -> int | None:
+    def goals_for_query(self, q: np.ndarray | None) -> list[int]:
+        """Each partition's goal nearest to the query vector (one per partition in the view)."""
         if not self.goals or q is None or q.shape[0] != self.centroids.shape[1]:
-            return None
-        return int(np.argmax(self.centroids @ q))
+            return []
+        sims = self.centroids @ q
+        out = []
+        for key in np.unique(self.owner).tolist():
+            mine = np.flatnonzero(self.owner == key)
+            out.append(int(mine[np.argmax(sims[mine])]))
+        return out
 
     def resolve_targets(self, targets: tuple[str, ...]) -> list[int]:
         """Goal indices named by id or label (case-insensitive; a label may match by substring)."""
@@ -263,16 +269,36 @@ class GoalView:
                     out.append(i)
         return sorted(set(out))
 
-    def goal_alignment(self, rows: np.ndarray, goals: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Best alignment float32 (C,) over ``goals`` and which goal (index into self.goals).
+    def goal_alignment(self, rows: np.ndarray, goals: list[int], own_partition: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Best alignment float32 (C,) over ``goals`` and which goal (index into self.goals, -1 none).
 
-        A row's alignment to a goal of its own partition is read from its purpose vector; to a goal
-        of another partition the caller may read, it is computed from the memory's vector.
+        A row's alignment to a goal of its own partition is read from its purpose vector. With
+        ``own_partition`` (``goals`` then holds at most one goal per partition, as
+        ``goals_for_query`` gives) a row is measured against its own partition's goal only (0 and -1
+        when there is none); otherwise a goal of another partition the caller may read is
+        measured from the memory's vector.
         """
         if not self.goals or not goals:
             return np.zeros(rows.size, dtype=np.float32), np.full(rows.size, -1, dtype=np.int64)
         g = np.asarray(goals, dtype=np.int64)
-        same = self._keys[rows][:, None] == self.owner[g][None, :]
+        row_keys, owners = self._keys[rows], self.owner[g]
+        if own_partition:
+            # one goal per partition: look each row's up by its partition key
+            table = np.full(int(max(owners.max(), row_keys.max(initial=0))) + 1, -1, dtype=np.int64)
+            table[owners] = g
+            which = table[row_keys]
+            has = which >= 0
+            out = np.zeros(rows.size, dtype=np.float32)
+            out[has] = self._index.purpose[rows[has], self.local[which[has]]]
+            return out, which
+        if (owners == owners[0]).all() and (row_keys == owners[0]).all():
+            # one partition (the common case): read the stored purpose vectors directly
+            if g.size == 1:
+                return self._index.purpose[rows, self.local[g[0]]], np.full(rows.size, g[0], dtype=np.int64)
+            sub = self._index.purpose[rows][:, self.local[g]]
+            arg = sub.argmax(axis=1)
+            return sub[np.arange(rows.size), arg].astype(np.float32), g[arg]
+        same = row_keys[:, None] == owners[None, :]
         sub = np.where(same, self._index.purpose[rows[:, None], self.local[g][None, :]], 0.0).astype(np.float32)
         cross = np.flatnonzero(~same.all(axis=1))
         if cross.size:

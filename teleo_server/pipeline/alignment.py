@@ -16,10 +16,12 @@ def annotate(state: State) -> None:
         return
     c.purpose = purpose.purpose_alignment(c.rows)
     targets = purpose.resolve_targets(state.ctx.query.target_goals)
-    if not targets:
-        g = purpose.goal_for_query(state.feature(state.role("dense")))
-        targets = [] if g is None else [g]
-    c.goal, c.goal_index = purpose.goal_alignment(c.rows, targets)
+    if targets:
+        c.goal, c.goal_index = purpose.goal_alignment(c.rows, targets)
+    else:
+        # no goal named: each memory is measured against its own partition's goal nearest the query
+        nearest = purpose.goals_for_query(state.feature(state.role("dense")))
+        c.goal, c.goal_index = purpose.goal_alignment(c.rows, nearest, own_partition=True)
     c.misaligned = c.purpose < cfg.misalignment_threshold if purpose.n_goals else np.zeros(c.size, dtype=bool)
 
 
