@@ -85,10 +85,8 @@ class HyperdimensionalSpace(SparseScoredSpace):
         if ctx.sees_all or ctx.readable is None:
             n_docs, df = max(len(self.catalog), 1), self.df[ids]
         else:  # rarity among what this caller may read: other tenants' text must not pick its n-grams
-            which, rows, _ = self.index.postings(ids)
-            inside = rows < ctx.readable.size
-            inside[inside] = ctx.readable[rows[inside]]
-            n_docs, df = max(int(ctx.readable.sum()), 1), np.bincount(which[inside], minlength=ids.size)
+            which, rows, _ = self.index.postings(ids)  # index rows are catalog rows: all < readable.size
+            n_docs, df = max(int(ctx.readable.sum()), 1), np.bincount(which[ctx.readable[rows]], minlength=ids.size)
         idf = np.log1p(n_docs / (1.0 + df))
         order = np.argsort(-idf, kind="stable")
         order = order[df[order] <= max(self.settings.hdc_max_df_fraction * n_docs, self.settings.hdc_max_df)]

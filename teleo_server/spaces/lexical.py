@@ -116,9 +116,8 @@ class LexicalSpace(SparseScoredSpace):
         here both come from the query terms' postings restricted to ``readable``, so a tenant's
         scores do not move when another tenant writes. Costs one pass over those postings.
         """
-        which, rows, tf = self.index.postings(ids)
-        keep = rows < readable.size
-        keep[keep] = readable[rows[keep]]
+        which, rows, tf = self.index.postings(ids)  # index rows are catalog rows: all < readable.size
+        keep = readable[rows]
         which, rows, tf = which[keep], rows[keep], tf[keep]
         n = max(int(readable.sum()), 1)
         lengths = self.doc_len.view[: readable.size]
