@@ -273,3 +273,18 @@ def test_another_tenants_text_does_not_move_a_callers_lexical_scores():
     half = len(seen) // 2
     for a, b in zip(seen[:half], seen[half:]):
         assert a[2] and a[2] == b[2], (a, b)
+
+
+def test_importance_is_a_prior_in_the_final_score():
+    seen = {}
+    for weight in (0.0, 0.5):
+        r = make_retriever(PipelineSettings(importance_weight=weight), "numpy")
+        for mid, imp in (("low", 0.1), ("mid", 0.5), ("high", 0.9)):
+            r.add(syn.memory(mid, "lantern festival river", importance=imp), syn.embedding())
+        q = Query(text="lantern festival", embedding=None, principal=syn.admin(), top_k=3, profile="hybrid")
+        seen[weight] = [(h.memory.id, h.score) for h in _hits(r, q)]
+    assert [i for i, _ in seen[0.0]] == ["low", "mid", "high"]  # equal text: stored order
+    assert [i for i, _ in seen[0.5]] == ["high", "mid", "low"]
+    before, after = dict(seen[0.0]), dict(seen[0.5])
+    assert after["low"] == pytest.approx(before["low"] * 0.6, rel=1e-4)  # 1 + 0.5 * (2 * 0.1 - 1)
+    assert after["mid"] == pytest.approx(before["mid"], rel=1e-6)        # the default importance is neutral

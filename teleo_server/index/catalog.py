@@ -53,7 +53,7 @@ class Catalog:
 
     Arrays exposed (all length ``n_rows`` unless noted): ``alive`` bool, ``ns`` int32 namespace
     code, ``level`` int8, ``mtype`` int8, ``event_time`` float64, ``confidence`` float32,
-    ``session`` int32 session code, ``position`` int32 (-1 = none), ``evergreen`` bool,
+    ``session`` int32 session code, ``position`` int32 (-1 = none), ``evergreen`` bool, ``importance`` float32,
     ``used`` int64; ``chunk_mem`` int32 (n_chunks,) maps a chunk row to its memory row;
     ``chunk_start`` int64 maps a memory row to its first chunk row, ``chunk_count`` int32.
     """
@@ -71,6 +71,7 @@ class Catalog:
         self._mtype = Column(np.int8)
         self._event = Column(np.float64)
         self._conf = Column(np.float32)
+        self._importance = Column(np.float32)
         self._session = Column(np.int32)
         self._position = Column(np.int32, -1)
         self._evergreen = Column(np.bool_, False)
@@ -113,6 +114,10 @@ class Catalog:
     @property
     def confidence(self) -> np.ndarray:
         return self._conf.view
+
+    @property
+    def importance(self) -> np.ndarray:
+        return self._importance.view
 
     @property
     def session(self) -> np.ndarray:
@@ -158,6 +163,7 @@ class Catalog:
         self._mtype.append(int(memory.memory_type))
         self._event.append(memory.event_time or memory.ingestion_time)
         self._conf.append(memory.confidence)
+        self._importance.append(memory.importance)
         self._session.append(self._code(self._session_codes, memory.session_id, None))
         self._position.append(-1 if memory.session_position is None else memory.session_position)
         self._evergreen.append(memory.evergreen)
@@ -200,7 +206,7 @@ class Catalog:
         keep_chunks = np.flatnonzero(self.alive[self.chunk_mem])
         new_of_old = np.full(self.n_rows, -1, dtype=np.int64)
         new_of_old[keep] = np.arange(keep.size)
-        for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._conf,
+        for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._conf, self._importance,
                     self._session, self._position, self._evergreen, self._used, self._chunk_count):
             col.keep(keep)
         mem_of_chunk = new_of_old[self.chunk_mem[keep_chunks]].astype(np.int32)

@@ -58,10 +58,21 @@ def mmr(state: State, k: int) -> np.ndarray:
     return np.concatenate([pool[chosen], rest])[:k]
 
 
+def importance(state: State) -> None:
+    """score *= 1 + w * (2 * importance - 1): the stored importance as a prior (w = importance_weight)."""
+    c, w = state.cands, state.cfg.importance_weight
+    if w <= 0 or c.size == 0:
+        return
+    assert c.score is not None
+    prior = 1.0 + w * (2.0 * state.ctx.catalog.importance[c.rows] - 1.0)
+    c.score = (c.score * prior).astype(np.float32)
+
+
 @stage("finalize", needs_score=True)
 def finalize(state: State) -> str:
     removed_johari = johari_filter(state)
     decay(state)
+    importance(state)
     c, cfg = state.cands, state.cfg
     n_in = c.size
     assert c.score is not None
@@ -70,8 +81,8 @@ def finalize(state: State) -> str:
     below = n_in - c.size
     picked = mmr(state, state.top_k)
     state.cands = c.take(picked)
-    return (f"half_life_days={cfg.decay_half_life_days:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} "
+    return (f"half_life_days={cfg.decay_half_life_days:g} importance_weight={cfg.importance_weight:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} "
             f"below_min={below} johari_removed={removed_johari}")
 
 
-__all__ = ["decay", "finalize", "mmr"]
+__all__ = ["decay", "finalize", "importance", "mmr"]

@@ -131,6 +131,10 @@ class PipelineSettings(BaseModel):
     mmr_lambda: float = Field(1.0, ge=0, le=1)      # 1 = relevance only
     mmr_depth: int = Field(50, ge=1)
     min_score: float = Field(0.0, ge=0, le=1)
+    # importance prior: score *= 1 + w * (2 * importance - 1), so a memory at the default
+    # importance (0.5) is unchanged, importance 1 gains up to w and importance 0 loses up to w.
+    # Off by default: the evaluation sets carry no importance, so no gain could be measured there.
+    importance_weight: float = Field(0.0, ge=0, le=1)
 
     # E9 hyperdimensional (hashed character n-grams)
     hdc_dim_bits: int = Field(18, ge=8, le=24)
