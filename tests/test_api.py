@@ -308,3 +308,23 @@ def test_expired_deadline_leaves_the_server_up(stub, auth, corpus_ids):
         list(stub.Retrieve(pb.RetrieveRequest(text="anything at all"), metadata=auth, timeout=0.0001))
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert stub.Get(pb.GetRequest(ids=[corpus_ids[0]]), metadata=auth, timeout=10).memories
+
+
+def test_additive_rrf_records_the_only_space_that_found_a_result(stub, auth, corpus_ids):
+    # n-grams left out of the fusion (weight 0): they find every memory of this small corpus
+    req = pb.RetrieveRequest(text="container image registry", top_k=5, filters=pb.RetrieveFilters(namespaces=["api"]),
+                             overrides=pb.StageOverrides(fusion="additive_rrf", space_weights={"E9_hdc": 0.0}))
+    events = list(stub.Retrieve(req, metadata=auth, timeout=60))
+    fusion = next(e.stage for e in events if e.WhichOneof("event") == "stage" and e.stage.stage == "fusion")
+    assert fusion.detail.startswith("method=additive_rrf") and "E9" not in fusion.detail
+    results = {e.result.memory.id: e.result for e in events if e.WhichOneof("event") == "result"}
+    fused = {r.memory.id: [s for s in r.found_by if s != "E9_hdc"] for r in results.values()}
+    shipped = results[corpus_ids[0]]  # shares words with the query: several spaces found it
+    assert len(fused[shipped.memory.id]) > 1 and shipped.unique_contribution == ""
+    lonely = [r for r in results.values() if len(fused[r.memory.id]) == 1]
+    assert lonely and all(r.unique_contribution == fused[r.memory.id][0] for r in lonely)
+    # other fusions record nothing
+    plain = list(stub.Retrieve(pb.RetrieveRequest(text="container image registry", top_k=5, filters=pb.RetrieveFilters(namespaces=["api"]),
+                                                  overrides=pb.StageOverrides(fusion="rrf", space_weights={"E9_hdc": 0.0}),
+                                                  include_breakdown=True), metadata=auth, timeout=60))
+    assert all(e.result.unique_contribution == "" for e in plain if e.WhichOneof("event") == "result")

@@ -29,17 +29,31 @@ def test_rrf_by_hand():
     assert used == ["a", "b"]
 
 
-def test_weighted_relative_and_additive_rrf():
+def test_weighted_relative_and_rrf_relative_mean():
     spaces = {"a": np.array([4.0, 2.0, 1.0]), "b": np.array([0.5, 1.0, NAN])}
     w, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "weighted", 60.0)
     np.testing.assert_allclose(w, [(1.0 + 0.5) / 2, (0.5 + 1.0) / 2, 0.25 / 2], rtol=1e-6)
     rel, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "relative", 60.0)
     np.testing.assert_allclose(rel, [(1.0 + 0.0) / 2, (1 / 3 + 1.0) / 2, 0.0], rtol=1e-6)
-    add, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "additive_rrf", 60.0)
+    add, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "rrf_relative_mean", 60.0)
     plain, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "rrf", 60.0)
     assert plain[0] == plain[1]  # mirrored ranks tie under plain RRF
     np.testing.assert_allclose(add, (plain + rel) / 2, rtol=1e-6)
     assert add[1] > add[0]  # the magnitudes break the tie
+
+
+def test_additive_rrf_boosts_what_exactly_one_space_found():
+    from teleo_server.pipeline.fusion import additive_rrf
+
+    spaces = {"a": np.array([4.0, 2.0, 1.0, 3.0]), "b": np.array([0.5, 1.0, 0.9, NAN])}
+    found = {"a": np.array([True, True, False, True]), "b": np.array([True, True, True, False])}
+    plain, _ = fuse(spaces, {"a": 1.0, "b": 1.0}, "rrf", 60.0)
+    got, used, unique = additive_rrf(spaces, found, {"a": 1.0, "b": 1.0}, 60.0, 0.1)
+    assert used == ["a", "b"] and unique.tolist() == [-1, -1, 1, 0]  # c: only b found it, d: only a
+    np.testing.assert_allclose(got, plain * np.array([1.0, 1.0, 1.1, 1.1]) / 1.1, rtol=1e-6)
+    assert got.max() <= 1.0
+    none, _, _ = additive_rrf(spaces, found, {"a": 1.0, "b": 1.0}, 60.0, 0.0)
+    np.testing.assert_allclose(none, plain, rtol=1e-6)
 
 
 def test_zero_weight_space_is_left_out_and_unknown_method_fails():

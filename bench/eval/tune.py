@@ -33,7 +33,7 @@ GRID: dict[str, list[Any]] = {
     "sparse_weight": [0.3, 0.7],
     "w_E1_semantic": [0.5, 1.5],
     "w_E9_hdc": [0.0, 0.3],
-    "fusion": ["additive_rrf", "relative"],
+    "fusion": ["rrf_relative_mean", "additive_rrf", "relative"],
     "alignment_weight": [0.0, 0.1],
     "rerank_depth": [50],
 }

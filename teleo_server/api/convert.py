@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import get_args
 
 import numpy as np
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -19,10 +20,11 @@ from teleo_server.config import Limits
 from teleo_server.core import QueryVectors, new_memory_id
 from teleo_server.domain import EARLIEST_TIME, LATEST_TIME, AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
 from teleo_server.errors import InvalidArgument, PermissionDenied
+from teleo_server.pipeline.settings import FusionMethod
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
 
-FUSIONS = ("rrf", "weighted", "relative", "additive_rrf")
+FUSIONS = get_args(FusionMethod)
 AGGREGATIONS = {
     pb.AGGREGATION_UNSPECIFIED: "weighted_average",
     pb.AGGREGATION_WEIGHTED_AVERAGE: "weighted_average",
@@ -312,6 +314,7 @@ def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool) -
         misaligned=hit.misaligned,
         johari=int(hit.johari),
         chunk_index=hit.chunk_index,
+        unique_contribution=hit.unique_contribution,
     )
     if include_breakdown:
         b = hit.breakdown

@@ -4,10 +4,14 @@ Methods (weights w_s per space; spaces without a weight or without scores are le
 - ``rrf``: sum_s w_s / (k + rank_s), ranks within the candidate pool, 1-based.
 - ``weighted``: sum_s w_s * score_s / max_s (scores over their max).
 - ``relative``: sum_s w_s * (score_s - min_s) / (max_s - min_s) (relative-score fusion).
-- ``additive_rrf``: the mean of normalised RRF and relative-score fusion: RRF's robustness to
-  score scales (it keeps deep recall) plus the magnitudes' precision at the top.
-Every method is divided by its best possible value (sum of weights, or sum_s w_s / (k + 1)), so
-``content`` lies in [0, 1]; thresholds never see raw RRF.
+- ``rrf_relative_mean``: the mean of normalised RRF and relative-score fusion: RRF's robustness
+  to score scales (it keeps deep recall) plus the magnitudes' precision at the top.
+- ``additive_rrf`` (the seed's algorithm): RRF, with a candidate that exactly one space's own
+  candidate list found boosted by ``unique_boost`` (10%): the blind-spot discoveries a single
+  perspective makes are kept rather than outvoted. The space is recorded per result
+  (``unique_contribution``).
+Every method is divided by its best possible value (sum of weights, or sum_s w_s / (k + 1), times
+1 + boost), so ``content`` lies in [0, 1]; thresholds never see raw RRF.
 """
 
 from __future__ import annotations
@@ -43,10 +47,12 @@ def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, 
 
     ``rank_cols``: each space's ``ranks`` when the caller already has them (saves a sort per space).
     """
-    if method == "additive_rrf":
+    if method == "rrf_relative_mean":
         rrf, used = fuse(spaces, weights, "rrf", k, rank_cols)
         rel, _ = fuse(spaces, weights, "relative", k)
         return ((rrf + rel) / 2.0).astype(np.float32), used
+    if method == "additive_rrf":
+        raise ValueError("additive_rrf needs each space's own candidate list: use additive_rrf()")
     used = [n for n, s in spaces.items() if weights.get(n, 0.0) > 0 and not np.all(np.isnan(s))]
     if not used:
         return np.zeros(next(iter(spaces.values())).size if spaces else 0, dtype=np.float32), []
@@ -55,7 +61,7 @@ def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, 
     best = 0.0
     for name in used:
         s, w = spaces[name].astype(np.float64), weights[name]
-        if method in ("rrf", "additive_rrf"):
+        if method == "rrf":
             total += w / (k + (rank_cols[name] if rank_cols and name in rank_cols else ranks(s)))
             best += w / (k + 1.0)
         elif method == "weighted":
@@ -68,6 +74,23 @@ def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, 
         else:
             raise ValueError(f"unknown fusion method {method!r}")
     return (total / best).astype(np.float32), used
+
+
+def additive_rrf(spaces: dict[str, np.ndarray], found: dict[str, np.ndarray], weights: dict[str, float], k: float,
+                 boost: float, rank_cols: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """The seed's additive RRF: RRF, times 1 + ``boost`` for a candidate exactly one fused space
+    found (its own candidate list held it); normalised into [0, 1].
+
+    Returns the fused content float32 (C,), the spaces used, and per candidate the index into
+    ``used`` of the only space that found it (-1 when none or several did).
+    """
+    rrf, used = fuse(spaces, weights, "rrf", k, rank_cols)
+    if not used:
+        return rrf, used, np.full(rrf.size, -1, dtype=np.int64)
+    hits = np.stack([found[n] if n in found else ~np.isnan(spaces[n]) for n in used])
+    only = hits.sum(axis=0) == 1
+    unique = np.where(only, hits.argmax(axis=0), -1)
+    return (rrf * np.where(only, 1.0 + boost, 1.0) / (1.0 + boost)).astype(np.float32), used, unique
 
 
 def no_fusion(state: State) -> None:
@@ -95,7 +118,12 @@ def fusion(state: State) -> str:
             if feats is not None:
                 c.set_space(name, space.score(state.ctx, feats, c.rows), np.zeros(c.size, dtype=bool))
     c.ranks = {name: ranks(s.astype(np.float64)) for name, s in c.spaces.items()}
-    content, used = fuse(c.spaces, weights, cfg.fusion, cfg.rrf_k, c.ranks)
+    if cfg.fusion == "additive_rrf":
+        content, used, unique = additive_rrf(c.spaces, c.found, weights, cfg.rrf_k, cfg.unique_boost, c.ranks)
+        names = np.array(used + [""], dtype=object)
+        c.columns["unique_contribution"] = names[unique]  # -1 picks the trailing ""
+    else:
+        content, used = fuse(c.spaces, weights, cfg.fusion, cfg.rrf_k, c.ranks)
     if cfg.purpose_weighting > 0 and state.purpose.n_goals:
         p = state.purpose.purpose_alignment(c.rows)
         content = content * ((1.0 - cfg.purpose_weighting) + cfg.purpose_weighting * p)
@@ -104,4 +132,4 @@ def fusion(state: State) -> str:
     return f"method={cfg.fusion} k={cfg.rrf_k:g} spaces=" + "+".join(u.split("_")[0] for u in used)
 
 
-__all__ = ["fuse", "fusion", "no_fusion", "ranks"]
+__all__ = ["additive_rrf", "fuse", "fusion", "no_fusion", "ranks"]

@@ -213,6 +213,7 @@ class TeleologicalRetriever:
         late_of = None if c.late is None else c.late.tolist()
         temporal_of = None if c.temporal is None else c.temporal.tolist()
         chunk_of = None if c.chunk is None else c.chunk.tolist()
+        unique_of = c.columns["unique_contribution"].tolist() if "unique_contribution" in c.columns else None
         for i in range(c.size):
             found = tuple(n for n in names if found_of[n][i])
             spaces = {n: v for n in names if not math.isnan(v := value_of[n][i])}
@@ -226,7 +227,8 @@ class TeleologicalRetriever:
             text = explanation(found, goal, goal_score[i], late, misaligned[i], temporal) if query.explain else ""
             yield Hit(memory=self.catalog.memory(rows[i]), score=scores[i], breakdown=breakdown, found_by=found,
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text,
-                      chunk_index=chunk_of[i] if chunk_of is not None else 0)
+                      chunk_index=chunk_of[i] if chunk_of is not None else 0,
+                      unique_contribution=unique_of[i] if unique_of is not None else "")
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)

@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FusionMethod = Literal["rrf", "weighted", "relative", "additive_rrf"]
+# The fusion methods (pipeline/fusion.py documents each); API validation derives from this.
+FusionMethod = Literal["rrf", "weighted", "relative", "rrf_relative_mean", "additive_rrf"]
 
 # What the stages need a space for, and which space plays that part. Stages ask for a role
 # (``State.role``), never for an E-name, so a deployment can point a role at another space.
@@ -104,9 +105,11 @@ class PipelineSettings(BaseModel):
     # fusion
     # defaults tuned on SciFact train + LoCoMo dev (bench/results/tuning.json): relative-score
     # fusion beat RRF by ~0.01 nDCG@10 on both but lost deep recall (R@100); their mean
-    # (additive_rrf) kept most of both. MiniLM's dense space is the weakest on dialog turns.
-    fusion: FusionMethod = "additive_rrf"
+    # (rrf_relative_mean; called additive_rrf before the seed's algorithm took that name) kept most
+    # of both. MiniLM's dense space is the weakest on dialog turns.
+    fusion: FusionMethod = "rrf_relative_mean"
     rrf_k: float = Field(60.0, gt=0)
+    unique_boost: float = Field(0.1, ge=0, le=1)  # additive_rrf: boost of a candidate only one space found
     space_weights: dict[str, float] = Field(
         default_factory=lambda: {"E1_semantic": 0.5, "E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.3}
     )

@@ -111,7 +111,7 @@ class Candidates:
             if self.chunk is not None:
                 self.chunk = np.concatenate([self.chunk, np.zeros(n_new, dtype=np.int64)])
             for k, v in self.columns.items():
-                fill = np.nan if np.issubdtype(v.dtype, np.floating) else 0
+                fill = np.nan if np.issubdtype(v.dtype, np.floating) else ("" if v.dtype == object else 0)
                 self.columns[k] = np.concatenate([v, np.full(n_new, fill, dtype=v.dtype)])
         return pos_of[rows]
 

@@ -87,6 +87,7 @@ class Hit:
     johari: Johari = Johari.UNKNOWN
     explanation: str = ""
     chunk_index: int = 0
+    unique_contribution: str = ""              # additive_rrf: the only space that found it, if one
 
 
 @dataclass(slots=True)

@@ -383,7 +383,7 @@ class ScoreBreakdown(_message.Message):
     def __init__(self, content: _Optional[float] = ..., purpose_alignment: _Optional[float] = ..., goal_alignment: _Optional[float] = ..., late_interaction: _Optional[float] = ..., temporal: _Optional[float] = ..., spaces: _Optional[_Mapping[str, float]] = ..., space_ranks: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index")
+    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution")
     RANK_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -393,6 +393,7 @@ class Result(_message.Message):
     JOHARI_FIELD_NUMBER: _ClassVar[int]
     EXPLANATION_FIELD_NUMBER: _ClassVar[int]
     CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_CONTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     rank: int
     memory: Memory
     score: float
@@ -402,7 +403,8 @@ class Result(_message.Message):
     johari: JohariQuadrant
     explanation: str
     chunk_index: int
-    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ...) -> None: ...
+    unique_contribution: str
+    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ...) -> None: ...
 
 class RetrieveSummary(_message.Message):
     __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size")
