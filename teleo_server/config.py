@@ -54,6 +54,9 @@ class Limits(BaseModel):
     max_streams_per_token: int = Field(32, ge=1)
     # A stream whose client reads nothing for this long is cancelled.
     write_stall_seconds: float = Field(10.0, gt=0)
+    # Calls of any kind in flight at once; past it gRPC itself refuses (RESOURCE_EXHAUSTED) before
+    # any Python runs, so a flood costs the server almost nothing.
+    max_concurrent_rpcs: int = Field(2048, ge=1)
 
 
 class TLSSettings(BaseModel):

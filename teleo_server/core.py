@@ -114,11 +114,18 @@ class Admission:
             return f"the index did not answer within {timeout:g} s"
         return None
 
-    def admit(self, principal: Principal) -> Ticket:
+    def saturated(self) -> str | None:
+        """Why no retrieval may start now, whoever asks (None when one may)."""
         if self.computing >= self.max_computing:
-            raise ResourceExhausted(f"{self.computing} retrievals are being computed, the most this server runs at once; retry shortly")
+            return f"{self.computing} retrievals are being computed, the most this server runs at once; retry shortly"
         if self.open >= self.max_open:
-            raise ResourceExhausted(f"{self.open} retrieve streams are open, the most this server holds; retry shortly")
+            return f"{self.open} retrieve streams are open, the most this server holds; retry shortly"
+        return None
+
+    def admit(self, principal: Principal) -> Ticket:
+        reason = self.saturated()
+        if reason is not None:
+            raise ResourceExhausted(reason)
         mine = self.per_token.get(principal.token_id, 0)
         if mine >= self.max_per_token:
             raise ResourceExhausted(

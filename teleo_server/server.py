@@ -193,6 +193,7 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
     if metrics is not None:
         metrics.watch(core)
     server = grpc.aio.server(
+        maximum_concurrent_rpcs=settings.limits.max_concurrent_rpcs,
         interceptors=[metrics.interceptor] if metrics is not None else None,
         options=[
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),

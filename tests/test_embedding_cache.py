@@ -123,3 +123,24 @@ def test_cached_embedder_embeds_each_text_once(tmp_path: Path):
     _assert_same(first[0], first[2])
     assert len(query[0].chunks[0].sparse_ids) <= 64
     assert embedder.hits == 2 and embedder.misses == 4   # a duplicate within a call is no hit
+
+
+@needs_models
+def test_a_cache_that_cannot_be_written_never_fails_embedding(tmp_path: Path):
+    """A full disk under the cache (here SQLite's own size cap): embedding goes on without it."""
+    cache = EmbeddingCache(tmp_path)
+    pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
+    cache._db.execute(f"PRAGMA max_page_count = {pages}")
+    embedder = CachedEmbedder(InProcessEmbedder(MODEL_DIR, threads=1), cache)
+
+    async def run():
+        await embedder.start()
+        try:
+            (got,) = await embedder.embed(["kept out of a full cache"], TextRole.DOCUMENT)
+            return got, cache.put_many(TextRole.DOCUMENT, ["x"], [got])
+        finally:
+            await embedder.close()
+
+    got, stored = asyncio.run(run())
+    assert got.chunks and got.chunks[0].dense.shape == (384,) and stored is False
+    assert EmbeddingCache(tmp_path).get_many(got.model_version, TextRole.DOCUMENT, ["kept out of a full cache"]) == [None]

@@ -160,7 +160,7 @@ def test_start_up_on_a_full_disk_says_so_in_one_line(tmp_path):
 def test_start_up_on_a_read_only_directory_says_so_in_one_line(tmp_path):
     with _tmpfs(tmp_path / "ro", "1m", "ro") as data:
         line = _one_line_error(_serve(data, tmp_path))
-    assert "cannot open the store" in line and str(data) in line
+    assert "cannot open the store" in line and f"{data} is on a read-only file system" in line
 
 
 def test_index_health_follows_a_probe_of_the_index_thread(tmp_path):

@@ -265,3 +265,29 @@ def test_links_must_point_at_readable_memories_in_the_same_namespace(api_server,
                                                                              links=[pb.Link(target_id=away, type=pb.LINK_TYPE_RELATES_TO)]))]),
                             metadata=auth, timeout=30)
     assert batch.items[0].id and batch.items[1].error_code == "INVALID_ARGUMENT" and (batch.stored, batch.failed) == (1, 1)
+
+
+def test_a_saturated_server_refuses_at_once_before_any_other_work(tight_server):
+    import threading
+    import time
+
+    from teleo.v1 import memory_pb2_grpc
+
+    core = tight_server.app.core
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(tight_server.address))
+    auth = [("authorization", f"Bearer {tight_server.token}")]
+    _wait_for(lambda: core.admission.open == 0, "earlier streams ended")
+    release = threading.Event()
+    core._index_ex.submit(release.wait, 60)  # the pipeline's thread busy: admitted retrievals wait there
+    calls = [stub.Retrieve(pb.RetrieveRequest(text="harbour", top_k=1), metadata=auth, timeout=60) for _ in range(2)]
+    try:
+        _wait_for(lambda: core.admission.computing == 2, "both compute slots taken")
+        for metadata in (auth, [("authorization", "Bearer not-a-token")]):
+            t0 = time.monotonic()
+            code, details = _code(lambda: list(stub.Retrieve(pb.RetrieveRequest(text="harbour"), metadata=metadata, timeout=30)))
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "retrievals are being computed" in details
+            assert time.monotonic() - t0 < 10  # not queued behind the busy pipeline
+    finally:
+        release.set()
+    for call in calls:
+        assert list(call)[-1].WhichOneof("event") == "summary"  # the admitted ones were served

@@ -21,7 +21,7 @@ from teleo_server.auth import Authenticator
 from teleo_server.config import Limits
 from teleo_server.core import MemoryCore, RetrieveDone
 from teleo_server.domain import Principal
-from teleo_server.errors import InvalidArgument, ResourceExhausted, TeleoError
+from teleo_server.errors import InvalidArgument, ResourceExhausted, TeleoError, Unavailable
 from teleo_server.pipeline.types import Hit, StageReport
 
 log = structlog.get_logger(__name__)
@@ -146,34 +146,48 @@ def rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
-def streaming_rpc(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Any]:
-    """Server-streaming handlers: ``fn`` is an async generator of responses.
+def streaming_rpc(shed: Callable[["MemoryServicer"], str | None] | None = None) -> Callable[..., Any]:
+    """Server-streaming handlers: the decorated function is an async generator of responses.
 
     Each response is written with ``context.write`` under the write-stall timeout: a client that
     reads nothing for ``limits.write_stall_seconds`` has its stream ended (and ``fn`` closed, so
     everything it holds is given back) instead of holding it for as long as its socket stays open.
+
+    shed(servicer): a reason to refuse at once, before authentication or parsing (the server is
+    saturated): a refusal under a wave of calls then costs almost nothing and reveals nothing.
     """
 
-    @functools.wraps(fn)
-    async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
-        async with _Call(self, context, fn.__name__) as call:
-            if isinstance(request, Malformed):
-                raise request.error()
-            stall = self.limits.write_stall_seconds
-            responses = fn(self, request, context, call.principal, call.rid)
-            try:
-                async for item in responses:
-                    try:
-                        await asyncio.wait_for(context.write(item), stall)
-                    except asyncio.TimeoutError:
-                        log.warning("rpc.write_stalled", method=fn.__name__, seconds=stall)
-                        raise ResourceExhausted(
-                            f"the client read nothing for {stall:g} s; the stream was ended (read results as they arrive)"
-                        ) from None
-            finally:
-                await responses.aclose()
+    def wrap(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
+            reason = shed(self) if shed is not None else None
+            if reason is not None:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason)
+            await _stream(self, fn, request, context)
 
-    return handler
+        return handler
+
+    return wrap
+
+
+async def _stream(self: "MemoryServicer", fn: Callable[..., AsyncIterator[Any]], request: Any,
+                  context: grpc.aio.ServicerContext) -> None:
+    async with _Call(self, context, fn.__name__) as call:
+        if isinstance(request, Malformed):
+            raise request.error()
+        stall = self.limits.write_stall_seconds
+        responses = fn(self, request, context, call.principal, call.rid)
+        try:
+            async for item in responses:
+                try:
+                    await asyncio.wait_for(context.write(item), stall)
+                except asyncio.TimeoutError:
+                    log.warning("rpc.write_stalled", method=fn.__name__, seconds=stall)
+                    raise ResourceExhausted(
+                        f"the client read nothing for {stall:g} s; the stream was ended (read results as they arrive)"
+                    ) from None
+        finally:
+            await responses.aclose()
 
 
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
@@ -226,11 +240,16 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             if m.id in bad_links:
                 items[index].error, items[index].error_code = str(bad_links[m.id]), "INVALID_ARGUMENT"
         valid = [(index, m) for index, m in valid if m.id not in bad_links]
+        down: TeleoError | None = None  # a dependency that failed (full disk, lock, embedder): the rest fail alike
         for start in range(0, len(valid), 256):
             chunk = valid[start : start + 256]
             try:
+                if down is not None:
+                    raise down
                 outs = await self.core.store_many(principal, [m for _, m in chunk])
             except TeleoError as exc:
+                if isinstance(exc, (ResourceExhausted, Unavailable)):
+                    down = exc
                 for index, _ in chunk:
                     items[index].error, items[index].error_code = str(exc), status_of(exc).name
                 continue
@@ -253,7 +272,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         ids = convert.ids_from(request.ids, self.limits)
         return pb.DeleteResponse(deleted=await self.core.delete(principal, ids))
 
-    @streaming_rpc
+    @streaming_rpc(shed=lambda servicer: servicer.core.admission.saturated())
     async def Retrieve(self, request: pb.RetrieveRequest, context: Any, principal: Principal, rid: str) -> AsyncIterator[pb.RetrieveResponse]:
         query, vectors = convert.query_from_request(request, principal, self.limits, convert.now(),
                                                     self.core.retriever.resolve_profile)

@@ -68,7 +68,8 @@ class EmbeddingCache:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / "embeddings.sqlite3"
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
+        # a short lock wait: a cache that is busy elsewhere is a miss, not a stall
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=1.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)
@@ -76,23 +77,37 @@ class EmbeddingCache:
 
     def get_many(self, model_version: str, role: TextRole,
                  texts: list[str]) -> list[EmbeddingSet | None]:
+        """Cached sets (None for a miss). The cache is derived data: a failing read is all misses."""
         keys = [text_key(t) for t in texts]
         found: dict[str, bytes] = {}
-        with self._lock:
-            for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
-                part = keys[start:start + 500]
-                rows = self._db.execute(
-                    "SELECT text_sha256, value FROM embeddings WHERE model_version = ? AND "
-                    f"role = ? AND text_sha256 IN ({','.join('?' * len(part))})",
-                    [model_version, role.value, *part]).fetchall()
-                found.update(rows)
+        try:
+            with self._lock:
+                for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+                    part = keys[start:start + 500]
+                    rows = self._db.execute(
+                        "SELECT text_sha256, value FROM embeddings WHERE model_version = ? AND "
+                        f"role = ? AND text_sha256 IN ({','.join('?' * len(part))})",
+                        [model_version, role.value, *part]).fetchall()
+                    found.update(rows)
+        except sqlite3.Error as exc:
+            log.warning("embed_cache.read_failed", path=str(self.path), error=str(exc))
+            return [None] * len(keys)
         return [loads(found[k], model_version) if k in found else None for k in keys]
 
-    def put_many(self, role: TextRole, texts: list[str], sets: list[EmbeddingSet]) -> None:
+    def put_many(self, role: TextRole, texts: list[str], sets: list[EmbeddingSet]) -> bool:
+        """Store sets; False when the write failed (a full disk, a lock): the cache is derived data,
+        so embedding goes on without it."""
         rows = [(s.model_version, role.value, text_key(t), dumps(s)) for t, s in zip(texts, sets)]
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
-            self._db.commit()
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
+                self._db.commit()
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.rollback()
+                log.warning("embed_cache.write_failed", path=str(self.path), error=str(exc))
+                return False
+        return True
 
     def __len__(self) -> int:
         with self._lock:

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import errno
 import json
+import os
 import shutil
 import sqlite3
 import threading
@@ -62,11 +63,20 @@ def translate(exc: BaseException, path: Path, room: int | None = None) -> TeleoE
         )
     if code in (_BUSY, _LOCKED):
         return Unavailable(f"the database {path} is locked by another process; retry shortly, or stop the process holding it")
+    if code in (_READONLY, _CANTOPEN) and _read_only(where):
+        return Unavailable(f"the database {path} cannot be written: {where} is on a read-only file system")
     if code == _READONLY:
         return Unavailable(f"the database {path} cannot be written (read-only file or directory {where}): {exc}")
     if code == _CANTOPEN:
-        return Unavailable(f"the database {path} cannot be opened: {exc}")
+        return Unavailable(f"the database {path} cannot be opened (does {where} exist and may this user write it?): {exc}")
     return Unavailable(f"the database {path} failed: {exc}")
+
+
+def _read_only(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _free_bytes(directory: Path) -> int:
@@ -107,16 +117,19 @@ class SQLiteStore:
         self.fault: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = self._connect(lock_timeout)
+            self._writer = self._connect(lock_timeout, writer=True)
             before = migrate(self._writer)
         except (sqlite3.Error, OSError) as exc:
             err = translate(exc, self.path)
             raise type(err)(f"cannot open the store: {err}") from exc
         log.info("store.opened", path=str(self.path), schema_from=before)
 
-    def _connect(self, timeout: float = 5.0) -> sqlite3.Connection:
+    def _connect(self, timeout: float = 5.0, writer: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
-        conn.execute("PRAGMA journal_mode=WAL")
+        if writer:
+            # WAL is a property of the file, set once by the writer; readers asking again would
+            # wait on a lock another process holds
+            conn.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before we acknowledge it, also across power loss.
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
