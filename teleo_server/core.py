@@ -106,14 +106,6 @@ class Admission:
         self.open = 0
         self.per_token: dict[str, int] = {}
 
-    async def probe_index(self, timeout: float) -> str | None:
-        """None when the index thread answers within ``timeout`` seconds, else why not."""
-        try:
-            await asyncio.wait_for(self._on_index(len, self.retriever), timeout)
-        except asyncio.TimeoutError:
-            return f"the index did not answer within {timeout:g} s"
-        return None
-
     def saturated(self) -> str | None:
         """Why no retrieval may start now, whoever asks (None when one may)."""
         if self.computing >= self.max_computing:

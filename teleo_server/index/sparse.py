@@ -171,12 +171,8 @@ class SparseIndex:
         sources = [(self.indptr, self.indices, self.raw)] + ([self._snapshot()] if self.pending else [])
         for indptr, rows, raw in sources:
             sel = np.flatnonzero((q_ids >= 0) & (q_ids < indptr.size - 1))
-            starts = indptr[q_ids[sel]]
-            lengths = indptr[q_ids[sel] + 1] - starts
-            total = int(lengths.sum())
-            if total:
-                first = np.cumsum(lengths) - lengths
-                pos = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
+            lengths, pos = _slices(indptr, q_ids[sel])
+            if pos.size:
                 parts.append((np.repeat(sel, lengths), rows[pos].astype(np.int64), raw[pos]))
         if self.pending:
             d_rows, d_terms, d_raw = self._delta()
@@ -225,12 +221,8 @@ class SparseIndex:
         # snapshot: slice each query term's postings, flattened into one gather
         indptr, s_rows, s_raw = self._snapshot()
         in_snap = q_ids < indptr.size - 1
-        starts = indptr[q_ids[in_snap]]
-        lengths = indptr[q_ids[in_snap] + 1] - starts
-        total = int(lengths.sum())
-        if total:
-            first = np.cumsum(lengths) - lengths
-            pos = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
+        lengths, pos = _slices(indptr, q_ids[in_snap])
+        if pos.size:
             rows, raw = s_rows[pos], s_raw[pos]
             vals = raw if self._weigh is None else self._weigh(raw, rows)
             out += np.bincount(rows, weights=np.repeat(q_weights[in_snap], lengths) * vals,
@@ -248,6 +240,18 @@ class SparseIndex:
                 out += np.bincount(rows, weights=q_vec[t_terms[hit]] * vals,
                                    minlength=self.n_rows)[: self.n_rows].astype(np.float32)
         return out
+
+
+def _slices(indptr: np.ndarray, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Postings of ``terms`` (each < indptr.size - 1) flattened into one gather: the length of
+    each term's slice int64 (T,) and the entry positions int64 (sum of lengths,)."""
+    starts = indptr[terms]
+    lengths = indptr[terms + 1] - starts
+    total = int(lengths.sum())
+    if not total:
+        return lengths, np.zeros(0, dtype=np.int64)
+    first = np.cumsum(lengths) - lengths
+    return lengths, np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
 
 
 __all__ = ["SparseIndex"]
