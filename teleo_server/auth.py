@@ -142,3 +142,15 @@ def write_token_file(path: Path, token: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     os.chmod(path, 0o600)
+
+
+__all__ = [
+    "ANONYMOUS_ADMIN",
+    "Authenticator",
+    "NAMESPACE_RE",
+    "create_token",
+    "ensure_dev_token",
+    "hash_token",
+    "principal_of",
+    "write_token_file",
+]

@@ -461,3 +461,21 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "cmd_backup",
+    "cmd_delete",
+    "cmd_get",
+    "cmd_health",
+    "cmd_ingest",
+    "cmd_query",
+    "cmd_restore",
+    "cmd_serve",
+    "cmd_stats",
+    "cmd_store",
+    "cmd_token",
+    "main",
+    "parser",
+]

@@ -163,3 +163,15 @@ def invalid_configuration(exc: ValidationError, section: tuple[str, ...] = ()) -
         env = "TELEO_" + "__".join(p.upper() for p in path)
         lines.append(f"  {loc} (env {env}): {err['msg']}")
     return InvalidArgument("invalid configuration:\n" + "\n".join(lines))
+
+
+__all__ = [
+    "Limits",
+    "MetricsSettings",
+    "Settings",
+    "TLSSettings",
+    "default_data_dir",
+    "default_token_file",
+    "invalid_configuration",
+    "load_settings",
+]

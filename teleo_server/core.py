@@ -494,3 +494,14 @@ def _dedup_key(m: Memory) -> tuple[str, int, str]:
 
 def new_memory_id() -> str:
     return uuid.uuid4().hex
+
+
+__all__ = [
+    "Admission",
+    "MemoryCore",
+    "QueryVectors",
+    "RetrieveDone",
+    "StoreOutcome",
+    "Ticket",
+    "new_memory_id",
+]

@@ -158,3 +158,21 @@ def _in_scope(namespace: str, scope: frozenset[str]) -> bool:
     if namespace in scope or "*" in scope:
         return True
     return any(s.endswith("*") and namespace.startswith(s[:-1]) for s in scope)
+
+
+__all__ = [
+    "AccessLevel",
+    "ChunkEmbedding",
+    "EARLIEST_TIME",
+    "EmbeddingSet",
+    "Johari",
+    "LATEST_TIME",
+    "Link",
+    "LinkType",
+    "Memory",
+    "MemoryType",
+    "Principal",
+    "content_hash",
+    "time_in_range",
+    "unreadable_reason",
+]

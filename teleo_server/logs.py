@@ -24,3 +24,6 @@ def configure(fmt: str = "json", debug: bool = False, quiet: bool = False) -> No
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+__all__ = ["configure"]

@@ -56,3 +56,6 @@ if __name__ == "__main__":
     for f in generate():
         print(f.relative_to(REPO))
     sys.exit(0)
+
+
+__all__ = ["OUT_ROOT", "PROTO_ROOT", "REPO", "generate", "proto_files"]

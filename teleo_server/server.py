@@ -230,3 +230,6 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
         store.close()
         raise InvalidArgument(f"cannot listen on {address}; is the port in use?", field="port")
     return App(settings=settings, server=server, port=port, core=core, health=health, backend=backend, dev_token=dev_token, metrics=metrics)
+
+
+__all__ = ["App", "COMPONENTS", "NOT_SERVING", "SERVICE_NAME", "SERVING", "build_server"]

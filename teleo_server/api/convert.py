@@ -340,3 +340,18 @@ def _finite(x: float) -> float:
 
 def now() -> float:
     return time.time()
+
+
+__all__ = [
+    "AGGREGATIONS",
+    "FUSIONS",
+    "float_to_ts",
+    "hit_to_result",
+    "ids_from",
+    "memory_from_input",
+    "memory_to_proto",
+    "now",
+    "query_from_request",
+    "stage_to_proto",
+    "ts_to_float",
+]

@@ -349,3 +349,6 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             goals=goals,
             server_version=__version__,
         )
+
+
+__all__ = ["Malformed", "MemoryServicer", "add_to_server", "rpc", "streaming_rpc"]

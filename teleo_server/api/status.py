@@ -22,3 +22,6 @@ def status_of(exc: BaseException) -> grpc.StatusCode:
         if cls in _CODES:
             return _CODES[cls]  # type: ignore[index]
     return grpc.StatusCode.INTERNAL
+
+
+__all__ = ["status_of"]

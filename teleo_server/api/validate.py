@@ -59,3 +59,6 @@ def metadata(m: dict[str, str], limits: Limits, field: str) -> dict[str, str]:
             raise InvalidArgument(f"keys must be 1..{limits.max_metadata_key_chars} characters", field=field)
         max_bytes(val, limits.max_metadata_value_bytes, f"{field}[{k}]")
     return dict(m)
+
+
+__all__ = ["enum_value", "in_range", "int_range", "max_bytes", "max_chars", "metadata", "unit"]

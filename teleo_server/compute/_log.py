@@ -42,3 +42,6 @@ def get_logger(name: str) -> Any:
     if structlog is not None:
         return structlog.get_logger(name)
     return _StdlibLogger(name)
+
+
+__all__ = ["get_logger"]

@@ -55,3 +55,6 @@ def check_texts(texts: list[str]) -> None:
         except UnicodeEncodeError as exc:
             raise InvalidArgument(f"item {i} is not valid unicode: {exc.reason}",
                                   field="texts") from exc
+
+
+__all__ = ["Embedder", "TextRole", "check_texts"]

@@ -183,3 +183,6 @@ def _fail(items: list[_Item], exc: TeleoError) -> None:
     for item in items:
         if not item.future.done():
             item.future.set_exception(exc)
+
+
+__all__ = ["Coalescer", "EmbedObservers", "RunBatch"]

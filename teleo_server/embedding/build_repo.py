@@ -140,3 +140,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+__all__ = ["BUILDER_REVISION", "SOURCES", "build", "is_current", "locate", "main", "sha256"]

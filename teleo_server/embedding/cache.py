@@ -158,3 +158,6 @@ class CachedEmbedder:
     async def close(self) -> None:
         await self.inner.close()
         self.cache.close()
+
+
+__all__ = ["CachedEmbedder", "EmbeddingCache", "dumps", "loads", "text_key"]

@@ -77,3 +77,6 @@ class Chunker:
             if e >= n:
                 return spans
             s = snap_back(max(e - overlap, s + 1), s)
+
+
+__all__ = ["ChunkPlan", "Chunker", "MAX_CHUNK_TOKENS"]

@@ -51,3 +51,6 @@ class Engine:
         sparse = self.sparse.encode(
             chunks.texts, [self.query_max_terms if q else 0 for q in chunks.is_query])
         return sets.assemble(len(texts), chunks, dense, sparse, self.version)
+
+
+__all__ = ["Engine", "version_string"]

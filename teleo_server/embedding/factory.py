@@ -37,3 +37,6 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     if settings.cache_dir is not None:
         embedder = CachedEmbedder(embedder, EmbeddingCache(settings.cache_dir))
     return embedder
+
+
+__all__ = ["make_embedder"]

@@ -103,3 +103,6 @@ class InProcessEmbedder:
         self._batches = None
         self._executor = None
         self._engine = None
+
+
+__all__ = ["InProcessEmbedder"]

@@ -230,3 +230,17 @@ def _sparsify(vec: np.ndarray, top_n: int) -> tuple[np.ndarray, np.ndarray]:
         keep = np.lexsort((nz, -vec[nz]))[:top_n]
         nz = np.sort(nz[keep])
     return nz.astype(np.int32), vec[nz].astype(np.float32)
+
+
+__all__ = [
+    "DENSE_DIM",
+    "DenseBatch",
+    "DenseEncoder",
+    "MAX_WINDOW",
+    "PIPELINE_REVISION",
+    "SPLADE_TOKEN_BUDGET",
+    "SparseBatch",
+    "SparseEncoder",
+    "WindowExceeded",
+    "load_tokenizer",
+]

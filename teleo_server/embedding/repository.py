@@ -68,3 +68,17 @@ def manifest_version(model_dir: Path) -> str:
 def model_repository_dir_of(model_file: str | Path) -> Path:
     """The repository root for a ``<repo>/<model>/<version>/model.py`` path."""
     return Path(model_file).resolve().parents[2]
+
+
+__all__ = [
+    "DENSE_MODEL",
+    "ENTRY_MODEL",
+    "MANIFEST",
+    "ModelFiles",
+    "SETUP_HINT",
+    "SPARSE_MODEL",
+    "default_model_dir",
+    "manifest_version",
+    "model_repository_dir_of",
+    "read_manifest",
+]

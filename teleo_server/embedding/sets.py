@@ -79,3 +79,6 @@ def concat_sparse(parts: list[SparseBatch]) -> SparseBatch:
     return SparseBatch(_pad_cat([p.ids for p in parts], np.int32),
                        _pad_cat([p.weights for p in parts], np.float32),
                        np.concatenate([p.counts for p in parts]))
+
+
+__all__ = ["ChunkedBatch", "assemble", "concat_dense", "concat_sparse", "split"]

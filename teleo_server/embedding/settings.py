@@ -48,3 +48,6 @@ class EmbeddingSettings(BaseModel):
         if self.chunk_overlap > self.chunk_tokens // 2:
             raise ValueError("chunk_overlap must be at most chunk_tokens // 2")
         return self
+
+
+__all__ = ["EmbeddingSettings", "default_cache_dir"]

@@ -175,3 +175,6 @@ def export_splade(src_dir: Path, dst: Path) -> None:
     tmp = dst.with_suffix(".tmp")
     onnx.save_model(model, str(tmp))
     tmp.replace(dst)
+
+
+__all__ = ["OPSET", "build_splade_onnx", "export_splade"]

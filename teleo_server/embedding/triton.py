@@ -214,3 +214,6 @@ class TritonEmbedder:
         self._client = None
         self._batches = None
         self._healthy = False
+
+
+__all__ = ["TritonEmbedder", "map_error"]

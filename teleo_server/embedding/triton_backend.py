@@ -138,3 +138,16 @@ def fit_axis1(array: np.ndarray, width: int) -> np.ndarray:
     out = np.zeros((array.shape[0], width, *array.shape[2:]), array.dtype)
     out[:, :array.shape[1]] = array
     return out
+
+
+__all__ = [
+    "encoder_options",
+    "execute_isolated",
+    "execute_isolated_async",
+    "fit_axis1",
+    "gpu_device",
+    "input_array",
+    "offsets",
+    "parameters",
+    "repository_root",
+]

@@ -319,3 +319,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "SHM_DIR",
+    "TritonInstall",
+    "TritonServer",
+    "default_triton_venv",
+    "free_port",
+    "main",
+]

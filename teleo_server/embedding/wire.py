@@ -90,3 +90,6 @@ def encode_strings(values: list[str]) -> np.ndarray:
 def decode_strings(tensor: np.ndarray) -> list[str]:
     """A BYTES tensor (B, 1) back to str; raises UnicodeDecodeError on bad utf-8."""
     return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in tensor.reshape(-1)]
+
+
+__all__ = ["INPUTS", "OUTPUTS", "decode_strings", "encode_strings", "pack", "unpack"]

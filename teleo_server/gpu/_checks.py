@@ -33,3 +33,6 @@ def pack_mask(mask: np.ndarray) -> np.ndarray:
     packed = np.packbits(np.asarray(mask, dtype=bool), bitorder="little")
     packed = np.concatenate([packed, np.zeros(-packed.shape[0] % 4, np.uint8)])
     return packed.view("<u4").astype(np.uint32, copy=False)
+
+
+__all__ = ["device_array", "mask_words", "pack_mask"]

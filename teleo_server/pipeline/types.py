@@ -134,3 +134,15 @@ class Retriever(Protocol):
         ...
 
     def __len__(self) -> int: ...
+
+
+__all__ = [
+    "Breakdown",
+    "Filters",
+    "Hit",
+    "Outcome",
+    "Overrides",
+    "Query",
+    "Retriever",
+    "StageReport",
+]

@@ -98,7 +98,7 @@ class Space:
         return segment_max(np.asarray(values, dtype=np.float32), counts)
 
 
-__all__ = ["QueryContext", "Space"]
+__all__ = ["QueryContext", "Space", "SparseScoredSpace"]
 
 
 class SparseScoredSpace(Space):

@@ -85,3 +85,6 @@ class MemoryStore(Protocol):
     def revoke_token(self, token_id: str, when: float) -> bool: ...
 
     def close(self) -> None: ...
+
+
+__all__ = ["MemoryStore", "StoredToken"]

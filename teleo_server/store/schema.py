@@ -139,3 +139,6 @@ def migrate(conn: sqlite3.Connection) -> int:
     finally:
         conn.execute("PRAGMA foreign_keys=ON")
     return found
+
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]

@@ -510,3 +510,6 @@ def _load_embeddings(conn: sqlite3.Connection, memory_pk: int, model_version: st
             )
         )
     return EmbeddingSet(model_version=model_version, chunks=chunks)
+
+
+__all__ = ["SQLiteStore", "translate"]
