@@ -19,6 +19,7 @@ help:
 	@echo "make triton       run a real Triton Inference Server with triton_models/"
 	@echo "make eval         quality on SciFact/LoCoMo (DATA=$(DATA))"
 	@echo "make bench        benchmarks; make bench-smoke for the tiny group"
+	@echo "make stress       stress suite (under 15 min) -> bench/results/stress.json; STRESS_ARGS=--quick (~3 min)"
 
 install: $(STAMP)
 
@@ -34,6 +35,8 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 -include mk/eval.mk
 # Benchmarks (`make bench`, `make bench-smoke`).
 -include mk/bench.mk
+# Stress suite (`make stress`).
+-include mk/stress.mk
 
 serve: $(STAMP) $(MODELS_STAMP)
 	$(BIN)/teleo serve

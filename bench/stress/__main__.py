@@ -1,0 +1,5 @@
+import sys
+
+from bench.stress.runner import main
+
+sys.exit(main())
