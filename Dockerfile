@@ -34,7 +34,8 @@ ENV TELEO_HOST=0.0.0.0 \
     TELEO_DATA_DIR=/data \
     TELEO_EMBEDDING__CACHE_DIR=/data/embed-cache
 VOLUME ["/data"]
-EXPOSE 50051
+# 9464: Prometheus /metrics, served when TELEO_METRICS__PORT is set (deploy/compose.yaml sets it)
+EXPOSE 50051 9464
 HEALTHCHECK --interval=15s --timeout=6s --start-period=60s --retries=3 \
     CMD ["teleo", "health", "--address", "127.0.0.1:50051"]
 CMD ["teleo", "serve"]
