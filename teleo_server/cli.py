@@ -354,6 +354,12 @@ def cmd_health(args: argparse.Namespace) -> int:
 # -- parser --------------------------------------------------------------------------------------
 
 
+def _local_db_options(p: argparse.ArgumentParser) -> None:
+    """Where a command finds the local database: the server's settings, as `teleo serve` does."""
+    p.add_argument("--config", help="TOML config file (also TELEO_CONFIG)")
+    p.add_argument("--data-dir")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="teleo", description="Teleo memory retrieval service")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -366,8 +372,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_serve)
 
     t = sub.add_parser("token", help="manage API tokens in the local database")
-    t.add_argument("--config")
-    t.add_argument("--data-dir")
+    _local_db_options(t)
     tsub = t.add_subparsers(dest="token_cmd", required=True)
     tc = tsub.add_parser("create", help="create a token (printed once)")
     tc.add_argument("--agent", required=True)
@@ -390,8 +395,7 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("path", metavar="PATH", help="backup file to write")
     b.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
-    b.add_argument("--config")
-    b.add_argument("--data-dir")
+    _local_db_options(b)
     b.set_defaults(fn=cmd_backup)
 
     r = sub.add_parser(
@@ -403,8 +407,7 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("backup", metavar="BACKUP", help="backup file written by `teleo backup`")
     r.add_argument("--force", action="store_true", help="replace an existing database in data_dir")
-    r.add_argument("--config")
-    r.add_argument("--data-dir")
+    _local_db_options(r)
     r.set_defaults(fn=cmd_restore)
 
     def client(name: str, help: str, fn) -> argparse.ArgumentParser:
