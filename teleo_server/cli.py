@@ -9,8 +9,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -121,30 +122,30 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from teleo_server.errors import TeleoError
     from teleo_server.store.backup import backup
 
-    try:
-        settings = _settings(args)
-        info = backup(settings.db_path, Path(args.path), force=args.force)
-    except TeleoError as exc:
-        print(f"teleo: {exc}", file=sys.stderr)
-        return 1
-    print(f"backed up {info.memories} memories ({info.bytes} bytes) to {info.path}")
-    return 0
+    return _copy_database(args, lambda db: backup(db, Path(args.path), force=args.force),
+                          lambda info: f"backed up {info.memories} memories ({info.bytes} bytes) to {info.path}")
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from teleo_server.errors import TeleoError
     from teleo_server.store.backup import restore
 
+    return _copy_database(args, lambda db: restore(Path(args.backup), db, force=args.force),
+                          lambda info: f"restored {info.memories} memories ({info.bytes} bytes) from {args.backup} "
+                                       f"to {info.path}")
+
+
+def _copy_database(args: argparse.Namespace, copy: Callable[[Path], Any], done: Callable[[Any], str]) -> int:
+    """Backup and restore: find the local database, copy, report in one line (errors on stderr)."""
+    from teleo_server.errors import TeleoError
+
     try:
-        settings = _settings(args)
-        info = restore(Path(args.backup), settings.db_path, force=args.force)
+        info = copy(_settings(args).db_path)
     except TeleoError as exc:
         print(f"teleo: {exc}", file=sys.stderr)
         return 1
-    print(f"restored {info.memories} memories ({info.bytes} bytes) from {args.backup} to {info.path}")
+    print(done(info))
     return 0
 
 

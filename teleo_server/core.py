@@ -250,23 +250,27 @@ class MemoryCore:
         def dedup(m: Memory) -> bool:
             return principal.can_read(m.namespace, m.access_level)
 
+        def key(m: Memory) -> tuple[str, int, str] | str:
+            """What a memory is a duplicate by: its content key, or (no de-duplication) itself."""
+            return (m.namespace, int(m.access_level), m.content_hash) if dedup(m) else m.id
+
         known = await self._on_store(self._find_duplicates, [m for m in memories if dedup(m)])
         fresh = [m for m in memories if m.id not in known]
         unique: dict[tuple[str, int, str] | str, Memory] = {}
         for m in fresh:
-            unique.setdefault(_dedup_key(m) if dedup(m) else m.id, m)
+            unique.setdefault(key(m), m)
         to_embed = list(unique.values())
         sets = await self.embedder.embed([m.content for m in to_embed], TextRole.DOCUMENT) if to_embed else []
         if len(sets) != len(to_embed):
             raise Unavailable("embedder returned a partial result; nothing was stored")
         stored = await self._finish(self._commit(list(zip(to_embed, sets, strict=True)), dedup))
-        by_key = {(_dedup_key(m) if dedup(m) else m.id): (s, dup) for m, (s, dup) in zip(to_embed, stored, strict=True)}
+        by_key = {key(m): stored_dup for m, stored_dup in zip(to_embed, stored, strict=True)}
         out = []
         for m in memories:
             if m.id in known:
                 out.append(StoreOutcome(known[m.id], True))
                 continue
-            winner, dup = by_key[_dedup_key(m) if dedup(m) else m.id]
+            winner, dup = by_key[key(m)]
             out.append(StoreOutcome(winner, dup or winner.id != m.id))
         return out
 
@@ -382,15 +386,13 @@ class MemoryCore:
         )
 
     async def retrieve(self, query: Query, embed_ms: float, degraded_reason: str,
-                       ticket: Ticket | None = None) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
+                       ticket: Ticket) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
         """Stream the pipeline's events; the ACL is checked again on every hit before it leaves.
 
-        ``ticket``: the admission of this retrieval (taken here when None); its compute slot is
-        given back as soon as the pipeline has finished, whether or not the client reads on.
+        ``ticket``: the admission of this retrieval (``admit``, which its caller closes); its
+        compute slot is given back as soon as the pipeline has finished, whether or not the client
+        reads on.
         """
-        own = ticket is None
-        if ticket is None:
-            ticket = self.admit(query.principal)
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -440,8 +442,6 @@ class MemoryCore:
             yield RetrieveDone(outcome, embed_ms, (time.perf_counter() - t0) * 1e3 + embed_ms, len(returned))
         finally:
             cancelled.set()
-            if own:
-                ticket.close()
             if unservable or returned:
                 # bookkeeping is off the read path: a failing write (full disk, lock) never fails a read
                 self._finish(self._after_retrieve(unservable, returned))
@@ -486,10 +486,6 @@ class MemoryCore:
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
         self.store.close()
-
-
-def _dedup_key(m: Memory) -> tuple[str, int, str]:
-    return (m.namespace, int(m.access_level), m.content_hash)
 
 
 def new_memory_id() -> str:

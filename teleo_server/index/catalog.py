@@ -81,6 +81,7 @@ class Catalog:
         self._chunk_mem = Column(np.int32)
         self.dead = 0
         self.version = 0  # changes whenever rows are added, removed or renumbered
+        self._partition_keys: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))  # (version, keys)
 
     # ---- columns -------------------------------------------------------------------------------
     @property
@@ -222,6 +223,20 @@ class Catalog:
         self._metadata = {kv: {int(new_of_old[r]) for r in rows} for kv, rows in self._metadata.items() if rows}
         self.dead = 0
         return keep, keep_chunks
+
+    # ---- partitions: (namespace, access level), the unit of tenancy --------------------------------
+    _LEVELS = 8  # partition key = namespace code * 8 + access level (levels are 1..4)
+
+    @property
+    def partitions(self) -> np.ndarray:
+        """int64 (n_rows,) partition key of each row; recomputed only after rows change."""
+        if self._partition_keys[0] != self.version:
+            self._partition_keys = (self.version, self.ns.astype(np.int64) * self._LEVELS + self.level.astype(np.int64))
+        return self._partition_keys[1]
+
+    def partition(self, key: int) -> tuple[str, AccessLevel]:
+        """The (namespace, access level) a partition key stands for."""
+        return self.ns_names[key // self._LEVELS], AccessLevel(key % self._LEVELS)
 
     # ---- masks ---------------------------------------------------------------------------------
     def readable(self, principal: Principal) -> np.ndarray:

@@ -112,11 +112,6 @@ class _Partition:
         self.last_drift = drift
 
 
-def partition_keys(ns: np.ndarray, level: np.ndarray) -> np.ndarray:
-    """int64 partition key of each row: namespace code and access level (levels are 1..4)."""
-    return ns.astype(np.int64) * 8 + level.astype(np.int64)
-
-
 class PurposeIndex:
     """Goals per partition (namespace, access level) and each memory's purpose vector.
 
@@ -135,21 +130,13 @@ class PurposeIndex:
         self.best = np.zeros(0, dtype=np.float32)
         self._seen_version = -1
 
-    @property
-    def n_goals(self) -> int:
-        return sum(len(p.goals) for p in self.partitions.values())
-
-    @property
-    def goals(self) -> list[Goal]:
-        return [g for _, p in sorted(self.partitions.items()) for g in p.goals]
-
     def maintain(self, version: int, keys: np.ndarray, alive: np.ndarray, prefix_of: Callable[[int], str],
                  vectors: Callable[[np.ndarray], np.ndarray],
                  labeler: Callable[[np.ndarray, int], list[list[str]]]) -> None:
         """Refresh the partitions that have grown (or shrunk) enough, then compute new rows' vectors.
 
         version: changes whenever rows are added, removed or renumbered (nothing to do otherwise);
-        keys: partition_keys of every row; prefix_of(key) names a partition in goal ids.
+        keys: each row's partition key (``Catalog.partitions``); prefix_of(key) names a partition in goal ids.
         """
         if version == self._seen_version:
             return
@@ -317,4 +304,4 @@ def johari(aligned: np.ndarray, surfaced: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["Goal", "GoalView", "PurposeIndex", "johari", "partition_keys", "spherical_kmeans"]
+__all__ = ["Goal", "GoalView", "PurposeIndex", "johari", "spherical_kmeans"]

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleo_server.domain import AccessLevel, EmbeddingSet, Johari, Memory, Principal
+from teleo_server.domain import EmbeddingSet, Johari, Memory, Principal
 from teleo_server.errors import InvalidArgument, NotFound
 from teleo_server.index.catalog import Catalog
-from teleo_server.index.purpose import GoalView, PurposeIndex, partition_keys
+from teleo_server.index.purpose import GoalView, PurposeIndex
 from teleo_server.pipeline import alignment as alignment_stage
 from teleo_server.pipeline.compare import compare_rows
 from teleo_server.pipeline.explain import explanation
@@ -41,7 +41,6 @@ class TeleologicalRetriever:
         self.catalog = Catalog()
         self.spaces = build_spaces(settings, self.catalog)
         self.purpose = PurposeIndex(settings.goals)
-        self._keys: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))  # (catalog version, partition keys)
 
     @property
     def backend(self) -> str:
@@ -114,26 +113,21 @@ class TeleologicalRetriever:
         def labels(groups: np.ndarray, k: int) -> list[list[str]]:
             return lexical.top_terms(groups, k, label_terms) if lexical is not None else [[] for _ in range(k)]
 
-        self.purpose.maintain(cat.version, self._partition_keys(), cat.alive, self._partition_name,
+        self.purpose.maintain(cat.version, cat.partitions, cat.alive, self._partition_name,
                               semantic.memory_vectors, labels)
 
-    def _partition_keys(self) -> np.ndarray:
-        version = self.catalog.version
-        if self._keys[0] != version:
-            self._keys = (version, partition_keys(self.catalog.ns, self.catalog.level))
-        return self._keys[1]
-
     def _partition_name(self, key: int) -> str:
-        return f"{self.catalog.ns_names[key // 8]}/{AccessLevel(key % 8).name.lower()}"
+        namespace, level = self.catalog.partition(key)
+        return f"{namespace}/{level.name.lower()}"
 
     def _goal_view(self, principal: Principal | None) -> GoalView:
         semantic = self._space("dense")
         vectors = semantic.memory_vectors if getattr(semantic, "index", None) is not None else None
 
         def readable(key: int) -> bool:
-            return principal is None or principal.can_read(self.catalog.ns_names[key // 8], AccessLevel(key % 8))
+            return principal is None or principal.can_read(*self.catalog.partition(key))
 
-        return self.purpose.view(readable, self._partition_keys(), vectors)  # type: ignore[arg-type]
+        return self.purpose.view(readable, self.catalog.partitions, vectors)  # type: ignore[arg-type]
 
     def goal_count(self, principal: Principal | None = None) -> int:
         """Goals of the partitions ``principal`` may read (every goal when None)."""

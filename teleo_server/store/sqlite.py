@@ -43,6 +43,10 @@ _MEMORY_COLUMNS = (
 )
 
 
+# the oldest servable memory with the same content in the same namespace at the same access level
+_SAME_CONTENT = ("namespace = ? AND access_level = ? AND content_hash = ? AND quarantine IS NULL "
+                 "ORDER BY pk LIMIT 1")
+
 # SQLite's primary result codes this store tells apart (extended codes carry them in the low byte)
 _BUSY, _LOCKED, _READONLY, _IOERR, _FULL, _CANTOPEN = 5, 6, 8, 10, 13, 14
 
@@ -199,11 +203,8 @@ class SQLiteStore:
 
     @_guarded
     def find_duplicate(self, namespace: str, level: AccessLevel, content_hash: str) -> str | None:
-        row = self._reader().execute(
-            "SELECT id FROM memories WHERE namespace = ? AND access_level = ? AND content_hash = ? "
-            "AND quarantine IS NULL ORDER BY pk LIMIT 1",
-            (namespace, int(level), content_hash),
-        ).fetchone()
+        row = self._reader().execute(f"SELECT id FROM memories WHERE {_SAME_CONTENT}",
+                                     (namespace, int(level), content_hash)).fetchone()
         return row[0] if row else None
 
     def put(self, memory: Memory, embeddings: EmbeddingSet, dedup: bool = True) -> tuple[Memory, bool]:
@@ -217,8 +218,7 @@ class SQLiteStore:
                 existing = None
                 if dedup(memory):
                     existing = conn.execute(
-                        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND access_level = ? "
-                        "AND content_hash = ? AND quarantine IS NULL ORDER BY pk LIMIT 1",
+                        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {_SAME_CONTENT}",
                         (memory.namespace, int(memory.access_level), memory.content_hash),
                     ).fetchone()
                 if existing is not None:
@@ -259,8 +259,9 @@ class SQLiteStore:
         try:
             with self._tx() as conn:
                 conn.execute("UPDATE memories SET quarantine = ? WHERE id = ?", (reason[:500], memory_id))
-        except sqlite3.Error as exc:
-            log.warning("store.quarantine_failed", memory_id=memory_id, error=str(exc))
+        except TeleoError as exc:  # _tx has translated the SQLite error
+            log.warning("store.quarantine_failed", memory_id=memory_id, reason=reason, error=str(exc))
+            return
         log.error("store.quarantined", memory_id=memory_id, reason=reason)
 
     @_guarded
@@ -306,8 +307,8 @@ class SQLiteStore:
             rows = conn.execute(f"SELECT pk, {_MEMORY_COLUMNS} FROM memories WHERE quarantine IS NULL ORDER BY pk")
             for row in rows:
                 memory, reason = _decode(row[1:])
-                if memory is None or reason is not None:
-                    bad.append((row[1], reason or "unreadable"))
+                if reason is not None:
+                    bad.append((row[1], reason))
                     continue
                 yield memory, _load_embeddings(conn, row[0], memory.model_version)
         finally:
