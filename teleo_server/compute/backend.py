@@ -1,6 +1,11 @@
 """Backend selection: ``auto | numpy | cupy``, resolved once at start-up.
 
 Nothing here imports CuPy at module import time; ``resolve`` probes it only when asked.
+
+A backend other than ``numpy`` lives in its own package, which depends on this one: when
+imported it calls :func:`register` with a factory of its :class:`Ops`. ``ops`` imports the
+module named in :data:`PROVIDERS` for a backend nobody has registered yet, so this package
+never imports the implementation and the dependency runs one way only.
 """
 
 from __future__ import annotations
@@ -10,12 +15,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from teleo_server.compute._log import get_logger
+from teleo_server.compute.errors import InternalValueError, InvalidValue
 from teleo_server.errors import Unavailable
 
 log = get_logger(__name__)
 
 BACKENDS = ("auto", "numpy", "cupy")
 INSTALL_HINT = "install the GPU extra (pip install 'teleo[gpu]', CuPy matching the CUDA driver)"
+# Concrete backend -> module that registers it when imported (``numpy`` registers below).
+PROVIDERS: dict[str, str] = {"cupy": "teleo_server.gpu.ops"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +71,13 @@ def resolve(name: str) -> str:
 
     Raises
     ------
-    ValueError
-        An unknown name.
+    teleo_server.compute.errors.InvalidValue
+        An unknown name (also a ``ValueError``).
     teleo_server.errors.Unavailable
         ``cupy`` was asked for but CuPy or a device is missing; the message says how to install.
     """
     if name not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+        raise InvalidValue(f"backend must be one of {BACKENDS}, got {name!r}")
     if name == "numpy":
         chosen = "numpy"
     else:
@@ -82,17 +90,38 @@ def resolve(name: str) -> str:
     return chosen
 
 
+_factories: dict[str, Callable[[], Ops]] = {}
+
+
+def register(name: str, factory: Callable[[], Ops]) -> None:
+    """Make ``ops(name)`` return ``factory()``; a backend's module calls this when imported.
+
+    ``name`` is a concrete backend (``"numpy"`` or ``"cupy"``); a later call replaces an earlier one.
+    """
+    if name not in BACKENDS or name == "auto":
+        raise InternalValueError(f"cannot register backend {name!r}; only a concrete one of {BACKENDS}")
+    _factories[name] = factory
+
+
+def _factory(backend: str) -> Callable[[], Ops]:
+    if backend not in _factories and backend in PROVIDERS:
+        importlib.import_module(PROVIDERS[backend])  # registers itself
+    try:
+        return _factories[backend]
+    except KeyError:
+        raise InternalValueError(f"no scorers registered for backend {backend!r}") from None
+
+
 def ops(name: str) -> Ops:
     """The scorers of one backend (``name`` is resolved first, so ``auto`` is accepted).
 
     The CuPy scorers take host arrays, keep the index arrays they are given resident on the
-    device (see :mod:`teleo_server.gpu.ops`), and return host arrays.
+    device, and return host arrays.
     """
-    backend = resolve(name)
-    if backend == "cupy":
-        from teleo_server.gpu.ops import cupy_ops
+    return _factory(resolve(name))()
 
-        return cupy_ops()
+
+def _numpy_ops() -> Ops:
     from teleo_server.compute.dense import dense_topk
     from teleo_server.compute.maxsim import maxsim
     from teleo_server.compute.sparse import spmv_scores, spmv_topk
@@ -101,4 +130,7 @@ def ops(name: str) -> Ops:
     return Ops("numpy", spmv_scores, spmv_topk, maxsim, dense_topk, topk)
 
 
-__all__ = ["BACKENDS", "Ops", "cupy_status", "ops", "resolve"]
+register("numpy", _numpy_ops)
+
+
+__all__ = ["BACKENDS", "Ops", "PROVIDERS", "cupy_status", "ops", "register", "resolve"]

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalValueError, InvalidValue
 from teleo_server.compute.topk import topk
 
 # Rows widened from float16 to float32 per step, bounding the temporary at ~64 MiB.
 _CHUNK_ELEMENTS = 1 << 24
+
+
+def check_query(length: int, width: int, dim: int | None) -> None:
+    """Raise InvalidValue unless a query ``length`` long and a prefix ``dim`` fit rows ``width`` wide."""
+    if length != width:
+        raise InvalidValue(f"query vector has {length} dimensions; the index holds {width}-dimensional vectors")
+    d = width if dim is None else int(dim)
+    if not 1 <= d <= width:
+        raise InvalidValue(f"prefix dim must be in [1, {width}] (the full vector width), got {d}")
 
 
 def dense_scores(
@@ -32,16 +42,20 @@ def dense_scores(
     Returns
     -------
     np.ndarray float32, shape (C,) or (N,)
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        ``query`` is not ``D`` long, or ``dim`` is outside ``[1, D]``.
+    teleo_server.compute.errors.InternalValueError
+        ``matrix`` is not 2-D.
     """
     if matrix.ndim != 2:
-        raise ValueError(f"matrix must be 2-D, got shape {matrix.shape}")
+        raise InternalValueError(f"matrix must be 2-D, got shape {matrix.shape}")
     width = matrix.shape[1]
     q = np.asarray(query, dtype=np.float32).ravel()
-    if q.shape[0] != width:
-        raise ValueError(f"query length {q.shape[0]} != matrix width {width}")
+    check_query(q.shape[0], width, dim)
     d = width if dim is None else int(dim)
-    if not 1 <= d <= width:
-        raise ValueError(f"dim must be in [1, {width}], got {d}")
     renorm = d < width
     q = q[:d]
     if renorm:
@@ -89,17 +103,26 @@ def dense_topk(
     ids : np.ndarray int32, shape (<= k,)
         Best first, ties by ascending row id.
     scores : np.ndarray float32, same shape
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        ``k < 0``, or a ``query`` / ``dim`` that :func:`dense_scores` rejects.
+    teleo_server.compute.errors.InternalValueError
+        ``matrix`` is not 2-D, ``mask`` is not (N,), or a candidate is outside ``[0, N)``.
     """
+    if k < 0:
+        raise InvalidValue(f"k must be >= 0, got {k}")
     n = matrix.shape[0]
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (n,):
-            raise ValueError(f"mask shape {mask.shape} != ({n},)")
+            raise InternalValueError(f"mask shape {mask.shape} != ({n},)")
     if candidates is None:
         return topk(dense_scores(matrix, query, dim=dim), k, mask=mask)
     rows = np.unique(np.asarray(candidates, dtype=np.int64))
     if rows.size and (rows[0] < 0 or rows[-1] >= n):
-        raise ValueError(f"candidate row id outside [0, {n})")
+        raise InternalValueError(f"candidate row id outside [0, {n})")
     if mask is not None:
         rows = rows[mask[rows]]
     pos, scores = topk(dense_scores(matrix, query, rows, dim=dim), k)
@@ -107,4 +130,4 @@ def dense_topk(
     return rows[pos].astype(np.int32), scores
 
 
-__all__ = ["dense_scores", "dense_topk"]
+__all__ = ["check_query", "dense_scores", "dense_topk"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalValueError
+
 # Bounds the float32 elements of one block: its gathered doc tokens (tokens x D) and its similarity
 # matrix (Q x tokens). Blocks that stay in cache (~4 MiB) ran 1.7x faster on long documents than
 # one 16 MiB block, whose fresh pages and cache misses cost more than the arithmetic.
@@ -32,15 +34,21 @@ def maxsim(
     np.ndarray float32, shape (C,)
         Dot products in float32 (fp16 values widened first). A row with no tokens, or a query with
         no tokens, scores 0.0; the full token x token matrix of one row is formed, never of all.
+
+    Raises
+    ------
+    teleo_server.compute.errors.InternalValueError
+        Query and document tokens are not (*, D) alike, or a candidate is outside ``[0, N)``;
+        the server builds every argument, so either is a broken invariant.
     """
     q = np.asarray(query_tokens, dtype=np.float32)
     offsets = np.asarray(doc_offsets, dtype=np.int64)
     cand = np.asarray(candidates, dtype=np.int64).ravel()
     if q.ndim != 2 or doc_tokens.ndim != 2 or q.shape[1] != doc_tokens.shape[1]:
-        raise ValueError(f"query {q.shape} and doc_tokens {doc_tokens.shape} must be (*, D) alike")
+        raise InternalValueError(f"query {q.shape} and doc_tokens {doc_tokens.shape} must be (*, D) alike")
     n_rows = offsets.shape[0] - 1
     if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
-        raise ValueError(f"candidate row id outside [0, {n_rows})")
+        raise InternalValueError(f"candidate row id outside [0, {n_rows})")
     out = np.zeros(cand.shape[0], dtype=np.float32)
     if q.shape[0] == 0 or cand.size == 0:
         return out

@@ -8,16 +8,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalValueError, InvalidValue
 from teleo_server.compute.topk import topk
 
 
-def _check_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
+def check_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
+    """Raise InternalValueError unless host arrays form a CSC index (shapes and nnz; row ids unchecked)."""
     if indptr.ndim != 1 or indptr.shape[0] < 1:
-        raise ValueError(f"indptr must be 1-D with V+1 >= 1 entries, got shape {indptr.shape}")
+        raise InternalValueError(f"indptr must be 1-D with V+1 >= 1 entries, got shape {indptr.shape}")
     if indices.shape != data.shape or indices.ndim != 1:
-        raise ValueError(f"indices {indices.shape} and data {data.shape} must be equal 1-D shapes")
+        raise InternalValueError(f"indices {indices.shape} and data {data.shape} must be equal 1-D shapes")
     if int(indptr[-1]) != indices.shape[0]:
-        raise ValueError(f"indptr[-1]={int(indptr[-1])} != nnz={indices.shape[0]}")
+        raise InternalValueError(f"indptr[-1]={int(indptr[-1])} != nnz={indices.shape[0]}")
+
+
+def check_query(q_ids: np.ndarray, q_weights: np.ndarray) -> None:
+    """Raise InvalidValue unless a sparse query holds one weight per term id."""
+    if q_ids.shape != q_weights.shape:
+        raise InvalidValue(
+            f"sparse query has {q_ids.size} term ids but {q_weights.size} weights; send one weight per id"
+        )
 
 
 def spmv_scores(
@@ -47,15 +57,21 @@ def spmv_scores(
     np.ndarray float32, shape (N,)
         Accumulated in float64 and rounded once, so this is the oracle the float32-atomic GPU
         kernel is compared against with a relative tolerance.
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        ``q_ids`` and ``q_weights`` differ in length.
+    teleo_server.compute.errors.InternalValueError
+        The arrays do not form a CSC index, or a posting names a row outside ``[0, n_rows)``.
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices)
     data = np.asarray(data)
-    _check_index(indptr, indices, data)
+    check_index(indptr, indices, data)
     q_ids = np.asarray(q_ids, dtype=np.int64).ravel()
     q_weights = np.asarray(q_weights, dtype=np.float64).ravel()
-    if q_ids.shape != q_weights.shape:
-        raise ValueError(f"q_ids {q_ids.shape} and q_weights {q_weights.shape} differ")
+    check_query(q_ids, q_weights)
     vocab = indptr.shape[0] - 1
     keep = (q_ids >= 0) & (q_ids < vocab)
     q_ids, q_weights = q_ids[keep], q_weights[keep]
@@ -69,7 +85,7 @@ def spmv_scores(
     pos = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
     rows = indices[pos]
     if rows.min() < 0 or rows.max() >= n_rows:
-        raise ValueError(f"posting row id outside [0, {n_rows})")
+        raise InternalValueError(f"posting row id outside [0, {n_rows})")
     weights = data[pos].astype(np.float64) * np.repeat(q_weights, lengths)
     return np.bincount(rows, weights=weights, minlength=n_rows).astype(np.float32)
 
@@ -100,15 +116,24 @@ def spmv_topk(
         Best first, ties by ascending row id. Rows scoring ``<= 0`` are excluded, so fewer than
         ``k`` come back when fewer rows share a term with the query.
     scores : np.ndarray float32, same shape
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        ``k < 0``, or a query that :func:`spmv_scores` rejects.
+    teleo_server.compute.errors.InternalValueError
+        An index that :func:`spmv_scores` rejects, or ``mask`` is not (N,).
     """
+    if k < 0:
+        raise InvalidValue(f"k must be >= 0, got {k}")
     scores = spmv_scores(indptr, indices, data, n_rows, q_ids, q_weights)
     valid = scores > 0
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (n_rows,):
-            raise ValueError(f"mask shape {mask.shape} != ({n_rows},)")
+            raise InternalValueError(f"mask shape {mask.shape} != ({n_rows},)")
         valid &= mask
     return topk(scores, k, mask=valid)
 
 
-__all__ = ["spmv_scores", "spmv_topk"]
+__all__ = ["check_index", "check_query", "spmv_scores", "spmv_topk"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalValueError, InvalidValue
+
 
 def topk(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best rows of a score vector.
@@ -22,19 +24,26 @@ def topk(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np
     ids : np.ndarray int32, shape (min(k, qualifying),)
         Row ids, best first; equal scores are ordered by ascending id.
     scores : np.ndarray float32, same shape
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        ``k < 0``.
+    teleo_server.compute.errors.InternalValueError
+        ``scores`` is not 1-D, or ``mask`` does not match it.
     """
     if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+        raise InvalidValue(f"k must be >= 0, got {k}")
     s = np.asarray(scores, dtype=np.float32)
     if s.ndim != 1:
-        raise ValueError(f"scores must be 1-D, got shape {s.shape}")
+        raise InternalValueError(f"scores must be 1-D, got shape {s.shape}")
     # -0.0 and +0.0 are one score: the tie rule, not the sign bit, decides their order.
     s = s + np.float32(0.0)
     valid = ~np.isnan(s)
     if mask is not None:
         m = np.asarray(mask, dtype=bool)
         if m.shape != s.shape:
-            raise ValueError(f"mask shape {m.shape} != scores shape {s.shape}")
+            raise InternalValueError(f"mask shape {m.shape} != scores shape {s.shape}")
         valid &= m
     if valid.all():
         ids = np.arange(s.shape[0], dtype=np.int64)

@@ -1,4 +1,8 @@
-"""Argument checks for kernel wrappers: CuPy passes raw pointers and checks nothing itself."""
+"""Argument checks for kernel wrappers: CuPy passes raw pointers and checks nothing itself.
+
+The wrappers' device arrays are built by the server, so a failed check here is a broken
+invariant: :class:`~teleo_server.compute.errors.InternalTypeError` or ``InternalValueError``.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,23 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalTypeError, InternalValueError
+
 
 def device_array(name: str, arr: Any, dtype: Any, ndim: int, shape: tuple | None = None) -> None:
-    """Raise TypeError / ValueError unless ``arr`` is a C-contiguous CuPy array as described."""
+    """Raise InternalTypeError / InternalValueError unless ``arr`` is a C-contiguous CuPy array as described."""
     import cupy
 
     if not isinstance(arr, cupy.ndarray):
-        raise TypeError(f"{name} must be a cupy.ndarray on the device, got {type(arr).__name__}")
+        raise InternalTypeError(f"{name} must be a cupy.ndarray on the device, got {type(arr).__name__}")
     if arr.dtype != np.dtype(dtype):
-        raise TypeError(f"{name} must be {np.dtype(dtype)}, got {arr.dtype}")
+        raise InternalTypeError(f"{name} must be {np.dtype(dtype)}, got {arr.dtype}")
     if arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+        raise InternalValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
     if shape is not None and any(want is not None and got != want for got, want in zip(arr.shape, shape)):
-        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+        raise InternalValueError(f"{name} must have shape {shape}, got {arr.shape}")
     if not arr.flags.c_contiguous:
-        raise ValueError(f"{name} must be C-contiguous")
+        raise InternalValueError(f"{name} must be C-contiguous")
 
 
 def mask_words(mask: Any, n: int) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.dense import check_query
+from teleo_server.compute.errors import InternalValueError, InvalidValue
 from teleo_server.errors import Unavailable
 from teleo_server.gpu._checks import pack_mask
 
@@ -97,11 +99,21 @@ class CagraIndex:
         -------
         ids : np.ndarray int32, shape (<= k,), best first (exact fp32 re-score, ties by lower id)
         scores : np.ndarray float32, same shape
+
+        Raises
+        ------
+        teleo_server.compute.errors.InvalidValue, InternalValueError
+            What :func:`teleo_server.compute.dense.dense_topk` raises for the same arguments.
         """
+        n = len(self)
+        if k < 0:
+            raise InvalidValue(f"k must be >= 0, got {k}")
+        check_query(int(np.size(query)), int(self._dataset.shape[1]), None)
+        if mask is not None and np.shape(mask) != (n,):
+            raise InternalValueError(f"mask shape {np.shape(mask)} != ({n},)")
         import cupy
 
         cagra, filters = _cuvs()
-        n = len(self)
         k = min(int(k), n)
         if k <= 0:
             return np.empty(0, np.int32), np.empty(0, np.float32)

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.dense import check_query
+from teleo_server.compute.errors import InternalTypeError, InternalValueError
 from teleo_server.gpu import _checks, loader
 from teleo_server.gpu.topk import topk_device
 
@@ -14,12 +16,10 @@ MAX_DIM = 8192  # DENSE_MAX_DIM in the kernel
 
 
 def _prefix_query(query: Any, width: int, dim: int) -> tuple[Any, bool]:
-    """The first ``dim`` dims of the query as float32 on the device, unit length when cut."""
+    """The first ``dim`` dims of a checked query as float32 on the device, unit length when cut."""
     import cupy
 
     q = cupy.asarray(query, dtype=cupy.float32).ravel()
-    if q.shape[0] != width:
-        raise ValueError(f"query length {q.shape[0]} != matrix width {width}")
     q = cupy.ascontiguousarray(q[:dim])
     renorm = dim < width
     if renorm:
@@ -52,21 +52,30 @@ def dense_scores_device(
     Returns
     -------
     cupy.ndarray float32, shape (C,) or (N,), device
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        What :func:`teleo_server.compute.dense.dense_scores` rejects: a query not D long, or
+        ``dim`` outside ``[1, D]``.
+    teleo_server.compute.errors.InternalTypeError, InternalValueError
+        A device array not as described, or ``dim`` above the kernel's ``MAX_DIM``.
     """
     import cupy
 
     if not isinstance(matrix, cupy.ndarray) or matrix.dtype not in (np.float16, np.float32):
-        raise TypeError("matrix must be a float16 or float32 cupy.ndarray")
+        raise InternalTypeError("matrix must be a float16 or float32 cupy.ndarray")
     _checks.device_array("matrix", matrix, matrix.dtype, 2)
     n, width = (int(s) for s in matrix.shape)
+    check_query(int(np.size(query)), width, dim)
     d = width if dim is None else int(dim)
-    if not 1 <= d <= min(width, MAX_DIM):
-        raise ValueError(f"dim must be in [1, {min(width, MAX_DIM)}], got {d}")
-    q, renorm = _prefix_query(query, width, d)
+    if d > MAX_DIM:
+        raise InternalValueError(f"device dense scan reads at most {MAX_DIM} dims, got {d}; use the numpy backend")
     if rows is not None:
         _checks.device_array("rows", rows, np.int32, 1)
     if mask is not None:
         _checks.mask_words(mask, n)
+    q, renorm = _prefix_query(query, width, d)
     n_out = n if rows is None else int(rows.shape[0])
     out = cupy.empty(n_out, dtype=cupy.float32)
     if n_out == 0:

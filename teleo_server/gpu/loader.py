@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from teleo_server.compute._log import get_logger
+from teleo_server.compute.errors import DeviceLimit
 
 log = get_logger(__name__)
 
@@ -74,12 +75,12 @@ def shared_optin_limit() -> int:
 
 
 def ensure_shared(kernel: Any, nbytes: int) -> None:
-    """Let ``kernel`` launch with ``nbytes`` of dynamic shared memory, or raise ValueError."""
+    """Let ``kernel`` launch with ``nbytes`` of dynamic shared memory, or raise DeviceLimit."""
     if nbytes <= DEFAULT_SHARED_LIMIT:
         return
     limit = shared_optin_limit()
     if nbytes > limit:
-        raise ValueError(f"needs {nbytes} bytes of shared memory per block; the device allows {limit}")
+        raise DeviceLimit(f"needs {nbytes} bytes of shared memory per block; the device allows {limit}")
     if kernel.max_dynamic_shared_size_bytes < nbytes:
         kernel.max_dynamic_shared_size_bytes = nbytes
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.errors import DeviceLimit, InternalTypeError, InternalValueError
 from teleo_server.gpu import _checks, loader
 
 _THREADS = 128
@@ -29,19 +30,26 @@ def maxsim_device(query_tokens: Any, doc_offsets: Any, doc_tokens: Any, candidat
     -------
     cupy.ndarray float32, shape (C,), device
         ``sum_q max_t <q, t>``; 0.0 for a row with no tokens.
+
+    Raises
+    ------
+    teleo_server.compute.errors.InternalTypeError, InternalValueError
+        A device array not as described, or D above ``MAX_DIM``.
+    teleo_server.compute.errors.DeviceLimit
+        The query has more tokens than one block's shared memory holds.
     """
     import cupy
 
     if not isinstance(query_tokens, cupy.ndarray) or query_tokens.ndim != 2:
-        raise TypeError("query_tokens must be a 2-D cupy.ndarray")
+        raise InternalTypeError("query_tokens must be a 2-D cupy.ndarray")
     if query_tokens.dtype not in (np.float16, np.float32):
-        raise TypeError(f"query_tokens must be float16 or float32, got {query_tokens.dtype}")
+        raise InternalTypeError(f"query_tokens must be float16 or float32, got {query_tokens.dtype}")
     n_q, dim = (int(s) for s in query_tokens.shape)
     _checks.device_array("doc_offsets", doc_offsets, np.int64, 1)
     _checks.device_array("doc_tokens", doc_tokens, np.float16, 2, (None, dim))
     _checks.device_array("candidates", candidates, np.int32, 1)
     if not 1 <= dim <= MAX_DIM:
-        raise ValueError(f"token dim must be in [1, {MAX_DIM}], got {dim}")
+        raise InternalValueError(f"device MaxSim reads token dims in [1, {MAX_DIM}], got {dim}; use the numpy backend")
     n_cand = int(candidates.shape[0])
     if n_cand == 0 or n_q == 0:
         return cupy.zeros(n_cand, dtype=cupy.float32)
@@ -49,7 +57,12 @@ def maxsim_device(query_tokens: Any, doc_offsets: Any, doc_tokens: Any, candidat
     name = next(entry for limit, entry in _ENTRIES if dim <= limit)
     kernel = loader.function("maxsim", name)
     shared = (n_q * dim + _WARPS * n_q) * 4
-    loader.ensure_shared(kernel, shared)
+    try:
+        loader.ensure_shared(kernel, shared)
+    except DeviceLimit as exc:
+        raise DeviceLimit(
+            f"a query of {n_q} tokens of dim {dim} does not fit the device ({exc}); shorten the query"
+        ) from exc
     out = cupy.empty(n_cand, dtype=cupy.float32)
     n_rows = np.int64(doc_offsets.shape[0] - 1)
     kernel((n_cand,), (_THREADS,), (q, np.int32(n_q), np.int32(dim), doc_offsets, n_rows, doc_tokens, candidates, out), shared_mem=shared)

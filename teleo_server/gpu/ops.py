@@ -1,5 +1,9 @@
 """The CuPy backend behind :func:`teleo_server.compute.backend.ops`: host arrays in and out.
 
+Importing this module registers it as the ``cupy`` backend. Every executor checks its host
+arguments before touching the device and raises what the NumPy reference raises for the same
+bad input (see :mod:`teleo_server.compute.errors`).
+
 Index arrays (CSC postings, token store, dense matrix) are mirrored to the device the first time
 a given host array is seen and reused while that host array lives, so a query moves only itself,
 its mask and its top-k across the bus. Host arrays handed in as an index are treated as
@@ -15,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from teleo_server.compute.backend import Ops
+from teleo_server.compute.backend import Ops, register
+from teleo_server.compute.dense import check_query as check_dense_query
+from teleo_server.compute.errors import InternalValueError, InvalidValue
+from teleo_server.compute.sparse import check_index, check_query as check_sparse_query
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
 from teleo_server.gpu.maxsim import maxsim_device
@@ -61,30 +68,39 @@ def _host_topk(ids: Any, scores: Any, count: Any) -> tuple[np.ndarray, np.ndarra
     return ids[:n].get(), scores[:n].get()
 
 
-def _host_mask(mask: np.ndarray | None, n: int) -> Any:
-    import cupy
+def _check_k(k: int) -> None:
+    if k < 0:
+        raise InvalidValue(f"k must be >= 0, got {k}")
 
+
+def _check_mask(mask: np.ndarray | None, n: int) -> np.ndarray | None:
+    """The host bool mask, checked against ``n`` rows (None stays None)."""
     if mask is None:
         return None
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != (n,):
-        raise ValueError(f"mask shape {mask.shape} != ({n},)")
-    return cupy.asarray(pack_mask(mask))
+        raise InternalValueError(f"mask shape {mask.shape} != ({n},)")
+    return mask
 
 
-def _device_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_rows: int) -> tuple[Any, Any, Any]:
-    indptr = np.asarray(indptr)
-    if indptr.ndim != 1 or indptr.shape[0] < 1:
-        raise ValueError(f"indptr must be 1-D with V+1 >= 1 entries, got shape {indptr.shape}")
-    if np.shape(indices) != np.shape(data) or np.ndim(indices) != 1:
-        raise ValueError(f"indices {np.shape(indices)} and data {np.shape(data)} must be equal 1-D shapes")
-    if int(indptr[-1]) != np.shape(indices)[0]:
-        raise ValueError(f"indptr[-1]={int(indptr[-1])} != nnz={np.shape(indices)[0]}")
-    d_indices = _mirror.get(indices, np.int32)
-    # An out-of-range row id would be an out-of-bounds atomic on the device: check, once per upload.
-    if d_indices.size and int(_bounds(indices)) >= n_rows:
-        raise ValueError(f"posting row id outside [0, {n_rows})")
-    return _mirror.get(indptr, np.int64), d_indices, _mirror.get(data, np.float32)
+def _device_mask(mask: np.ndarray | None) -> Any:
+    """A checked host mask as a device bitset (None stays None)."""
+    import cupy
+
+    return None if mask is None else cupy.asarray(pack_mask(mask))
+
+
+def _check_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_rows: int) -> None:
+    """What :func:`teleo_server.compute.sparse.spmv_scores` checks, plus every row id, on the host."""
+    check_index(np.asarray(indptr), np.asarray(indices), np.asarray(data))
+    # An out-of-range row id would be an out-of-bounds atomic on the device: check, once per array.
+    if np.shape(indices)[0] and int(_bounds(indices)) >= n_rows:
+        raise InternalValueError(f"posting row id outside [0, {n_rows})")
+
+
+def _device_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> tuple[Any, Any, Any]:
+    """A checked host index, mirrored on the device."""
+    return _mirror.get(indptr, np.int64), _mirror.get(indices, np.int32), _mirror.get(data, np.float32)
 
 
 _bounds_cache: dict[int, int] = {}
@@ -94,50 +110,50 @@ def _bounds(indices: np.ndarray) -> int:
     if not isinstance(indices, np.ndarray):
         arr = np.asarray(indices)
         if arr.min() < 0:
-            raise ValueError("posting row id below 0")
+            raise InternalValueError("posting row id below 0")
         return int(arr.max())
     key = id(indices)
     if key not in _bounds_cache:
         arr = np.asarray(indices)
         if arr.size and arr.min() < 0:
-            raise ValueError("posting row id below 0")
+            raise InternalValueError("posting row id below 0")
         _bounds_cache[key] = int(arr.max())
         weakref.finalize(indices, _bounds_cache.pop, key, None)
     return _bounds_cache[key]
 
 
-def _query(q_ids: np.ndarray, q_weights: np.ndarray) -> tuple[Any, Any]:
-    import cupy
-
+def _query(q_ids: np.ndarray, q_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Checked host int32 ids and float32 weights of a sparse query."""
     ids = np.asarray(q_ids).ravel()
     w = np.asarray(q_weights, dtype=np.float32).ravel()
-    if ids.shape != w.shape:
-        raise ValueError(f"q_ids {ids.shape} and q_weights {w.shape} differ")
+    check_sparse_query(ids, w)
     # int64 ids beyond int32 are out of vocabulary anyway; clamp so the cast cannot wrap into range.
     ids = np.clip(ids.astype(np.int64), -1, np.iinfo(np.int32).max).astype(np.int32)
-    return cupy.asarray(ids), cupy.asarray(w)
+    return ids, w
+
+
+def _spmv(indptr, indices, data, n_rows: int, q_ids, q_weights, mask) -> tuple[Any, Any]:
+    """Checks every argument, then device scores (n_rows,) and the device bitset of ``mask``."""
+    _check_index(indptr, indices, data, n_rows)
+    ids, w = _query(q_ids, q_weights)
+    mask = _check_mask(mask, n_rows)
+    import cupy
+
+    scores = cupy.zeros(n_rows, dtype=cupy.float32)
+    spmv_accumulate(*_device_index(indptr, indices, data), cupy.asarray(ids), cupy.asarray(w), scores)
+    return scores, _device_mask(mask)
 
 
 def spmv_scores(indptr, indices, data, n_rows, q_ids, q_weights) -> np.ndarray:
     """CuPy executor of :func:`teleo_server.compute.sparse.spmv_scores` (host in, host out)."""
-    import cupy
-
-    index = _device_index(indptr, indices, data, int(n_rows))
-    scores = cupy.zeros(int(n_rows), dtype=cupy.float32)
-    spmv_accumulate(*index, *_query(q_ids, q_weights), scores)
+    scores, _ = _spmv(indptr, indices, data, int(n_rows), q_ids, q_weights, None)
     return scores.get()
 
 
 def spmv_topk(indptr, indices, data, n_rows, q_ids, q_weights, k, mask=None) -> tuple[np.ndarray, np.ndarray]:
     """CuPy executor of :func:`teleo_server.compute.sparse.spmv_topk` (host in, host out)."""
-    import cupy
-
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
-    index = _device_index(indptr, indices, data, int(n_rows))
-    words = _host_mask(mask, int(n_rows))
-    scores = cupy.zeros(int(n_rows), dtype=cupy.float32)
-    spmv_accumulate(*index, *_query(q_ids, q_weights), scores)
+    _check_k(k)
+    scores, words = _spmv(indptr, indices, data, int(n_rows), q_ids, q_weights, mask)
     return _host_topk(*topk_device(scores, k, mask=words, floor=0.0))
 
 
@@ -147,18 +163,18 @@ def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
     float32 ``doc_tokens`` are stored as float16 on the device, which is the layout the kernel
     reads; pass float16 to score exactly what the reference scores.
     """
-    import cupy
-
     q = np.asarray(query_tokens, dtype=np.float32)
     if q.ndim != 2 or doc_tokens.ndim != 2 or q.shape[1] != doc_tokens.shape[1]:
-        raise ValueError(f"query {q.shape} and doc_tokens {doc_tokens.shape} must be (*, D) alike")
+        raise InternalValueError(f"query {q.shape} and doc_tokens {doc_tokens.shape} must be (*, D) alike")
     offsets = np.asarray(doc_offsets)
     cand = np.asarray(candidates).ravel()
     n_rows = offsets.shape[0] - 1
     if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
-        raise ValueError(f"candidate row id outside [0, {n_rows})")
+        raise InternalValueError(f"candidate row id outside [0, {n_rows})")
     if cand.size == 0 or q.shape[0] == 0:
         return np.zeros(cand.shape[0], dtype=np.float32)
+    import cupy
+
     out = maxsim_device(
         cupy.asarray(q),
         _mirror.get(doc_offsets, np.int64),
@@ -170,30 +186,29 @@ def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
 
 def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tuple[np.ndarray, np.ndarray]:
     """CuPy executor of :func:`teleo_server.compute.dense.dense_topk` (host in, host out)."""
+    _check_k(k)
+    if matrix.ndim != 2:
+        raise InternalValueError(f"matrix must be 2-D, got shape {matrix.shape}")
+    n, width = matrix.shape
+    check_dense_query(int(np.size(query)), width, dim)
+    d = width if dim is None else int(dim)
+    mask = _check_mask(mask, n)
+    rows = None
+    if candidates is not None:
+        rows = np.unique(np.asarray(candidates, dtype=np.int64))
+        if rows.size and (rows[0] < 0 or rows[-1] >= n):
+            raise InternalValueError(f"candidate row id outside [0, {n})")
+        if mask is not None:
+            rows = rows[mask[rows]]
+        if rows.size == 0:
+            return np.empty(0, np.int32), np.empty(0, np.float32)
     import cupy
 
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
-    n, width = matrix.shape
-    d = width if dim is None else int(dim)
-    if not 1 <= d <= width:
-        raise ValueError(f"dim must be in [1, {width}], got {d}")
     dtype = np.float32 if matrix.dtype == np.float32 else np.float16
     d_matrix = _mirror.get(matrix, dtype)
-    if mask is not None:
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != (n,):
-            raise ValueError(f"mask shape {mask.shape} != ({n},)")
-    if candidates is None:
-        scores = dense_scores_device(d_matrix, query, mask=_host_mask(mask, n), dim=d)
+    if rows is None:
+        scores = dense_scores_device(d_matrix, query, mask=_device_mask(mask), dim=d)
         return _host_topk(*topk_device(scores, k))
-    rows = np.unique(np.asarray(candidates, dtype=np.int64))
-    if rows.size and (rows[0] < 0 or rows[-1] >= n):
-        raise ValueError(f"candidate row id outside [0, {n})")
-    if mask is not None:
-        rows = rows[mask[rows]]
-    if rows.size == 0:
-        return np.empty(0, np.int32), np.empty(0, np.float32)
     scores = dense_scores_device(d_matrix, query, rows=cupy.asarray(rows.astype(np.int32)), dim=d)
     pos, vals = _host_topk(*topk_device(scores, k))
     return rows[pos].astype(np.int32), vals
@@ -201,20 +216,27 @@ def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tup
 
 def topk(scores, k, mask=None) -> tuple[np.ndarray, np.ndarray]:
     """CuPy executor of :func:`teleo_server.compute.topk.topk` (host in, host out)."""
-    import cupy
-
+    _check_k(k)
     s = np.asarray(scores, dtype=np.float32)
     if s.ndim != 1:
-        raise ValueError(f"scores must be 1-D, got shape {s.shape}")
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
-    return _host_topk(*topk_device(cupy.asarray(np.ascontiguousarray(s)), k, mask=_host_mask(mask, s.shape[0])))
+        raise InternalValueError(f"scores must be 1-D, got shape {s.shape}")
+    if mask is not None:
+        m = np.asarray(mask, dtype=bool)
+        if m.shape != s.shape:
+            raise InternalValueError(f"mask shape {m.shape} != scores shape {s.shape}")
+    import cupy
+
+    words = None if mask is None else cupy.asarray(pack_mask(m))
+    return _host_topk(*topk_device(cupy.asarray(np.ascontiguousarray(s)), k, mask=words))
 
 
 @functools.cache
 def cupy_ops() -> Ops:
     """The CuPy scorers bundled like the NumPy ones."""
     return Ops("cupy", spmv_scores, spmv_topk, maxsim, dense_topk, topk)
+
+
+register("cupy", cupy_ops)
 
 
 __all__ = ["DeviceMirror", "cupy_ops", "dense_topk", "maxsim", "spmv_scores", "spmv_topk", "topk"]

@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalValueError
+from teleo_server.compute.sparse import check_query
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
 from teleo_server.gpu.maxsim import maxsim_device
@@ -115,7 +117,7 @@ class LiveRows:
         if rows.size == 0:
             return
         if rows.min() < 0 or rows.max() >= self.n_rows:
-            raise ValueError(f"row id outside [0, {self.n_rows})")
+            raise InternalValueError(f"row id outside [0, {self.n_rows})")
         self._host[rows] = False
         touched = np.unique(rows // 32)
         packed = pack_mask(self._host[: ((self.n_rows + 31) // 32) * 32])
@@ -151,9 +153,9 @@ class ResidentSparseIndex:
 
         indptr = np.asarray(indptr, dtype=np.int64)
         if indptr.shape != (self.vocab + 1,) or int(indptr[-1]) != len(indices) or len(indices) != len(data):
-            raise ValueError("segment must be a CSC over the index vocabulary")
+            raise InternalValueError("segment must be a CSC over the index vocabulary")
         if len(indices) and (int(np.min(indices)) < 0 or int(np.max(indices)) >= self.live.n_rows):
-            raise ValueError(f"posting row id outside [0, {self.live.n_rows})")
+            raise InternalValueError(f"posting row id outside [0, {self.live.n_rows})")
         self.segments.append(
             (cupy.asarray(indptr), cupy.asarray(indices, dtype=cupy.int32), cupy.asarray(data, dtype=cupy.float32))
         )
@@ -193,12 +195,17 @@ class ResidentSparseIndex:
         """Best ``k`` live rows (score > 0), host int32 ids and float32 scores, best first."""
         import cupy
 
-        scores = self.scores(
-            cupy.asarray(np.asarray(q_ids, dtype=np.int32)), cupy.asarray(np.asarray(q_weights, dtype=np.float32))
-        )
+        q_ids = np.asarray(q_ids, dtype=np.int32).ravel()
+        q_weights = np.asarray(q_weights, dtype=np.float32).ravel()
+        check_query(q_ids, q_weights)
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (self.live.n_rows,):
+                raise InternalValueError(f"mask shape {mask.shape} != ({self.live.n_rows},)")
+        scores = self.scores(cupy.asarray(q_ids), cupy.asarray(q_weights))
         words = self.live.words()
         if mask is not None:
-            words = words & cupy.asarray(pack_mask(np.asarray(mask, dtype=bool)))
+            words = words & cupy.asarray(pack_mask(mask))
         return _host_topk(*topk_device(scores, k, mask=words, floor=0.0))
 
 
@@ -227,9 +234,9 @@ class ResidentTokenStore:
 
         lengths = np.asarray(lengths, dtype=np.int64)
         if tokens.shape != (int(lengths.sum()), self.dim):
-            raise ValueError(f"tokens must be ({int(lengths.sum())}, {self.dim}), got {tokens.shape}")
+            raise InternalValueError(f"tokens must be ({int(lengths.sum())}, {self.dim}), got {tokens.shape}")
         if self._rows + len(lengths) > self.live.n_rows:
-            raise ValueError("append the rows to LiveRows first")
+            raise InternalValueError("append the rows to LiveRows first")
         self._tokens = _grow(self._tokens, self.n_tokens + tokens.shape[0])
         self._tokens[self.n_tokens : self.n_tokens + tokens.shape[0]] = cupy.asarray(tokens, dtype=cupy.float16)
         self._offsets = _grow(self._offsets, self._rows + len(lengths) + 1)
@@ -244,7 +251,7 @@ class ResidentTokenStore:
 
         cand = np.asarray(candidates, dtype=np.int32)
         if cand.size and (cand.min() < 0 or cand.max() >= self._rows):
-            raise ValueError(f"candidate row id outside [0, {self._rows})")
+            raise InternalValueError(f"candidate row id outside [0, {self._rows})")
         out = maxsim_device(
             cupy.asarray(np.asarray(query_tokens, dtype=np.float32)),
             self._offsets[: self._rows + 1],
@@ -271,9 +278,9 @@ class ResidentDenseMatrix:
         import cupy
 
         if rows.ndim != 2 or rows.shape[1] != self.dim:
-            raise ValueError(f"rows must be (R, {self.dim}), got {rows.shape}")
+            raise InternalValueError(f"rows must be (R, {self.dim}), got {rows.shape}")
         if self._rows + rows.shape[0] > self.live.n_rows:
-            raise ValueError("append the rows to LiveRows first")
+            raise InternalValueError("append the rows to LiveRows first")
         self._matrix = _grow(self._matrix, self._rows + rows.shape[0])
         self._matrix[self._rows : self._rows + rows.shape[0]] = cupy.asarray(rows, dtype=cupy.float16)
         self._rows += rows.shape[0]

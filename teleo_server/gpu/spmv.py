@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalValueError
 from teleo_server.gpu import _checks, loader
 from teleo_server.gpu.topk import topk_device
 
@@ -18,7 +19,7 @@ def _check_index(indptr: Any, indices: Any, data: Any) -> None:
     _checks.device_array("indices", indices, np.int32, 1)
     _checks.device_array("data", data, np.float32, 1, (indices.shape[0],))
     if indptr.shape[0] < 1:
-        raise ValueError("indptr must hold V+1 >= 1 entries")
+        raise InternalValueError("indptr must hold V+1 >= 1 entries")
 
 
 def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights: Any, scores: Any) -> None:

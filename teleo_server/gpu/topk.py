@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.errors import InternalValueError, InvalidValue
 from teleo_server.gpu import _checks, loader
 
 _THREADS = 256
@@ -42,21 +43,28 @@ def topk_device(
     scores : cupy.ndarray float32, same shape, device; padded with -inf
     count : cupy.ndarray uint64, shape (), device
         Rows actually selected, ``min(k, qualifying)``. Reading it synchronises.
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        ``k < 0``.
+    teleo_server.compute.errors.InternalTypeError, InternalValueError
+        ``scores`` or ``mask`` is not as described, or N does not fit int32 row ids.
     """
     import cupy
 
     _checks.device_array("scores", scores, np.float32, 1)
     n = int(scores.shape[0])
     if n >= 2**31:
-        raise ValueError(f"top-k over {n} rows exceeds int32 row ids")
+        raise InternalValueError(f"top-k over {n} rows exceeds int32 row ids")
     if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+        raise InvalidValue(f"k must be >= 0, got {k}")
+    if mask is not None:
+        _checks.mask_words(mask, n)
     kbuf = min(int(k), n)
     state = cupy.zeros(8, dtype=cupy.uint64)
     if kbuf == 0:
         return cupy.empty(0, cupy.int32), cupy.empty(0, cupy.float32), state[7]
-    if mask is not None:
-        _checks.mask_words(mask, n)
     words = mask if mask is not None else cupy.zeros(1, dtype=cupy.uint32)
     has_mask = np.int32(mask is not None)
     use_floor = np.int32(floor is not None)
