@@ -104,9 +104,11 @@ class Settings(BaseSettings):
     embedder_check_seconds: float = Field(2.0, gt=0)  # how often health re-checks the embedder
     store_check_seconds: float = Field(1.0, gt=0)  # how often health re-checks that writes can succeed
     index_probe_seconds: float = Field(10.0, gt=0)  # health `index` fails when the index thread takes longer to answer
+    maintenance_seconds: float = Field(0.5, gt=0)  # how often index upkeep (goals, calibration, compaction) looks for work
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    plugins: list[str] = Field(default_factory=list)  # modules imported at start (teleo_server.plugins)
     embedding: dict[str, Any] = Field(default_factory=dict)  # validated by embedding.settings
     pipeline: dict[str, Any] = Field(default_factory=dict)  # validated by pipeline.settings
 

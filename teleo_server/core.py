@@ -16,12 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
 import structlog
 
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Memory, Principal, unreadable_reason
+from teleo_server.heads import Vector
 from teleo_server.embedding.base import Embedder, TextRole
-from teleo_server.embedding.models import DENSE_DIM
 from teleo_server.errors import (
     InvalidArgument,
     NotFound,
@@ -47,9 +46,9 @@ class StoreOutcome:
 
 @dataclass(slots=True)
 class QueryVectors:
-    dense: np.ndarray
-    sparse_ids: np.ndarray
-    sparse_weights: np.ndarray
+    """A caller's precomputed query: head name -> vector, each already checked against its head."""
+
+    heads: dict[str, Vector]
     model_version: str
 
 
@@ -370,20 +369,7 @@ class MemoryCore:
                 f"{self.embedder.model_version!r}",
                 field="vectors.model_version",
             )
-        dim = v.dense.shape[0]
-        if dim != DENSE_DIM:
-            raise InvalidArgument(f"has {dim} values; model {v.model_version!r} makes {DENSE_DIM}", field="vectors.dense")
-        return EmbeddingSet(
-            model_version=v.model_version,
-            chunks=[
-                ChunkEmbedding(
-                    dense=v.dense.astype(np.float32),
-                    tokens=np.zeros((0, dim), np.float16),
-                    sparse_ids=v.sparse_ids.astype(np.int32),
-                    sparse_weights=v.sparse_weights.astype(np.float32),
-                )
-            ],
-        )
+        return EmbeddingSet(model_version=v.model_version, chunks=[ChunkEmbedding(dict(v.heads))])
 
     async def retrieve(self, query: Query, embed_ms: float, degraded_reason: str,
                        ticket: Ticket) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
@@ -478,6 +464,29 @@ class MemoryCore:
                 visible[ns] = (prev[0] + n, prev[1] + chunks)
         goals = await self._on_index(self.retriever.goal_count, principal)
         return visible, goals
+
+    async def maintain(self) -> bool:
+        """One round of the retriever's upkeep (compaction, calibration, goals), beside reads: its
+        short steps queue on the index thread like any call, and the clustering runs on a worker
+        thread of its own. Returns whether there was anything to do."""
+        r = self.retriever
+        due = getattr(r, "maintenance_due", None)  # a retriever may need no upkeep at all
+        if due is None or not await self._on_index(due):
+            return False
+        steps = r.maintenance()
+
+        def advance(result: Any) -> tuple[bool, Any]:
+            try:
+                return False, steps.send(result)
+            except StopIteration:
+                return True, None
+
+        result: Any = None
+        while True:
+            done, step = await self._on_index(advance, result)
+            if done:
+                return True
+            result = await asyncio.to_thread(step.run) if step is not None else None
 
     async def close(self) -> None:
         if self._background:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from teleo_server.heads import DENSE, SPLADE, TOKENS, SparseVector, Vector
+
 
 class MemoryType(enum.IntEnum):
     EPISODIC = 1
@@ -111,20 +113,28 @@ def unreadable_reason(m: Memory) -> str | None:
 
 @dataclass(slots=True)
 class ChunkEmbedding:
-    """Every learned space of one chunk of a memory's text.
+    """Every head of one chunk of a memory's text.
 
-    dense: float32 (D,), L2-normalised sentence vector (D = 384 for MiniLM).
-    tokens: float16 (T, D), L2-normalised per-token vectors for late interaction (T >= 0).
-    sparse_ids / sparse_weights: int32 / float32 (S,), learned-sparse (SPLADE) vocabulary terms.
+    vectors: head name -> vector, as :mod:`teleo_server.heads` declares each head (a dense head
+    (dim,), a per-token head (T, dim) with T >= 0, a sparse head a ``SparseVector``). A query's
+    set may hold only some heads; a space whose head is absent does not serve that query.
     start / end: character span of the chunk within the memory's content.
     """
 
-    dense: np.ndarray
-    tokens: np.ndarray
-    sparse_ids: np.ndarray
-    sparse_weights: np.ndarray
+    vectors: dict[str, Vector]
     start: int = 0
     end: int = 0
+
+    def get(self, head: str) -> Vector | None:
+        return self.vectors.get(head)
+
+    @classmethod
+    def from_models(cls, dense, tokens, sparse_ids, sparse_weights, start: int = 0,
+                    end: int = 0) -> ChunkEmbedding:
+        """A chunk of the model repository's three heads (dense, tokens, splade)."""
+        return cls({DENSE.name: np.ascontiguousarray(dense, dtype=DENSE.dtype),
+                    TOKENS.name: np.ascontiguousarray(tokens, dtype=TOKENS.dtype),
+                    SPLADE.name: SparseVector.of(sparse_ids, sparse_weights)}, start, end)
 
 
 @dataclass(slots=True)

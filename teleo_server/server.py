@@ -26,6 +26,7 @@ from teleo_server.embedding.base import Embedder
 from teleo_server.errors import InvalidArgument, TeleoError, Unavailable
 from teleo_server.metrics import Metrics
 from teleo_server.pipeline.types import Retriever
+from teleo_server.plugins import load_plugins
 from teleo_server.store import SQLiteStore
 
 log = structlog.get_logger(__name__)
@@ -66,6 +67,7 @@ class App:
         log.info("server.serving", port=self.port, backend=self.backend, embedder=self.core.embedder.description, embedder_ready=ready)
         self._tasks.append(asyncio.create_task(self._watch_embedder(), name="teleo-embedder-watch"))
         self._tasks.append(asyncio.create_task(self._watch_store(), name="teleo-store-watch"))
+        self._tasks.append(asyncio.create_task(self._maintain(), name="teleo-maintenance"))
         if ready:
             self._tasks.append(asyncio.create_task(self._reembed(), name="teleo-reembed"))
 
@@ -84,6 +86,18 @@ class App:
         self.core.embedder_ready = ready
         await self.health.set("embedding", SERVING if ready else NOT_SERVING)
         return ready
+
+    async def _maintain(self) -> None:
+        """Index upkeep on its own schedule, so no query pays for it."""
+        while True:
+            try:
+                if await self.core.maintain():
+                    continue  # more may have arrived meanwhile: look again at once
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - upkeep must not die; the next round retries
+                log.exception("maintenance.failed")
+            await asyncio.sleep(self.settings.maintenance_seconds)
 
     async def _watch_embedder(self) -> None:
         # Recovery is automatic: when the embedder comes back, health and writes follow.
@@ -169,6 +183,7 @@ def _resolve_backend(name: str) -> str:
 
 def build_server(settings: Settings, *, embedder: Embedder | None = None, retriever: Retriever | None = None) -> App:
     """Open the store, make the embedder and retriever, bind the port; does not start serving."""
+    load_plugins(settings.plugins)  # first: they may add heads, spaces and stages
     backend = _resolve_backend(settings.backend)
     log.info("backend.resolved", requested=settings.backend, backend=backend)
     store = SQLiteStore(settings.db_path)

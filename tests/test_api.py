@@ -261,7 +261,8 @@ def test_precomputed_vectors_query(api_server, stub, auth, corpus_ids):
     (emb,) = api_server.call(api_server.app.core.embedder.embed(["green tea in the morning"], TextRole.QUERY))
     chunk = emb.chunks[0]
     vec = pb.QueryVectors(
-        dense=chunk.dense.tolist(), sparse_ids=chunk.sparse_ids.tolist(), sparse_weights=chunk.sparse_weights.tolist(), model_version=emb.model_version
+        dense=chunk.vectors["dense"].tolist(), sparse_ids=chunk.vectors["splade"].ids.tolist(),
+        sparse_weights=chunk.vectors["splade"].weights.tolist(), model_version=emb.model_version
     )
     events, _ = _retrieve(stub, auth, vectors=vec, top_k=3, filters=pb.RetrieveFilters(namespaces=["api"]))
     results = [e.result for e in events if e.WhichOneof("event") == "result"]

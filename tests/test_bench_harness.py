@@ -52,7 +52,7 @@ def test_synthetic_sparse_rows_are_sorted_unique_vocab_ids(corpus):
         assert np.all(np.diff(ids) > 0) and ids.min() >= 0 and ids.max() < synthetic.SPLADE_VOCAB
         assert np.all(w > 0)
     emb = corpus.embedding(5)
-    assert emb.chunks[0].tokens.dtype == np.float16 and emb.chunks[0].tokens.shape[1] == 384
+    assert emb.chunks[0].vectors["tokens"].dtype == np.float16 and emb.chunks[0].vectors["tokens"].shape[1] == 384
 
 
 def test_synthetic_queries_point_at_their_targets(corpus):
@@ -111,7 +111,7 @@ def test_dedupe_chunks_keeps_each_memory_once_in_rank_order():
 
 def test_peer_corpus_flattens_chunks():
     def ch(v: float, ids: list[int], start: int, end: int) -> ChunkEmbedding:
-        return ChunkEmbedding(dense=np.full(4, v, np.float32), tokens=np.zeros((0, 4), np.float16),
+        return ChunkEmbedding.from_models(dense=np.full(4, v, np.float32), tokens=np.zeros((0, 4), np.float16),
                               sparse_ids=np.array(ids, np.int32), sparse_weights=np.ones(len(ids), np.float32),
                               start=start, end=end)
 

@@ -24,7 +24,7 @@ def _random_set(rng: np.random.Generator, chunks: int, version: str = "v1") -> E
     out = []
     for i in range(chunks):
         t, s = int(rng.integers(0, 20)), int(rng.integers(0, 30))
-        out.append(ChunkEmbedding(
+        out.append(ChunkEmbedding.from_models(
             dense=rng.standard_normal(384).astype(np.float32),
             tokens=rng.standard_normal((t, 384)).astype(np.float16),
             sparse_ids=np.sort(rng.choice(30522, s, replace=False)).astype(np.int32),
@@ -36,11 +36,28 @@ def _random_set(rng: np.random.Generator, chunks: int, version: str = "v1") -> E
 def _assert_same(a: EmbeddingSet, b: EmbeddingSet) -> None:
     assert a.model_version == b.model_version and len(a.chunks) == len(b.chunks)
     for x, y in zip(a.chunks, b.chunks):
-        for field in ("dense", "tokens", "sparse_ids", "sparse_weights"):
-            u, v = getattr(x, field), getattr(y, field)
-            assert u.dtype == v.dtype and u.shape == v.shape
-            np.testing.assert_array_equal(u, v)
+        assert x.vectors.keys() == y.vectors.keys()
+        for head in x.vectors:
+            xs, ys = x.vectors[head], y.vectors[head]
+            pairs = [(xs.ids, ys.ids), (xs.weights, ys.weights)] if head == "splade" else [(xs, ys)]
+            for u, v in pairs:
+                assert u.dtype == v.dtype and u.shape == v.shape
+                np.testing.assert_array_equal(u, v)
         assert (x.start, x.end) == (y.start, y.end)
+
+
+def test_blobs_written_before_named_heads_still_load():
+    """A cache filled by an older server (fixed dense/tokens/ids/weights arrays) is still served."""
+    import io
+
+    s = _random_set(np.random.default_rng(3), 2)
+    arrays = {"spans": np.array([(c.start, c.end) for c in s.chunks], np.int64)}
+    for i, c in enumerate(s.chunks):
+        arrays[f"dense{i}"], arrays[f"tokens{i}"] = c.vectors["dense"], c.vectors["tokens"]
+        arrays[f"ids{i}"], arrays[f"weights{i}"] = c.vectors["splade"].ids, c.vectors["splade"].weights
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    _assert_same(loads(buf.getvalue(), "v1"), s)
 
 
 @pytest.mark.parametrize("chunks", [0, 1, 4])
@@ -121,7 +138,7 @@ def test_cached_embedder_embeds_each_text_once(tmp_path: Path):
     _assert_same(first[0], second[2])
     _assert_same(first[1], second[0])
     _assert_same(first[0], first[2])
-    assert len(query[0].chunks[0].sparse_ids) <= 64
+    assert len(query[0].chunks[0].vectors["splade"].ids) <= 64
     assert embedder.hits == 2 and embedder.misses == 4   # a duplicate within a call is no hit
 
 
@@ -142,5 +159,5 @@ def test_a_cache_that_cannot_be_written_never_fails_embedding(tmp_path: Path):
             await embedder.close()
 
     got, stored = asyncio.run(run())
-    assert got.chunks and got.chunks[0].dense.shape == (384,) and stored is False
+    assert got.chunks and got.chunks[0].vectors["dense"].shape == (384,) and stored is False
     assert EmbeddingCache(tmp_path).get_many(got.model_version, TextRole.DOCUMENT, ["kept out of a full cache"]) == [None]

@@ -36,13 +36,13 @@ def test_embedding_set_shapes_dtypes_and_norms():
     assert s.model_version.startswith("minilm-l6-v2-int8.") and "+c254o32q64" in s.model_version
     [c] = s.chunks
     assert (c.start, c.end) == (0, len(text))
-    assert c.dense.dtype == np.float32 and c.dense.shape == (384,)
-    assert np.isclose(np.linalg.norm(c.dense), 1.0, atol=1e-5)
-    assert c.tokens.dtype == np.float16 and c.tokens.shape[1] == 384
-    assert 8 <= len(c.tokens) <= 16
-    np.testing.assert_allclose(np.linalg.norm(c.tokens.astype(np.float32), axis=1), 1.0, atol=2e-3)
-    assert c.sparse_ids.dtype == np.int32 and c.sparse_weights.dtype == np.float32
-    assert len(c.sparse_ids) == len(c.sparse_weights) > 5 and (c.sparse_weights > 0).all()
+    assert c.vectors["dense"].dtype == np.float32 and c.vectors["dense"].shape == (384,)
+    assert np.isclose(np.linalg.norm(c.vectors["dense"]), 1.0, atol=1e-5)
+    assert c.vectors["tokens"].dtype == np.float16 and c.vectors["tokens"].shape[1] == 384
+    assert 8 <= len(c.vectors["tokens"]) <= 16
+    np.testing.assert_allclose(np.linalg.norm(c.vectors["tokens"].astype(np.float32), axis=1), 1.0, atol=2e-3)
+    assert c.vectors["splade"].ids.dtype == np.int32 and c.vectors["splade"].weights.dtype == np.float32
+    assert len(c.vectors["splade"].ids) == len(c.vectors["splade"].weights) > 5 and (c.vectors["splade"].weights > 0).all()
 
 
 def test_long_memory_is_chunked_with_spans_not_truncated():
@@ -54,7 +54,7 @@ def test_long_memory_is_chunked_with_spans_not_truncated():
     assert len(s.chunks) >= 7
     assert s.chunks[0].start == 0 and s.chunks[-1].end == len(text)
     assert all(a.end > b.start for a, b in zip(s.chunks, s.chunks[1:]))  # overlapping
-    assert sum(len(c.tokens) for c in s.chunks) >= 900
+    assert sum(len(c.vectors["tokens"]) for c in s.chunks) >= 900
     assert "+c128o16q64" in s.model_version
 
 
@@ -72,8 +72,8 @@ def test_query_role_caps_sparse_terms_documents_keep_all():
             await embedder.close()
 
     [q], [d] = asyncio.run(both())
-    assert len(q.chunks[0].sparse_ids) == 10 < len(d.chunks[0].sparse_ids)
-    np.testing.assert_array_equal(q.chunks[0].dense, d.chunks[0].dense)
+    assert len(q.chunks[0].vectors["splade"].ids) == 10 < len(d.chunks[0].vectors["splade"].ids)
+    np.testing.assert_array_equal(q.chunks[0].vectors["dense"], d.chunks[0].vectors["dense"])
 
 
 def test_concurrent_calls_do_not_mix_results():
@@ -91,7 +91,7 @@ def test_concurrent_calls_do_not_mix_results():
 
     together, alone = asyncio.run(run())
     for a, b in zip(together, alone):
-        np.testing.assert_array_equal(a.chunks[0].dense, b.chunks[0].dense)
+        np.testing.assert_array_equal(a.chunks[0].vectors["dense"], b.chunks[0].vectors["dense"])
 
 
 def test_errors_before_start_bad_input_and_missing_models(tmp_path: Path):

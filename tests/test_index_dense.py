@@ -6,7 +6,7 @@ import numpy as np
 
 from teleo_server.compute.backend import ops
 from teleo_server.index.dense import DenseIndex
-from teleo_server.pipeline.synthetic import unit
+from bench.harness.memories import unit
 
 OPS = ops("numpy")
 

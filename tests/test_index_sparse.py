@@ -107,3 +107,53 @@ def test_delta_snapshot_and_tail_score_like_the_oracle(weighed):
         keep = q_ids < 800
         np.testing.assert_allclose(idx.scores(ops("numpy"), q_ids, q_w), oracle[:, q_ids[keep]] @ q_w[keep], rtol=1e-5, atol=1e-6)
     assert 0 < idx._snap_n < idx.pending, "the last query scored a snapshot and a tail"
+
+
+@pytest.mark.parametrize("min_merge", [pytest.param(10**9, id="delta-only"), pytest.param(40, id="merging")])
+def test_row_values_read_one_row_in_any_state(min_merge):
+    """One row's terms (what Compare reads) come from a row-major copy: right before and after a
+    merge, for skipped rows, and after compaction renumbers the rows."""
+    rng = np.random.default_rng(5)
+    weigh = lambda raw, rows: raw * (rows + 1).astype(np.float32)  # noqa: E731 - row-dependent
+    idx = SparseIndex(weigh=weigh, min_merge=min_merge)
+    docs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r in range(0, 120):
+        if r % 7 == 3:
+            continue  # a row that never gets terms (an empty document)
+        ids = rng.choice(60, size=rng.integers(0, 8), replace=False)
+        docs[r] = (ids, rng.random(ids.size).astype(np.float32))
+        idx.add(r, *docs[r])
+    idx.grow_rows(125)
+
+    def check(row_of_old: dict[int, int]) -> None:
+        for old, new in row_of_old.items():
+            ids, raw = docs.get(old, (np.zeros(0, np.int64), np.zeros(0, np.float32)))
+            terms, values = idx.row_values(new)
+            order = np.argsort(terms)
+            assert terms[order].tolist() == sorted(ids.tolist())
+            want = dict(zip(ids.tolist(), (raw * (new + 1)).tolist()))
+            np.testing.assert_allclose(values[order], [want[t] for t in terms[order].tolist()], rtol=1e-6)
+
+    check({r: r for r in range(125)})
+    keep = np.arange(1, 125, 2)
+    idx.compact(keep)
+    check({int(old): new for new, old in enumerate(keep)})
+    terms, _ = idx.row_values(10_000)
+    assert terms.size == 0
+
+
+def test_row_values_never_scan_the_postings():
+    """Compare reads a few rows at 100K memories: the cost must not be O(all postings) per row."""
+
+    class NoScan:
+        def __eq__(self, other):
+            raise AssertionError("row_values compared every posting")
+
+        __ne__ = __eq__
+
+    idx = SparseIndex(min_merge=2)
+    for r in range(10):
+        idx.add(r, np.array([r, r + 1]), np.ones(2, np.float32))
+    idx.indices = NoScan()  # type: ignore[assignment]
+    idx._d_rows = NoScan()  # type: ignore[assignment]
+    assert idx.row_values(4)[0].tolist() == [4, 5]

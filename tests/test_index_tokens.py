@@ -6,7 +6,7 @@ import numpy as np
 
 from teleo_server.compute.maxsim import maxsim
 from teleo_server.index.tokens import TokenStore, projection
-from teleo_server.pipeline.synthetic import unit
+from bench.harness.memories import unit
 
 
 def test_packed_layout_and_compaction():

@@ -9,7 +9,7 @@ import pytest
 
 from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline import PipelineSettings, make_retriever
-from teleo_server.pipeline import synthetic as syn
+from bench.harness import memories as syn
 from teleo_server.pipeline.compare import aggregate
 from teleo_server.pipeline.fusion import fuse, ranks
 

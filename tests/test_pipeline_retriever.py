@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from teleo_server.domain import AccessLevel, MemoryType
 from teleo_server.errors import InvalidArgument, NotFound
 from teleo_server.pipeline import PipelineSettings, make_retriever
-from teleo_server.pipeline import synthetic as syn
+from bench.harness import memories as syn
 from teleo_server.pipeline.types import Filters, Hit, Outcome, Overrides, Query, StageReport
 
 
@@ -104,8 +104,12 @@ def test_missing_embedding_degrades_to_lexical():
 
 def test_remove_and_compaction_keep_results_consistent():
     r, items = _retriever(n=200, compact_dead_fraction=0.2)
-    r.remove([f"m{i}" for i in range(0, 60)])  # 30% dead: triggers compaction
-    assert len(r) == 140 and r.catalog.dead == 0
+    r.remove([f"m{i}" for i in range(0, 60)])  # 30% dead: compaction is due
+    assert len(r) == 140 and r.catalog.dead == 60 and r.maintenance_due()
+    _, hits, _ = _run(r, _query(items, 70, top_k=10))  # tombstoned rows are never served
+    assert hits[0].memory.id == "m70" and all(int(h.memory.id[1:]) >= 60 for h in hits)
+    r.maintain()  # the background upkeep compacts
+    assert r.catalog.dead == 0
     _, hits, _ = _run(r, _query(items, 70, top_k=10))
     assert hits[0].memory.id == "m70"
     assert all(int(h.memory.id[1:]) >= 60 for h in hits)

@@ -6,7 +6,7 @@ import pytest
 
 from teleo_server.embedding.repository import ModelFiles, default_model_dir
 from teleo_server.pipeline import PipelineSettings, make_retriever
-from teleo_server.pipeline import synthetic as syn
+from bench.harness import memories as syn
 from teleo_server.pipeline.types import Hit, Query
 
 pytestmark = pytest.mark.skipif(bool(ModelFiles.in_dir(default_model_dir()).missing()),

@@ -7,7 +7,7 @@ import pytest
 
 from teleo_server.domain import AccessLevel, Johari, MemoryType
 from teleo_server.pipeline import PipelineSettings, make_retriever
-from teleo_server.pipeline import synthetic as syn
+from bench.harness import memories as syn
 from teleo_server.pipeline.types import Hit, Overrides, Query
 
 DIM = 48
@@ -37,6 +37,7 @@ def _clustered(seed: int = 0, per_topic: int = 20, outliers: int = 3, max_goals:
         v = rng.standard_normal(DIM).astype(np.float32)
         v -= centres.T @ (centres @ v)
         r.add(syn.memory(f"odd{i}", f"stray remark {i}"), syn.embedding(syn.chunk(v, {10 + i: 1.0}, rng=rng)))
+    r.maintain()  # the server's background upkeep
     return r, centres, rng
 
 
@@ -62,6 +63,9 @@ def test_goals_refresh_keeps_ids_and_reports_drift():
     for i in range(20):
         v = centres[0] + 0.6 * shift + 0.1 * rng.standard_normal(DIM).astype(np.float32)
         r.add(syn.memory(f"deploy-new{i}", "deploy rollout canary"), syn.embedding(syn.chunk(v, rng=rng)))
+    # a read never maintains: until the upkeep runs, the goals are those of before
+    assert {g[0]: g[1] for g in r.goals()} == before and r.maintenance_due()
+    r.maintain()
     after = r.goals()
     assert {g[0] for g in after} == set(before)
     drift = {g[0]: g[3] for g in after}
@@ -184,6 +188,7 @@ def _tenants(with_vault: bool):
             text = " ".join(rng.permutation(words.split())[:3]) + f" note {i}"
             r.add(syn.memory(f"{ns}{t}-{i}", text, namespace=ns, access_level=level),
                   syn.embedding(syn.chunk(v, {t: 1.0}, rng=rng)))
+    r.maintain()
     return r, centres
 
 

@@ -15,7 +15,7 @@ from teleo.v1 import memory_pb2_grpc
 
 from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline import PipelineSettings, make_retriever
-from teleo_server.pipeline import synthetic as syn
+from bench.harness import memories as syn
 from teleo_server.pipeline.stages import stage, stages, unregister
 from teleo_server.pipeline.types import Hit, Overrides, Query, StageReport
 from tests._server import REPO

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from teleo_server.pipeline import PipelineSettings, make_retriever
-from teleo_server.pipeline import synthetic as syn
+from bench.harness import memories as syn
 from teleo_server.pipeline.types import Hit, Query
 from teleo_server.spaces.registry import resolve_name, space_classes
 from teleo_server.spaces.text import tokenize

@@ -8,7 +8,7 @@ import numpy as np
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.pipeline import PipelineSettings, make_retriever
-from teleo_server.pipeline import synthetic as syn
+from bench.harness import memories as syn
 from teleo_server.pipeline.types import Hit, Overrides, Query
 from teleo_server.spaces.base import QueryContext, Space
 from teleo_server.spaces.registry import register, unregister

@@ -24,7 +24,7 @@ def _emb(rng: np.random.Generator, chunks: int = 1, tokens: int = 5, version: st
     for i in range(chunks):
         d = rng.standard_normal(384).astype(np.float32)
         out.append(
-            ChunkEmbedding(
+            ChunkEmbedding.from_models(
                 dense=d / np.linalg.norm(d),
                 tokens=rng.standard_normal((tokens, 384)).astype(np.float16),
                 sparse_ids=rng.choice(30522, 7, replace=False).astype(np.int32),
@@ -65,10 +65,11 @@ def test_put_get_round_trips_every_field_and_embedding(tmp_path):
     ((mem, loaded),) = list(store.iter_memories())
     assert mem.id == m.id and loaded.model_version == "v1" and len(loaded.chunks) == 2
     for a, b in zip(loaded.chunks, emb.chunks, strict=True):
-        np.testing.assert_array_equal(a.dense, b.dense)
-        np.testing.assert_array_equal(a.tokens, b.tokens)
-        np.testing.assert_array_equal(a.sparse_ids, b.sparse_ids)
-        np.testing.assert_array_equal(a.sparse_weights, b.sparse_weights)
+        assert a.vectors.keys() == b.vectors.keys() == {"dense", "tokens", "splade"}
+        np.testing.assert_array_equal(a.vectors["dense"], b.vectors["dense"])
+        np.testing.assert_array_equal(a.vectors["tokens"], b.vectors["tokens"])
+        np.testing.assert_array_equal(a.vectors["splade"].ids, b.vectors["splade"].ids)
+        np.testing.assert_array_equal(a.vectors["splade"].weights, b.vectors["splade"].weights)
         assert (a.start, a.end) == (b.start, b.end)
 
 
@@ -116,7 +117,12 @@ def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
     m.model_version, m.chunk_count = "v1", 2
     v1_columns = sq._MEMORY_COLUMNS.replace(", misled_count", "")  # the columns schema 1 had
     cur = conn.execute(f"INSERT INTO memories ({v1_columns}) VALUES ({','.join('?' * 21)})", sq._memory_to_row(m)[:21])
-    sq._insert_chunks(conn, cur.lastrowid, _emb(rng, chunks=2))
+    written = _emb(rng, chunks=2)
+    for i, c in enumerate(written.chunks):  # the v1 layout: three fixed embedding columns
+        dense, tokens, sparse = c.vectors["dense"], c.vectors["tokens"], c.vectors["splade"]
+        conn.execute("INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)",
+                     (cur.lastrowid, i, c.start, c.end, dense.size, dense.tobytes(), len(tokens),
+                      tokens.tobytes(), sparse.ids.tobytes(), sparse.weights.tobytes()))
     conn.close()
 
     store = SQLiteStore(path)
@@ -125,12 +131,21 @@ def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
     assert store.get([m.id])[m.id].access_level == AccessLevel.CONFIDENTIAL
     [(memory, emb)] = list(store.iter_memories())
     assert memory.id == m.id and len(emb.chunks) == 2
+    # schema 4: the three columns became the heads dense, tokens and splade, bit for bit
+    for a, b in zip(emb.chunks, written.chunks, strict=True):
+        assert a.vectors.keys() == {"dense", "tokens", "splade"} and (a.start, a.end) == (b.start, b.end)
+        np.testing.assert_array_equal(a.vectors["dense"], b.vectors["dense"])
+        assert a.vectors["tokens"].dtype == np.float16
+        np.testing.assert_array_equal(a.vectors["tokens"], b.vectors["tokens"])
+        np.testing.assert_array_equal(a.vectors["splade"].ids, b.vectors["splade"].ids)
+        np.testing.assert_array_equal(a.vectors["splade"].weights, b.vectors["splade"].weights)
     # the old table-wide UNIQUE (namespace, content_hash) is gone: another level may hold the same text
     other, dup = store.put(_memory("kept", access_level=AccessLevel.PUBLIC), _emb(rng))
     assert not dup and other.id != m.id
     # and deleting still cascades into chunks
     store.delete([m.id, other.id])
     assert store._writer.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
+    assert store._writer.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 0
 
 
 def test_delete_cascades_to_chunks(tmp_path):
@@ -141,6 +156,7 @@ def test_delete_cascades_to_chunks(tmp_path):
     assert store.get([m.id]) == {}
     conn = sqlite3.connect(tmp_path / "t.db")
     assert conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 0
 
 
 def test_feedback_and_retrieved_counters(tmp_path):

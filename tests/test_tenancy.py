@@ -189,7 +189,11 @@ def test_goals_labels_and_counts_come_only_from_readable_memories(api_server, st
                          for c in ZEBRACORN), metadata=boss, timeout=120)
     stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="The foyer plants are watered on Mondays.", access_level=pb.ACCESS_LEVEL_PUBLIC)),
                metadata=public, timeout=30)
-    # the owner sees a goal built from its memories
+    # the owner sees a goal built from its memories, once the background upkeep has clustered them
+    deadline = time.monotonic() + 30
+    while stub.Stats(pb.StatsRequest(), metadata=boss, timeout=10).goals < 2:
+        assert time.monotonic() < deadline, "goals were never built"
+        time.sleep(0.1)
     results, _ = _results(stub, boss, text="zebracorn", top_k=3, target_goals=["zebracorn"], explain=True)
     assert any("zebracorn" in r.explanation for r in results)
     assert stub.Stats(pb.StatsRequest(), metadata=boss, timeout=10).goals >= 2

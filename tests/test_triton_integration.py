@@ -70,10 +70,13 @@ def _assert_identical(a, b) -> None:
     assert a.model_version == b.model_version
     assert [(c.start, c.end) for c in a.chunks] == [(c.start, c.end) for c in b.chunks]
     for x, y in zip(a.chunks, b.chunks):
-        for field in ("dense", "tokens", "sparse_ids", "sparse_weights"):
-            u, v = getattr(x, field), getattr(y, field)
-            assert u.dtype == v.dtype and u.shape == v.shape, field
-            np.testing.assert_array_equal(u, v, err_msg=field)
+        assert x.vectors.keys() == y.vectors.keys()
+        for head, u in x.vectors.items():
+            v = y.vectors[head]
+            pairs = [(u.ids, v.ids), (u.weights, v.weights)] if head == "splade" else [(u, v)]
+            for p, q in pairs:
+                assert p.dtype == q.dtype and p.shape == q.shape, head
+                np.testing.assert_array_equal(p, q, err_msg=head)
 
 
 @pytest.mark.parametrize("role", [TextRole.DOCUMENT, TextRole.QUERY])
@@ -156,8 +159,8 @@ def test_a_bad_request_fails_alone(server):
 
     good_q, bad, good_d = asyncio.run(run())
     assert isinstance(map_error(bad, "t"), errors.InvalidArgument)
-    assert wire.unpack({n: good_q.as_numpy(n) for n in wire.OUTPUTS})[0].chunks
-    assert wire.unpack({n: good_d.as_numpy(n) for n in wire.OUTPUTS})[0].chunks
+    assert wire.unpack({n: good_q.as_numpy(n) for n in wire.outputs()})[0].chunks
+    assert wire.unpack({n: good_d.as_numpy(n) for n in wire.outputs()})[0].chunks
 
 
 def test_killed_server_is_unavailable_then_recovers(install, tmp_path):

@@ -1,8 +1,9 @@
 """Embeddings of evaluation texts, computed once with the in-process engine and kept under var/.
 
-A cache directory holds shards of ``SHARD`` texts each, packed as flat arrays, keyed by the
-engine's model version, the role (query/document) and a hash of the texts, so a changed model
-or text set never reuses stale vectors. Interrupted runs resume at the first missing shard.
+A cache directory holds shards of ``SHARD`` texts each, the model repository's three heads (dense,
+tokens, splade) packed as flat arrays, keyed by the engine's model version, the role (query/document)
+and a hash of the texts, so a changed model or text set never reuses stale vectors. Interrupted runs
+resume at the first missing shard.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import structlog
 
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
+from teleo_server.heads import DENSE, SPLADE, TOKENS, SparseVector
 
 log = structlog.get_logger(__name__)
 SHARD = 256
@@ -31,18 +33,19 @@ def _key(texts: list[str], version: str, is_query: bool) -> str:
 def _pack(sets: list[EmbeddingSet]) -> dict[str, np.ndarray]:
     chunks = [c for s in sets for c in s.chunks]
     counts = np.array([len(s.chunks) for s in sets], dtype=np.int64)
-    tok_counts = np.array([c.tokens.shape[0] for c in chunks], dtype=np.int64)
-    sp_counts = np.array([c.sparse_ids.size for c in chunks], dtype=np.int64)
-    dim = chunks[0].dense.size if chunks else 0
+    dense = [c.vectors[DENSE.name] for c in chunks]
+    tokens = [c.vectors[TOKENS.name] for c in chunks]
+    sparse = [c.vectors[SPLADE.name] for c in chunks]
+    dim = DENSE.dim
     return {
         "chunk_offsets": np.r_[0, np.cumsum(counts)],
-        "dense": np.stack([c.dense for c in chunks]) if chunks else np.zeros((0, dim), np.float32),
+        "dense": np.stack(dense) if chunks else np.zeros((0, dim), np.float32),
         "spans": np.array([(c.start, c.end) for c in chunks], dtype=np.int64).reshape(-1, 2),
-        "tok_offsets": np.r_[0, np.cumsum(tok_counts)],
-        "tokens": np.concatenate([c.tokens for c in chunks]).astype(np.float16) if chunks else np.zeros((0, dim), np.float16),
-        "sp_offsets": np.r_[0, np.cumsum(sp_counts)],
-        "sp_ids": np.concatenate([c.sparse_ids for c in chunks]).astype(np.int32) if chunks else np.zeros(0, np.int32),
-        "sp_weights": np.concatenate([c.sparse_weights for c in chunks]).astype(np.float32) if chunks else np.zeros(0, np.float32),
+        "tok_offsets": np.r_[0, np.cumsum([t.shape[0] for t in tokens])].astype(np.int64),
+        "tokens": np.concatenate(tokens).astype(np.float16) if chunks else np.zeros((0, dim), np.float16),
+        "sp_offsets": np.r_[0, np.cumsum([v.size for v in sparse])].astype(np.int64),
+        "sp_ids": np.concatenate([v.ids for v in sparse]).astype(np.int32) if chunks else np.zeros(0, np.int32),
+        "sp_weights": np.concatenate([v.weights for v in sparse]).astype(np.float32) if chunks else np.zeros(0, np.float32),
     }
 
 
@@ -53,8 +56,8 @@ def _unpack(z: dict[str, np.ndarray], version: str) -> list[EmbeddingSet]:
         chunks = []
         for c in range(int(co[i]), int(co[i + 1])):
             chunks.append(ChunkEmbedding(
-                dense=z["dense"][c], tokens=z["tokens"][to[c]:to[c + 1]],
-                sparse_ids=z["sp_ids"][so[c]:so[c + 1]], sparse_weights=z["sp_weights"][so[c]:so[c + 1]],
+                {DENSE.name: z["dense"][c], TOKENS.name: z["tokens"][to[c]:to[c + 1]],
+                 SPLADE.name: SparseVector.of(z["sp_ids"][so[c]:so[c + 1]], z["sp_weights"][so[c]:so[c + 1]])},
                 start=int(z["spans"][c, 0]), end=int(z["spans"][c, 1])))
         out.append(EmbeddingSet(version, chunks))
     return out

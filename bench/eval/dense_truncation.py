@@ -32,15 +32,15 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"SciFact not found under {args.data}; pass --data")
     p = load_all(args.data, args.cache, 1, which=("scifact",))["scifact"][0]
     ids = [m.id for m, _ in p.items]
-    first = np.stack([e.chunks[0].dense for _, e in p.items])
-    chunks = [np.stack([c.dense for c in e.chunks]) for _, e in p.items]
+    first = np.stack([e.chunks[0].vectors["dense"] for _, e in p.items])
+    chunks = [np.stack([c.vectors["dense"] for c in e.chunks]) for _, e in p.items]
     owner = np.concatenate([np.full(len(c), i) for i, c in enumerate(chunks)])
     every = np.concatenate(chunks)
     out = {"queries": len(p.queries["test"]), "memories": len(ids), "multi_chunk_memories": int(sum(len(c) > 1 for c in chunks))}
     for name in ("first_chunk", "best_chunk"):
         ndcg, rec = [], []
         for q, qe in p.queries["test"]:
-            v = qe.chunks[0].dense
+            v = qe.chunks[0].vectors["dense"]
             if name == "first_chunk":
                 s = first @ v
             else:

@@ -60,6 +60,7 @@ def build(p: Prepared, settings: PipelineSettings):
     r = make_retriever(settings, "numpy")
     for m, e in p.items:
         r.add(m, e)
+    r.maintain()  # goals and calibration, as the server's background upkeep does after a load
     return r
 
 

@@ -27,8 +27,7 @@ def chunk(dense: np.ndarray, sparse: dict[int, float] | None = None, tokens: np.
         tokens = unit(dense + 0.3 * rng.standard_normal((n_tokens, dense.size)).astype(np.float32))
     sparse = sparse or {}
     ids = np.array(sorted(sparse), dtype=np.int32)
-    return ChunkEmbedding(dense=dense, tokens=np.asarray(tokens, dtype=np.float16), sparse_ids=ids,
-                          sparse_weights=np.array([sparse[i] for i in ids.tolist()], dtype=np.float32))
+    return ChunkEmbedding.from_models(dense, tokens, ids, [sparse[i] for i in ids.tolist()])
 
 
 def embedding(*chunks: ChunkEmbedding) -> EmbeddingSet:
@@ -64,8 +63,8 @@ def corpus(n: int, dim: int = 384, topics: int = 50, vocab: int = 30_000, terms:
         toks = unit(dense[i] + 0.5 * rng.standard_normal((tokens, dim)).astype(np.float32) / np.sqrt(dim) * 8).astype(np.float16)
         w = np.r_[rng.choice(topic_words[t], size=words // 2), rng.integers(0, 5000, size=words - words // 2)]
         text = " ".join(f"w{x}" for x in w)
-        emb = EmbeddingSet(MODEL_VERSION, [ChunkEmbedding(dense[i], toks, np.array(sorted(sparse), dtype=np.int32),
-                                                          np.array([sparse[k] for k in sorted(sparse)], dtype=np.float32))])
+        emb = EmbeddingSet(MODEL_VERSION, [ChunkEmbedding.from_models(
+            dense[i], toks, sorted(sparse), [sparse[k] for k in sorted(sparse)])])
         m = memory(f"m{i}", text, namespace=f"ns{i % 4}", memory_type=MemoryType.SEMANTIC,
                    event_time=1.7e9 + float(i), ingestion_time=1.7e9 + float(i))
         out.append((m, emb))

@@ -76,11 +76,9 @@ class SyntheticCorpus:
     def embedding(self, i: int, model_version: str = "synthetic", with_tokens: bool = True) -> EmbeddingSet:
         """One-chunk EmbeddingSet of memory ``i`` (host numpy views)."""
         toks = self.tokens[self.tok_ptr[i]:self.tok_ptr[i + 1]] if with_tokens else np.zeros((0, self.spec.dim), np.float16)
-        return EmbeddingSet(model_version, [ChunkEmbedding(
-            dense=self.dense[i], tokens=toks,
-            sparse_ids=self.sp_ids[self.sp_ptr[i]:self.sp_ptr[i + 1]],
-            sparse_weights=self.sp_w[self.sp_ptr[i]:self.sp_ptr[i + 1]],
-            start=0, end=len(self.texts[i]))])
+        return EmbeddingSet(model_version, [ChunkEmbedding.from_models(
+            self.dense[i], toks, self.sp_ids[self.sp_ptr[i]:self.sp_ptr[i + 1]],
+            self.sp_w[self.sp_ptr[i]:self.sp_ptr[i + 1]], start=0, end=len(self.texts[i]))])
 
     def sparse_row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         return self.sp_ids[self.sp_ptr[i]:self.sp_ptr[i + 1]], self.sp_w[self.sp_ptr[i]:self.sp_ptr[i + 1]]
@@ -186,9 +184,8 @@ class SyntheticQueries:
 
     def embedding(self, j: int, model_version: str = "synthetic") -> EmbeddingSet:
         ids, w = self.sparse[j]
-        return EmbeddingSet(model_version, [ChunkEmbedding(
-            dense=self.dense[j], tokens=self.tokens[j], sparse_ids=ids, sparse_weights=w,
-            start=0, end=len(self.texts[j]))])
+        return EmbeddingSet(model_version, [ChunkEmbedding.from_models(
+            self.dense[j], self.tokens[j], ids, w, start=0, end=len(self.texts[j]))])
 
 
 def make_queries(corpus: SyntheticCorpus, m: int, seed: int = 1, words: int = 8,

@@ -40,6 +40,9 @@ def build(retriever: Retriever, items: Iterable[tuple[Memory, EmbeddingSet]]) ->
     for memory, emb in items:
         retriever.add(memory, emb)
         n += 1
+    maintain = getattr(retriever, "maintain", None)
+    if maintain is not None:
+        maintain()  # goals and calibration, as the server's background upkeep does
     return n, time.perf_counter() - t0
 
 

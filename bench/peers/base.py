@@ -59,10 +59,11 @@ class PeerCorpus:
             for ch in emb.chunks:
                 chunk_doc.append(i)
                 chunk_texts.append(text[ch.start:ch.end] if ch.end > ch.start else text)
-                dense.append(ch.dense)
-                ids.append(ch.sparse_ids)
-                ws.append(ch.sparse_weights)
-                lens.append(ch.sparse_ids.size)
+                sparse = ch.vectors["splade"]
+                dense.append(ch.vectors["dense"])
+                ids.append(sparse.ids)
+                ws.append(sparse.weights)
+                lens.append(sparse.size)
         return cls(doc_ids, texts, np.asarray(chunk_doc, np.int64), chunk_texts,
                    np.stack(dense).astype(np.float32), np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
                    np.concatenate(ids).astype(np.int32), np.concatenate(ws).astype(np.float32))
@@ -82,8 +83,9 @@ class PeerQueries:
     @classmethod
     def from_sets(cls, texts: list[str], sets: list[EmbeddingSet]) -> PeerQueries:
         # Queries fit one chunk (they are far shorter than the model window).
-        return cls(texts, np.stack([s.chunks[0].dense for s in sets]).astype(np.float32),
-                   [(s.chunks[0].sparse_ids, s.chunks[0].sparse_weights) for s in sets])
+        return cls(texts, np.stack([s.chunks[0].vectors["dense"] for s in sets]).astype(np.float32),
+                   [(s.chunks[0].vectors["splade"].ids, s.chunks[0].vectors["splade"].weights)
+                    for s in sets])
 
 
 class Peer(Protocol):

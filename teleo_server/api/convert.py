@@ -20,6 +20,7 @@ from teleo_server.config import Limits
 from teleo_server.core import QueryVectors, new_memory_id
 from teleo_server.domain import EARLIEST_TIME, LATEST_TIME, AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
 from teleo_server.errors import InvalidArgument, PermissionDenied
+from teleo_server.heads import DENSE, SPLADE, HeadKind, SparseVector, get_head
 from teleo_server.pipeline.settings import FusionMethod
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
@@ -211,20 +212,37 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
 
 
 def _vectors(msg: pb.QueryVectors) -> QueryVectors:
-    dense = np.asarray(msg.dense, dtype=np.float32)
-    if dense.size == 0:
-        raise InvalidArgument("dense vector is required", field="vectors.dense")
-    if not np.all(np.isfinite(dense)):
-        raise InvalidArgument("must be finite", field="vectors.dense")
-    if len(msg.sparse_ids) != len(msg.sparse_weights):
-        raise InvalidArgument("sparse_ids and sparse_weights differ in length", field="vectors.sparse_weights")
-    weights = np.asarray(msg.sparse_weights, dtype=np.float32)
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise InvalidArgument("must be finite and >= 0", field="vectors.sparse_weights")
-    ids = np.asarray(msg.sparse_ids, dtype=np.int32)
-    if np.any(ids < 0):
-        raise InvalidArgument("must be >= 0", field="vectors.sparse_ids")
-    return QueryVectors(dense=dense, sparse_ids=ids, sparse_weights=weights, model_version=msg.model_version)
+    """Every head the message carries, each checked against the head registry."""
+    given: dict[str, tuple[str, object]] = {}
+    if len(msg.dense):
+        given[DENSE.name] = ("vectors.dense", np.asarray(msg.dense, dtype=np.float32))
+    if len(msg.sparse_ids) or len(msg.sparse_weights):
+        given[SPLADE.name] = ("vectors.sparse_ids", SparseVector(
+            np.asarray(msg.sparse_ids, dtype=np.int64), np.asarray(msg.sparse_weights, np.float32)))
+    for name, hv in msg.heads.items():
+        where = f"vectors.heads[{name[:64]!r}]"
+        if name in given:
+            raise InvalidArgument(f"head {name!r} is given twice (a shorthand field and heads)",
+                                  field=where)
+        head = get_head(name, where)
+        if head.kind is HeadKind.SPARSE:
+            value: object = SparseVector(np.asarray(hv.ids, dtype=np.int64),
+                                         np.asarray(hv.weights, dtype=np.float32))
+        elif head.kind is HeadKind.TOKENS:
+            values = np.asarray(hv.values, dtype=np.float32)
+            if hv.rows <= 0 or values.size != hv.rows * head.dim:
+                raise InvalidArgument(f"needs rows > 0 and rows * {head.dim} values (has rows "
+                                      f"{hv.rows}, {values.size} values)", field=where)
+            value = values.reshape(hv.rows, head.dim)
+        else:
+            value = np.asarray(hv.values, dtype=np.float32)
+        given[name] = (where, value)
+    if not given:
+        raise InvalidArgument("no query vector given (set dense, sparse_ids or heads)",
+                              field="vectors")
+    heads = {name: get_head(name, where).coerce(value, where)
+             for name, (where, value) in given.items()}
+    return QueryVectors(heads=heads, model_version=msg.model_version)
 
 
 def _filters(msg: pb.RetrieveFilters, principal: Principal, limits: Limits) -> Filters:

@@ -21,7 +21,8 @@ from teleo_server.auth import Authenticator
 from teleo_server.config import Limits
 from teleo_server.core import MemoryCore, RetrieveDone
 from teleo_server.domain import Principal
-from teleo_server.errors import InvalidArgument, ResourceExhausted, TeleoError, Unavailable
+from teleo_server.errors import Internal, InvalidArgument, ResourceExhausted, TeleoError, Unavailable
+from teleo_server.heads import heads
 from teleo_server.pipeline.types import Hit, StageReport
 
 log = structlog.get_logger(__name__)
@@ -43,7 +44,10 @@ def _authorization(context: grpc.aio.ServicerContext) -> str | None:
 
 async def _fail(context: grpc.aio.ServicerContext, exc: BaseException, rid: str, method: str) -> None:
     code = status_of(exc)
-    if isinstance(exc, TeleoError):
+    if isinstance(exc, Internal):  # a bug found by a check, not a caller's mistake
+        log.error("rpc.internal_error", method=method, error=str(exc), exc_info=exc)
+        detail = f"internal error ({exc}); quote request id {rid} when reporting it"
+    elif isinstance(exc, TeleoError):
         log.info("rpc.rejected", method=method, code=code.name, error=str(exc))
         detail = str(exc)
     else:
@@ -348,6 +352,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             embedder_ready=self.core.embedder_ready,
             goals=goals,
             server_version=__version__,
+            heads=[pb.EmbeddingHead(name=h.name, kind=h.kind.value, dimension=h.dim, dtype=h.dtype)
+                   for h in heads().values()],
         )
 
 

@@ -22,12 +22,15 @@ from pathlib import Path
 
 import structlog
 
+from teleo_server.embedding import wire
 from teleo_server.embedding.repository import (
     DENSE_MODEL,
+    ENTRY_MODEL,
     MANIFEST,
     SPARSE_MODEL,
     default_model_dir,
 )
+from teleo_server.plugins import load_plugins, plugins_from_env
 
 log = structlog.get_logger(__name__)
 
@@ -102,10 +105,38 @@ def _copy(src: Path, dst: Path) -> None:
     tmp.replace(dst)
 
 
+def entry_configs(model_dir: Path) -> list[Path]:
+    """teleo_embed's config files (CPU and GPU variants)."""
+    folder = model_dir / ENTRY_MODEL
+    return [folder / "config.pbtxt", *sorted((folder / "configs").glob("*.pbtxt"))]
+
+
+def with_outputs(config: str) -> str:
+    """``config`` with its ``output [...]`` block rendered from the head registry."""
+    start = config.index("\noutput [") + 1
+    end = config.index("\n]", start) + 2
+    return config[:start] + wire.output_config() + config[end:]
+
+
+def write_entry_outputs(model_dir: Path) -> list[Path]:
+    """Bring teleo_embed's outputs in line with the registered heads; returns the files changed."""
+    changed = []
+    for path in entry_configs(model_dir):
+        text = path.read_text()
+        new = with_outputs(text)
+        if new != text:
+            path.write_text(new)
+            changed.append(path)
+            log.info("models.outputs_written", config=str(path))
+    return changed
+
+
 def build(model_dir: Path, *, force: bool = False) -> dict:
     """Materialise the repository under ``model_dir``; returns the manifest."""
     from teleo_server.embedding.splade_onnx import export_splade
 
+    if (model_dir / ENTRY_MODEL).is_dir():
+        write_entry_outputs(model_dir)
     inputs = _inputs()
     if not force and is_current(model_dir, inputs):
         manifest = json.loads((model_dir / MANIFEST).read_text())
@@ -132,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", type=Path, default=default_model_dir())
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    parser.add_argument("--plugins", default="", help="modules with extra embedding heads, "
+                        "comma-separated (default: TELEO_PLUGINS)")
     args = parser.parse_args(argv)
+    load_plugins(plugins_from_env({"TELEO_PLUGINS": args.plugins}) if args.plugins
+                 else plugins_from_env())
     manifest = build(args.model_dir, force=args.force)
     sys.stdout.write(manifest["version"] + "\n")
     return 0
@@ -142,4 +177,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["BUILDER_REVISION", "SOURCES", "build", "is_current", "locate", "main", "sha256"]
+__all__ = ["BUILDER_REVISION", "SOURCES", "build", "entry_configs", "is_current", "locate", "main",
+           "sha256", "with_outputs", "write_entry_outputs"]

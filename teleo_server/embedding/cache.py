@@ -20,6 +20,7 @@ import structlog
 
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.embedding.base import Embedder, TextRole, check_texts
+from teleo_server.heads import SPLADE, SparseVector, Vector
 
 log = structlog.get_logger(__name__)
 
@@ -39,25 +40,47 @@ def text_key(text: str) -> str:
 
 
 def dumps(s: EmbeddingSet) -> bytes:
+    """One set as an ``.npz`` blob: ``spans`` and, per chunk i and head h, ``h.i`` (a dense or
+    per-token head) or ``h.i.ids`` / ``h.i.weights`` (a sparse head)."""
     arrays: dict[str, np.ndarray] = {
         "spans": np.array([(c.start, c.end) for c in s.chunks], np.int64).reshape(-1, 2)}
     for i, c in enumerate(s.chunks):
-        arrays[f"dense{i}"] = c.dense
-        arrays[f"tokens{i}"] = c.tokens
-        arrays[f"ids{i}"] = c.sparse_ids
-        arrays[f"weights{i}"] = c.sparse_weights
+        for name, v in c.vectors.items():
+            if isinstance(v, SparseVector):
+                arrays[f"{name}.{i}.ids"], arrays[f"{name}.{i}.weights"] = v.ids, v.weights
+            else:
+                arrays[f"{name}.{i}"] = v
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
 
 
+# The layout before named heads (per chunk: dense{i}, tokens{i}, ids{i}, weights{i}).
+_LEGACY = {"dense": "dense", "tokens": "tokens"}
+
+
 def loads(blob: bytes, model_version: str) -> EmbeddingSet:
     with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         spans = z["spans"]
-        chunks = [ChunkEmbedding(dense=z[f"dense{i}"], tokens=z[f"tokens{i}"],
-                                 sparse_ids=z[f"ids{i}"], sparse_weights=z[f"weights{i}"],
-                                 start=int(spans[i, 0]), end=int(spans[i, 1]))
-                  for i in range(len(spans))]
+        vectors: list[dict[str, Vector]] = [{} for _ in range(len(spans))]
+        for key in z.files:
+            if key == "spans":
+                continue
+            if "." not in key:  # legacy layout
+                stem = key.rstrip("0123456789")
+                i = int(key[len(stem):])
+                if stem in _LEGACY:
+                    vectors[i][_LEGACY[stem]] = z[key]
+                elif stem == "ids":
+                    vectors[i][SPLADE.name] = SparseVector.of(z[key], z[f"weights{i}"])
+                continue
+            name, i, *part = key.split(".")
+            if not part:
+                vectors[int(i)][name] = z[key]
+            elif part == ["ids"]:
+                vectors[int(i)][name] = SparseVector.of(z[key], z[f"{name}.{i}.weights"])
+        chunks = [ChunkEmbedding(v, start=int(spans[i, 0]), end=int(spans[i, 1]))
+                  for i, v in enumerate(vectors)]
     return EmbeddingSet(model_version, chunks)
 
 

@@ -13,11 +13,14 @@ from teleo_server.embedding.chunking import Chunker, ChunkPlan
 from teleo_server.embedding.models import PIPELINE_REVISION, DenseEncoder, SparseEncoder
 from teleo_server.embedding.repository import SETUP_HINT, ModelFiles, manifest_version
 from teleo_server.errors import Unavailable
+from teleo_server.heads import heads_signature
 
 
 def version_string(models_version: str, plan: ChunkPlan, query_max_terms: int) -> str:
-    """The model version an EmbeddingSet carries: weights, pooling code, chunking, query cap."""
-    return f"{models_version}+{PIPELINE_REVISION}+{plan.signature}q{query_max_terms}"
+    """The model version an EmbeddingSet carries: weights, pooling code, chunking, query cap and
+    the Python heads (none by default)."""
+    return (f"{models_version}+{PIPELINE_REVISION}+{plan.signature}q{query_max_terms}"
+            f"{heads_signature()}")
 
 
 class Engine:
@@ -50,7 +53,8 @@ class Engine:
         dense = self.dense.encode(chunks.texts)
         sparse = self.sparse.encode(
             chunks.texts, [self.query_max_terms if q else 0 for q in chunks.is_query])
-        return sets.assemble(len(texts), chunks, dense, sparse, self.version)
+        vectors = sets.model_vectors(dense, sparse) | sets.python_vectors(chunks)
+        return sets.assemble(len(texts), chunks, vectors, self.version)
 
 
 __all__ = ["Engine", "version_string"]

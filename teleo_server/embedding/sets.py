@@ -13,6 +13,7 @@ import numpy as np
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.embedding.chunking import Chunker
 from teleo_server.embedding.models import DenseBatch, SparseBatch
+from teleo_server.heads import DENSE, SPLADE, TOKENS, SparseVector, Vector, python_heads
 
 
 @dataclass(slots=True)
@@ -39,20 +40,39 @@ def split(chunker: Chunker, texts: list[str], is_query: list[bool]) -> ChunkedBa
     return out
 
 
-def assemble(n_texts: int, chunks: ChunkedBatch, dense: DenseBatch, sparse: SparseBatch,
+def model_vectors(dense: DenseBatch, sparse: SparseBatch) -> dict[str, list[Vector]]:
+    """The model repository's heads, one vector per chunk (row c = chunk c)."""
+    n = len(dense.dense)
+    return {
+        DENSE.name: [np.ascontiguousarray(dense.dense[c], dtype=DENSE.dtype) for c in range(n)],
+        TOKENS.name: [np.ascontiguousarray(dense.tokens[c, :int(dense.token_counts[c])],
+                                           dtype=TOKENS.dtype) for c in range(n)],
+        SPLADE.name: [SparseVector.of(sparse.ids[c, :int(sparse.counts[c])],
+                                      sparse.weights[c, :int(sparse.counts[c])]) for c in range(n)],
+    }
+
+
+def python_vectors(chunks: ChunkedBatch) -> dict[str, list[Vector]]:
+    """Every registered Python head over the chunk texts, checked against its declaration."""
+    out: dict[str, list[Vector]] = {}
+    for head in python_heads():
+        assert head.encode is not None
+        values = head.encode(chunks.texts, chunks.is_query)
+        if len(values) != len(chunks):
+            raise RuntimeError(f"head {head.name!r} returned {len(values)} vectors for "
+                               f"{len(chunks)} chunks")
+        out[head.name] = [head.coerce(v, f"head {head.name}") for v in values]
+    return out
+
+
+def assemble(n_texts: int, chunks: ChunkedBatch, vectors: dict[str, list[Vector]],
              model_version: str) -> list[EmbeddingSet]:
-    """One EmbeddingSet per text from per-chunk model outputs (row c = chunk c)."""
+    """One EmbeddingSet per text from per-chunk head outputs (``vectors[head][c]`` = chunk c)."""
     sets = [EmbeddingSet(model_version, []) for _ in range(n_texts)]
     for c, owner in enumerate(chunks.owners):
-        t, s = int(dense.token_counts[c]), int(sparse.counts[c])
         start, end = chunks.spans[c]
         sets[owner].chunks.append(ChunkEmbedding(
-            dense=np.ascontiguousarray(dense.dense[c], dtype=np.float32),
-            tokens=np.ascontiguousarray(dense.tokens[c, :t], dtype=np.float16),
-            sparse_ids=np.ascontiguousarray(sparse.ids[c, :s], dtype=np.int32),
-            sparse_weights=np.ascontiguousarray(sparse.weights[c, :s], dtype=np.float32),
-            start=start, end=end,
-        ))
+            {name: values[c] for name, values in vectors.items()}, start=start, end=end))
     return sets
 
 
@@ -81,4 +101,5 @@ def concat_sparse(parts: list[SparseBatch]) -> SparseBatch:
                        np.concatenate([p.counts for p in parts]))
 
 
-__all__ = ["ChunkedBatch", "assemble", "concat_dense", "concat_sparse", "split"]
+__all__ = ["ChunkedBatch", "assemble", "concat_dense", "concat_sparse", "model_vectors",
+           "python_vectors", "split"]

@@ -194,13 +194,13 @@ class TritonEmbedder:
             tensor = grpcclient.InferInput(name, [len(values), 1], "BYTES")
             tensor.set_data_from_numpy(wire.encode_strings(values))
             inputs.append(tensor)
-        outputs = [grpcclient.InferRequestedOutput(n) for n in wire.OUTPUTS]
+        outputs = [grpcclient.InferRequestedOutput(n) for n in wire.outputs()]
         try:
             response = await self._client.infer(self.model, inputs, outputs=outputs,
                                                 client_timeout=self.timeout_s)
         except Exception as exc:  # noqa: BLE001 - mapped into the error tree here
             raise map_error(exc, self.url) from exc
-        arrays: dict[str, np.ndarray] = {n: response.as_numpy(n) for n in wire.OUTPUTS}
+        arrays: dict[str, np.ndarray] = {n: response.as_numpy(n) for n in wire.outputs()}
         sets = wire.unpack(arrays)
         if len(sets) != len(texts):
             raise Internal(f"triton {self.url}: {len(sets)} results for {len(texts)} texts")

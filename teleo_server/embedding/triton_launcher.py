@@ -21,6 +21,7 @@ the prefix, then removes the regions.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -38,6 +39,8 @@ from pathlib import Path
 import structlog
 
 from teleo_server.embedding.repository import default_model_dir
+from teleo_server.plugins import ENV as PLUGINS_ENV
+from teleo_server.plugins import loaded
 
 log = structlog.get_logger(__name__)
 
@@ -157,6 +160,8 @@ class TritonServer:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(
             p for p in (str(self.install.libs), libdir, env.get("LD_LIBRARY_PATH", "")) if p)
         env["PATH"] = os.pathsep.join([str(self.model_env / "bin"), env.get("PATH", "")])
+        if loaded():  # the models compute the same Python heads as this process
+            env[PLUGINS_ENV] = json.dumps(loaded())
         env.pop("VIRTUAL_ENV", None)
         env.pop("PYTHONPATH", None)
         return env

@@ -112,6 +112,23 @@ class _Partition:
         self.last_drift = drift
 
 
+@dataclass(slots=True)
+class RefreshJob:
+    """One partition's re-clustering: its live rows, the sampled rows and a copy of their vectors."""
+
+    key: int
+    live_rows: np.ndarray
+    sample: np.ndarray
+    x: np.ndarray
+    k: int
+    iterations: int
+    rng: np.random.Generator  # the seeded stream the sample was drawn from, continued
+
+    def cluster(self) -> tuple[np.ndarray, np.ndarray]:
+        """Centroids float32 (k, D) and assignment int64 (len(sample),). Reads only this job."""
+        return spherical_kmeans(self.x, self.k, self.iterations, self.rng)
+
+
 class PurposeIndex:
     """Goals per partition (namespace, access level) and each memory's purpose vector.
 
@@ -133,48 +150,72 @@ class PurposeIndex:
     def maintain(self, version: int, keys: np.ndarray, alive: np.ndarray, prefix_of: Callable[[int], str],
                  vectors: Callable[[np.ndarray], np.ndarray],
                  labeler: Callable[[np.ndarray, int], list[list[str]]]) -> None:
-        """Refresh the partitions that have grown (or shrunk) enough, then compute new rows' vectors.
+        """Refresh the partitions that have grown (or shrunk) enough, then compute new rows' vectors,
+        all at once (``plan`` / ``RefreshJob.cluster`` / ``install`` / ``finish`` in one call).
 
         version: changes whenever rows are added, removed or renumbered (nothing to do otherwise);
         keys: each row's partition key (``Catalog.partitions``); prefix_of(key) names a partition in goal ids.
         """
+        for job in self.plan(version, keys, alive, prefix_of, vectors):
+            self.install(job, *job.cluster(), keys, vectors, labeler)
+        self.finish(version, keys, vectors)
+
+    def due(self, version: int) -> bool:
+        return version != self._seen_version
+
+    def plan(self, version: int, keys: np.ndarray, alive: np.ndarray, prefix_of: Callable[[int], str],
+             vectors: Callable[[np.ndarray], np.ndarray]) -> list[RefreshJob]:
+        """The partitions to re-cluster, each with a copy of its sampled vectors, so the clustering
+        (the costly part) can run away from the indexes. Partitions too small for goals are settled
+        here."""
         if version == self._seen_version:
-            return
+            return []
+        s = self.settings
         counts = np.bincount(keys[alive], minlength=1) if keys.size else np.zeros(1, dtype=np.int64)
-        for key in set(np.flatnonzero(counts).tolist()) | set(self.partitions):
+        jobs = []
+        for key in sorted(set(np.flatnonzero(counts).tolist()) | set(self.partitions)):
             n = int(counts[key]) if key < counts.size else 0
             part = self.partitions.get(key)
             if part is None:
                 part = self.partitions[key] = _Partition(prefix_of(key))
-            if part.stale(n, self.settings):
-                self._refresh(part, np.flatnonzero(alive & (keys == key)), keys, vectors, labeler)
+            if not part.stale(n, s):
+                continue
+            live_rows = np.flatnonzero(alive & (keys == key))
+            rng = np.random.default_rng(s.seed)
+            sample = live_rows if live_rows.size <= s.sample_size else \
+                np.sort(rng.choice(live_rows, s.sample_size, replace=False))
+            x = vectors(sample) if sample.size else np.zeros((0, 1), dtype=np.float32)
+            keep = np.linalg.norm(x, axis=1) > 0
+            sample, x = sample[keep], x[keep]
+            k = int(np.clip(sample.size // s.memories_per_goal, 2, s.max_goals))
+            if sample.size < max(2 * k, s.min_memories):
+                part.goals, part.centroids = [], np.zeros((0, 0), dtype=np.float32)
+                part.n_at_refresh = int(live_rows.size)
+                self._score(live_rows[live_rows < self.best.size], part, vectors)
+                continue
+            jobs.append(RefreshJob(key, live_rows, sample, np.array(x, dtype=np.float32), k,
+                                   s.iterations, rng))
+        return jobs
+
+    def install(self, job: RefreshJob, centroids: np.ndarray, assign: np.ndarray, keys: np.ndarray,
+                vectors: Callable[[np.ndarray], np.ndarray],
+                labeler: Callable[[np.ndarray, int], list[list[str]]]) -> None:
+        """Adopt a partition's new goals (``job.cluster()``'s result): label them, keep the ids of
+        goals that persist, and recompute the partition's purpose vectors."""
+        part = self.partitions[job.key]
+        groups = np.full(keys.size, -1, dtype=np.int64)
+        groups[job.sample] = assign
+        labels = labeler(groups, job.k)
+        part.match_previous(centroids, labels, np.bincount(assign, minlength=job.k))
+        part.centroids, part.n_at_refresh = centroids, int(job.live_rows.size)
+        log.info("goals_refreshed", goals=job.k, memories=int(job.live_rows.size),
+                 drifted=sum(1 for _, d in part.last_drift if d > self.settings.drift_threshold))
+        self._score(job.live_rows[job.live_rows < self.best.size], part, vectors)
+
+    def finish(self, version: int, keys: np.ndarray, vectors: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Purpose vectors of rows added since, and the catalog version now reflected."""
         self.sync(keys, vectors)
         self._seen_version = version
-
-    def _refresh(self, part: _Partition, live_rows: np.ndarray, keys: np.ndarray,
-                 vectors: Callable[[np.ndarray], np.ndarray],
-                 labeler: Callable[[np.ndarray, int], list[list[str]]]) -> None:
-        """Re-cluster one partition's live memories into goals and recompute their purpose vectors."""
-        s = self.settings
-        rng = np.random.default_rng(s.seed)
-        sample = live_rows if live_rows.size <= s.sample_size else np.sort(rng.choice(live_rows, s.sample_size, replace=False))
-        x = vectors(sample) if sample.size else np.zeros((0, 1), dtype=np.float32)
-        keep = np.linalg.norm(x, axis=1) > 0
-        sample, x = sample[keep], x[keep]
-        k = int(np.clip(sample.size // s.memories_per_goal, 2, s.max_goals))
-        if sample.size < max(2 * k, s.min_memories):
-            part.goals, part.centroids, part.n_at_refresh = [], np.zeros((0, 0), dtype=np.float32), int(live_rows.size)
-        else:
-            centroids, assign = spherical_kmeans(x, k, s.iterations, rng)
-            groups = np.full(keys.size, -1, dtype=np.int64)
-            groups[sample] = assign
-            labels = labeler(groups, k)
-            part.match_previous(centroids, labels, np.bincount(assign, minlength=k))
-            part.centroids, part.n_at_refresh = centroids, int(live_rows.size)
-            log.info("goals_refreshed", goals=k, memories=int(live_rows.size),
-                     drifted=sum(1 for _, d in part.last_drift if d > s.drift_threshold))
-        rows = live_rows[live_rows < self.best.size]
-        self._score(rows, part, vectors)
 
     def _score(self, rows: np.ndarray, part: _Partition, vectors: Callable[[np.ndarray], np.ndarray]) -> None:
         self.purpose[rows] = 0.0
@@ -197,6 +238,17 @@ class PurposeIndex:
             part = self.partitions.get(key)
             if part is not None and part.goals:
                 self._score(new[keys[new] == key], part, vectors)
+
+    def vectors_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Purpose vectors float32 (C, max_goals) and alignments float32 (C,) of ``rows``. Rows
+        added since the last upkeep have none yet: zeros and 1.0, as in a partition without goals."""
+        known = rows < self.best.size
+        if known.all():
+            return self.purpose[rows], self.best[rows]
+        purpose = np.zeros((rows.size, self.settings.max_goals), dtype=np.float32)
+        best = np.ones(rows.size, dtype=np.float32)
+        purpose[known], best[known] = self.purpose[rows[known]], self.best[rows[known]]
+        return purpose, best
 
     def compact(self, keep_rows: np.ndarray) -> None:
         kept = keep_rows[keep_rows < self.best.size]
@@ -233,7 +285,8 @@ class GoalView:
         1 while that partition has no goals yet."""
         if not self.goals:
             return np.ones(rows.size, dtype=np.float32)
-        return self._index.best[rows]
+        best = self._index.best
+        return best[rows] if rows.size == 0 or rows.max() < best.size else self._index.vectors_of(rows)[1]
 
     def goals_for_query(self, q: np.ndarray | None) -> list[int]:
         """Each partition's goal nearest to the query vector (one per partition in the view)."""
@@ -269,6 +322,7 @@ class GoalView:
             return np.zeros(rows.size, dtype=np.float32), np.full(rows.size, -1, dtype=np.int64)
         g = np.asarray(goals, dtype=np.int64)
         row_keys, owners = self._keys[rows], self.owner[g]
+        purpose = self._index.vectors_of(rows)[0]
         if own_partition:
             # one goal per partition: look each row's up by its partition key
             table = np.full(int(max(owners.max(), row_keys.max(initial=0))) + 1, -1, dtype=np.int64)
@@ -276,17 +330,17 @@ class GoalView:
             which = table[row_keys]
             has = which >= 0
             out = np.zeros(rows.size, dtype=np.float32)
-            out[has] = self._index.purpose[rows[has], self.local[which[has]]]
+            out[has] = purpose[np.flatnonzero(has), self.local[which[has]]]
             return out, which
         if (owners == owners[0]).all() and (row_keys == owners[0]).all():
             # one partition (the common case): read the stored purpose vectors directly
             if g.size == 1:
-                return self._index.purpose[rows, self.local[g[0]]], np.full(rows.size, g[0], dtype=np.int64)
-            sub = self._index.purpose[rows][:, self.local[g]]
+                return purpose[:, self.local[g[0]]].copy(), np.full(rows.size, g[0], dtype=np.int64)
+            sub = purpose[:, self.local[g]]
             arg = sub.argmax(axis=1)
             return sub[np.arange(rows.size), arg].astype(np.float32), g[arg]
         same = row_keys[:, None] == owners[None, :]
-        sub = np.where(same, self._index.purpose[rows[:, None], self.local[g][None, :]], 0.0).astype(np.float32)
+        sub = np.where(same, purpose[:, self.local[g]], 0.0).astype(np.float32)
         cross = np.flatnonzero(~same.all(axis=1))
         if cross.size:
             other = np.clip(self._vectors(rows[cross]) @ self.centroids[g].T, 0.0, 1.0)
@@ -304,4 +358,4 @@ def johari(aligned: np.ndarray, surfaced: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["Goal", "GoalView", "PurposeIndex", "johari", "spherical_kmeans"]
+__all__ = ["Goal", "GoalView", "PurposeIndex", "RefreshJob", "johari", "spherical_kmeans"]

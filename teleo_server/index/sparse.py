@@ -64,6 +64,12 @@ class SparseIndex:
         # term-sorted copy of the first _snap_n delta entries: indptr over terms, rows, raw values
         self._snap_n = 0
         self._snap: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # row-major copy of every entry (rows append-only), so one row's terms cost O(its terms):
+        # row r holds [_r_ptr[r], _r_ptr[r + 1]) of _r_terms / _r_raw
+        self._r_ptr = Column(np.int64)
+        self._r_ptr.append(0)
+        self._r_terms = Column(np.int64)
+        self._r_raw = Column(np.float32)
 
     @property
     def pending(self) -> int:
@@ -78,7 +84,11 @@ class SparseIndex:
         """Index ``row`` (must be ``n_rows`` or later) with int term ids and float32 raw values."""
         if row < self.n_rows:
             raise ValueError(f"row {row} already indexed (rows are append-only)")
+        self._pad_rows(row)
         self.n_rows = row + 1
+        self._r_terms.extend(np.asarray(term_ids, dtype=np.int64))
+        self._r_raw.extend(np.asarray(values, dtype=np.float32))
+        self._r_ptr.append(self._r_terms.n)
         if term_ids.size:
             self.n_terms = max(self.n_terms, int(term_ids.max()) + 1)
             self._d_rows.extend(np.full(term_ids.size, row, dtype=np.int64))
@@ -89,7 +99,14 @@ class SparseIndex:
 
     def grow_rows(self, n_rows: int) -> None:
         """Account for rows that carry no terms at all (empty documents)."""
+        self._pad_rows(n_rows)
         self.n_rows = max(self.n_rows, n_rows)
+
+    def _pad_rows(self, n_rows: int) -> None:
+        """Empty row-major entries for rows before ``n_rows`` that were never added."""
+        missing = n_rows - (self._r_ptr.n - 1)
+        if missing > 0:
+            self._r_ptr.extend(np.full(missing, self._r_terms.n, dtype=np.int64))
 
     def _delta(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Delta entries in arrival order: rows int64, terms int64, raw float32 (views)."""
@@ -145,20 +162,30 @@ class SparseIndex:
         sel = new_rows >= 0
         self.n_rows = int(keep_rows.size)
         self._rebuild(new_rows[sel], terms[sel], raw[sel])
+        self._keep_row_major(keep_rows)
+
+    def _keep_row_major(self, keep_rows: np.ndarray) -> None:
+        self._pad_rows(int(keep_rows[-1]) + 1 if keep_rows.size else 0)
+        ptr = self._r_ptr.view
+        starts, lengths = ptr[keep_rows], ptr[keep_rows + 1] - ptr[keep_rows]
+        take = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(int(lengths.sum()))
+        terms, raw = self._r_terms.view[take], self._r_raw.view[take]
+        self._r_ptr, self._r_terms, self._r_raw = Column(np.int64), Column(np.int64), Column(np.float32)
+        self._r_ptr.extend(np.r_[0, np.cumsum(lengths)].astype(np.int64))
+        self._r_terms.extend(terms)
+        self._r_raw.extend(raw)
 
     def row_values(self, row: int) -> tuple[np.ndarray, np.ndarray]:
-        """Term ids int64 and scoring values float32 of one row (for pairwise comparison; slow path)."""
-        sel = self.indices == row
-        counts = np.diff(self.indptr)
-        terms = np.repeat(np.arange(counts.size, dtype=np.int64), counts)[sel]
-        values = self.data[sel]
-        d_rows, d_terms, d_raw = self._delta()
-        dsel = d_rows == row
-        if dsel.any():
-            dv = d_raw[dsel] if self._weigh is None else self._weigh(d_raw[dsel], d_rows[dsel])
-            terms = np.concatenate([terms, d_terms[dsel]])
-            values = np.concatenate([values, dv.astype(np.float32)])
-        return terms, values
+        """Term ids int64 and scoring values float32 of one row, in O(its terms) (pairwise
+        comparison); values are weighed with the current inputs (BM25: today's avgdl)."""
+        if row + 1 >= self._r_ptr.n:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        ptr = self._r_ptr.view
+        lo, hi = int(ptr[row]), int(ptr[row + 1])
+        terms, raw = self._r_terms.view[lo:hi].copy(), self._r_raw.view[lo:hi]
+        if self._weigh is None:
+            return terms, raw.copy()
+        return terms, self._weigh(raw, np.full(raw.size, row, dtype=np.int64)).astype(np.float32)
 
     def postings(self, q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every stored entry of the given terms, CSC and delta alike (tombstoned rows included).

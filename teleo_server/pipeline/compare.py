@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from teleo_server.errors import InvalidArgument
-
-if TYPE_CHECKING:
-    from teleo_server.pipeline.retriever import TeleologicalRetriever
 
 AGGREGATIONS = ("weighted_average", "rrf", "max", "min", "geometric_mean")
 _RRF_K = 60.0
@@ -43,21 +40,23 @@ def aggregate(sims: dict[str, float], aggregation: str, weights: dict[str, float
     return float((w / (_RRF_K + r)).sum() / (w / (_RRF_K + 1.0)).sum())
 
 
-def compare_rows(retriever: "TeleologicalRetriever", a: int, b: int, aggregation: str,
-                 weights: dict[str, float]) -> tuple[dict[str, float], float]:
+def compare_rows(spaces: dict[str, Any], alive: np.ndarray, dense: str | None, a: int, b: int,
+                 aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
     """Per-space similarity of memory rows a and b, and their aggregate.
 
-    For ``rrf`` each space ranks b among a pool of a's nearest memories (E1 top 200, plus b).
+    spaces: name -> Space; alive: bool (n_rows,) live rows; dense: the space playing the dense
+    role. For ``rrf`` each space ranks b among a pool of a's nearest memories (the dense space's
+    top 200, plus b).
     """
     sims: dict[str, float] = {}
-    for name, space in retriever.spaces.items():
+    for name, space in spaces.items():
         v = space.similarity(a, np.array([b], dtype=np.int64))
         if v.size and not np.isnan(v[0]):
             sims[name] = float(np.clip(v[0], 0.0, 1.0))
     ranks = None
     if aggregation == "rrf":
-        semantic = retriever.spaces.get(retriever.settings.roles.get("dense", ""))
-        alive = np.flatnonzero(retriever.catalog.alive)
+        semantic = spaces.get(dense or "")
+        alive = np.flatnonzero(alive)
         alive = alive[alive != a]
         pool = alive
         if getattr(semantic, "index", None) is not None and alive.size > _POOL:
@@ -66,7 +65,7 @@ def compare_rows(retriever: "TeleologicalRetriever", a: int, b: int, aggregation
         pool = np.union1d(pool, [b])
         ranks = {}
         for name in sims:
-            s = retriever.spaces[name].similarity(a, pool)
+            s = spaces[name].similarity(a, pool)
             ranks[name] = 1 + int((s > s[np.searchsorted(pool, b)]).sum())
     return sims, aggregate(sims, aggregation, weights, ranks)
 

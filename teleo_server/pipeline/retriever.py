@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from teleo_server.pipeline.ops import resolve_ops
 from teleo_server.pipeline.settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import Candidates, State, resolve_config
-from teleo_server.pipeline.types import Breakdown, Hit, Outcome, Query, StageReport
+from teleo_server.pipeline.types import Breakdown, Hit, Offload, Outcome, Query, StageReport
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces
 
@@ -77,8 +77,6 @@ class TeleologicalRetriever:
             space.remove(arr, chunks)  # before the catalog forgets them: spaces may read the memories
         for r in rows:
             self.catalog.remove(self.catalog.memory(r).id)
-        if self.catalog.dead > self.settings.compact_dead_fraction * max(self.catalog.n_rows, 1):
-            self.compact()
 
     def update(self, memory: Memory) -> None:
         self.catalog.update(memory)
@@ -91,7 +89,7 @@ class TeleologicalRetriever:
         self.purpose.compact(keep)
         log.info("indexes_compacted", memories=int(keep.size), chunks=int(keep_chunks.size))
 
-    # ---- maintenance done lazily before reads ------------------------------------------------------
+    # ---- maintenance, off the read path ----------------------------------------------------------
     def _space(self, role: str) -> Any:
         """The space playing ``role`` (``settings.roles``), or None."""
         return self.spaces.get(self.settings.roles.get(role, ""))
@@ -100,21 +98,59 @@ class TeleologicalRetriever:
         """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
         return profiles.profile(name, self.settings).name
 
-    def _maintain(self) -> None:
+    def maintenance_due(self) -> bool:
+        """Whether :meth:`maintenance` has work: writes since the goals were derived, tombstones
+        past ``compact_dead_fraction``, or a dense index that needs (re)calibrating."""
+        index = getattr(self._space("dense"), "index", None)
+        return (self.catalog.dead > self.settings.compact_dead_fraction * max(self.catalog.n_rows, 1)
+                or (index is not None and self.purpose.due(self.catalog.version))
+                or (index is not None and self.settings.dense_dimension == 0 and index.needs_calibration()))
+
+    def maintenance(self) -> Generator[Offload | None, Any, None]:
+        """Index compaction, Matryoshka calibration and goal clustering, as steps a scheduler runs
+        beside reads (``MemoryCore`` does, on its own schedule).
+
+        The code between yields touches the indexes, so the scheduler advances the generator where
+        index calls run (one thread); each step is short. A yielded :class:`Offload` is pure work on
+        copies (the clustering): run it anywhere and send its result back. ``None`` just lets queued
+        reads go first. Queries never run maintenance themselves.
+        """
+        if self.catalog.dead > self.settings.compact_dead_fraction * max(self.catalog.n_rows, 1):
+            self.compact()
+            yield None
         semantic = self._space("dense")
         index = getattr(semantic, "index", None)
         if index is None:
             return
         if self.settings.dense_dimension == 0 and index.needs_calibration():
             index.calibrate(self.ops, self.settings.min_recall_threshold)
+            yield None
         cat, lexical = self.catalog, self._space("lexical")
         label_terms = self.settings.goals.label_terms
 
         def labels(groups: np.ndarray, k: int) -> list[list[str]]:
             return lexical.top_terms(groups, k, label_terms) if lexical is not None else [[] for _ in range(k)]
 
-        self.purpose.maintain(cat.version, cat.partitions, cat.alive, self._partition_name,
-                              semantic.memory_vectors, labels)
+        version = cat.version
+        for job in self.purpose.plan(version, cat.partitions, cat.alive, self._partition_name,
+                                     semantic.memory_vectors):
+            centroids, assign = yield Offload(job.cluster)
+            # rows are renumbered only by compact(), which runs only in this generator: the
+            # job's row ids are still valid; rows added meanwhile get their vectors in finish()
+            self.purpose.install(job, centroids, assign, cat.partitions, semantic.memory_vectors, labels)
+            yield None
+        self.purpose.finish(version, cat.partitions, semantic.memory_vectors)
+
+    def maintain(self) -> None:
+        """Run :meth:`maintenance` to the end here (tests, benchmarks, a bulk load)."""
+        steps = self.maintenance()
+        result: Any = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration:
+                return
+            result = step.run() if step is not None else None
 
     def _partition_name(self, key: int) -> str:
         namespace, level = self.catalog.partition(key)
@@ -131,12 +167,10 @@ class TeleologicalRetriever:
 
     def goal_count(self, principal: Principal | None = None) -> int:
         """Goals of the partitions ``principal`` may read (every goal when None)."""
-        self._maintain()
         return self._goal_view(principal).n_goals
 
     def goals(self, principal: Principal | None = None) -> list[tuple[str, str, int, float]]:
         """(id, label, size, drift) of the emergent goals ``principal`` may see (all when None)."""
-        self._maintain()
         return [(g.id, g.label, g.size, g.drift) for g in self._goal_view(principal).goals]
 
     # ---- reads ---------------------------------------------------------------------------------
@@ -146,7 +180,6 @@ class TeleologicalRetriever:
         prof = profiles.profile(query.profile, self.settings)
         cfg = resolve_config(self.settings, query.overrides, prof.updates)
         stage_list = [get_stage(name, field="profile") for name in prof.stages]
-        self._maintain()
         cat = self.catalog
         readable = cat.readable(query.principal)
         mask = cat.mask(query.principal, query.filters, readable=readable)
@@ -228,7 +261,8 @@ class TeleologicalRetriever:
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)
         if ra is None or rb is None:
             raise NotFound(f"memory {a if ra is None else b} is not indexed")
-        return compare_rows(self, ra, rb, aggregation, weights)
+        return compare_rows(self.spaces, self.catalog.alive, self.settings.roles.get("dense"), ra, rb,
+                            aggregation, weights)
 
 
 __all__ = ["TeleologicalRetriever"]

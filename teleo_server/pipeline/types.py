@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from teleo_server.domain import EmbeddingSet, Johari, Memory, MemoryType, Principal
 
@@ -99,6 +99,17 @@ class Outcome:
     degraded_reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """Pure work a maintenance step hands out (it reads only copies), to run away from the thread
+    that owns the indexes; its result is sent back into the maintenance generator."""
+
+    fn: Callable[[], Any]
+
+    def run(self) -> Any:
+        return self.fn()
+
+
 class Retriever(Protocol):
     """Owns the in-memory indexes over every space; the store stays the source of truth.
 
@@ -133,6 +144,14 @@ class Retriever(Protocol):
         """Goals the principal may see: built only from partitions it may read."""
         ...
 
+    def maintenance_due(self) -> bool:
+        """Whether ``maintenance`` has work to do."""
+        ...
+
+    def maintenance(self) -> Generator[Offload | None, Any, None]:
+        """Background upkeep as short steps (see ``TeleologicalRetriever.maintenance``)."""
+        ...
+
     def __len__(self) -> int: ...
 
 
@@ -140,6 +159,7 @@ __all__ = [
     "Breakdown",
     "Filters",
     "Hit",
+    "Offload",
     "Outcome",
     "Overrides",
     "Query",

@@ -40,7 +40,8 @@ class Space:
     """A space of the teleological array.
 
     Class attributes: ``name`` (e.g. "E1_semantic"), ``recall`` (can search the whole corpus),
-    ``needs_embedding`` (its query side comes from the query's EmbeddingSet).
+    ``needs_embedding`` (its query side comes from the query's EmbeddingSet), ``head`` (the
+    embedding head it reads, :mod:`teleo_server.heads`; "" for spaces computed from the text).
     Subclasses override what they support; scores are higher-is-better float32, NaN where the
     space has no signal for a memory.
     """
@@ -49,6 +50,7 @@ class Space:
     recall: ClassVar[bool] = False
     needs_embedding: ClassVar[bool] = False
     description: ClassVar[str] = ""
+    head: ClassVar[str] = ""
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         self.settings = settings
@@ -57,6 +59,20 @@ class Space:
     @property
     def code(self) -> str:
         return self.name.split("_", 1)[0]
+
+    def query_vector(self, ctx: QueryContext) -> Any | None:
+        """The query's vector of this space's head (its first chunk), None when it has none."""
+        emb = ctx.query.embedding
+        if emb is None or not emb.chunks:
+            return None
+        return emb.chunks[0].vectors.get(self.head)
+
+    def chunk_vectors(self, chunk_rows: np.ndarray, embeddings: EmbeddingSet):
+        """(chunk row, vector) of this space's head for each chunk of a memory being added."""
+        for chunk_row, chunk in zip(chunk_rows, embeddings.chunks):
+            v = chunk.vectors.get(self.head)
+            if v is not None:
+                yield int(chunk_row), v
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         """Index one memory (memory row ``row``, chunk rows ``chunk_rows`` int64)."""

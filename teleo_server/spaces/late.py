@@ -24,23 +24,24 @@ class LateInteractionSpace(Space):
     name = "E12_late"
     needs_embedding = True
     description = "late interaction (MaxSim over per-token vectors)"
+    head = "tokens"
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         self.store = TokenStore(settings.late_interaction_dim)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
-        for chunk_row, chunk in zip(chunk_rows, embeddings.chunks):
-            self.store.add(int(chunk_row), chunk.tokens)
+        for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
+            self.store.add(chunk_row, v)
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.store.compact(keep_chunks)
 
     def prepare(self, ctx: QueryContext) -> Any | None:
-        emb = ctx.query.embedding
-        if emb is None or not emb.chunks or emb.chunks[0].tokens.size == 0 or self.store.n_tokens == 0:
+        v = self.query_vector(ctx)
+        if v is None or v.size == 0 or self.store.n_tokens == 0:
             return None
-        return self.store.transform(emb.chunks[0].tokens)
+        return self.store.transform(v)
 
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(ctx.ops, feats, rows)[0]

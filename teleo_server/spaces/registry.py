@@ -11,7 +11,7 @@ from teleo_server.pipeline.settings import PipelineSettings
 from teleo_server.spaces.base import Space
 
 _REGISTRY: dict[str, type[Space]] = {}
-_NOT_SPACES = {"base", "registry", "text"}
+_NOT_SPACES = {"base", "dense_head", "registry", "text"}
 _discovered = False
 
 

@@ -2,55 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from teleo_server.domain import EmbeddingSet, Memory
-from teleo_server.index.catalog import Catalog
-from teleo_server.index.chunks import fold_rows
-from teleo_server.index.dense import DenseIndex
-from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.dense_head import DenseHeadSpace
 from teleo_server.spaces.registry import register
 
 
 @register
-class SemanticSpace(Space):
-    """Chunk-level dense index; a memory scores as its best chunk."""
+class SemanticSpace(DenseHeadSpace):
+    """MiniLM sentence vectors, with Matryoshka truncations for the first pass."""
 
     name = "E1_semantic"
-    recall = True
-    needs_embedding = True
     description = "sentence-vector cosine (MiniLM), Matryoshka-truncatable"
+    head = "dense"
 
-    def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
-        super().__init__(settings, catalog)
-        self.index: DenseIndex | None = None  # created on the first vector (dimension from the model)
-
-    def _ensure(self, dim: int) -> DenseIndex:
-        if self.index is None:
-            s = self.settings
-            self.index = DenseIndex(dim, s.matryoshka_dims, s.exact_threshold, s.hnsw_m,
-                                    s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample)
-        return self.index
-
-    def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
-        if not embeddings.chunks:
-            return
-        vecs = np.stack([c.dense for c in embeddings.chunks]).astype(np.float32)
-        index = self._ensure(vecs.shape[1])
-        got = index.add(vecs)
-        if got[0] != chunk_rows[0]:
-            raise RuntimeError(f"dense rows out of step with chunk rows ({got[0]} != {chunk_rows[0]})")
-
-    def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
-        if self.index is not None and chunk_rows.size:
-            self.index.remove(chunk_rows)
-
-    def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
-        if self.index is not None:
-            self.index.compact(keep_chunks)
+    def truncations(self) -> tuple[int, ...]:
+        return tuple(self.settings.matryoshka_dims)
 
     def dimension(self, requested: int | None) -> int:
         """The first-pass dimension: the request, else the calibrated adaptive one."""
@@ -58,61 +23,6 @@ class SemanticSpace(Space):
         if requested:
             return min(requested, self.index.dim)
         return self.index.adaptive_dim
-
-    def prepare(self, ctx: QueryContext) -> Any | None:
-        emb = ctx.query.embedding
-        if emb is None or not emb.chunks or self.index is None or self.index.n == 0:
-            return None
-        q = np.asarray(emb.chunks[0].dense, dtype=np.float32)
-        return q if q.shape[0] == self.index.dim else None
-
-    def search(self, ctx: QueryContext, feats: Any, k: int, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top memory rows by best-chunk cosine; the chunk search over-fetches to cover folding."""
-        assert self.index is not None
-        chunk_mask = ctx.chunk_mask[: self.index.n]
-        multi = self.catalog.n_chunks != self.catalog.n_rows
-        fetch = k * 2 if multi else k
-        chunks, scores = self.index.search(ctx.ops, feats, fetch, chunk_mask, dim=dim)
-        rows = self.catalog.chunk_mem[chunks].astype(np.int64)
-        if multi:
-            # chunks arrive best first, so the first occurrence of each memory is its best chunk
-            _, first = np.unique(rows, return_index=True)
-            first.sort()
-            rows, scores = rows[first][:k], scores[first][:k]
-        return rows, scores
-
-    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
-        return self.score_with_chunks(feats, rows)[0]
-
-    def score_with_chunks(self, feats: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Best-chunk cosine float32 (C,) and that chunk's index within the memory int64 (C,)."""
-        assert self.index is not None
-        index = self.index
-        return self.fold_candidates(rows, lambda chunks: index.score(chunks, feats))
-
-    def memory_vectors(self, rows: np.ndarray) -> np.ndarray:
-        """One unit vector per memory (mean of its chunk vectors), float32 (C, D); zeros when none."""
-        assert self.index is not None
-        out = np.zeros((rows.size, self.index.dim), dtype=np.float32)
-        single = self.catalog.chunk_count[rows] == 1
-        out[single] = self.index.matrix[self.catalog.chunk_start[rows[single]]]
-        for i in np.flatnonzero(~single):
-            start, count = int(self.catalog.chunk_start[rows[i]]), int(self.catalog.chunk_count[rows[i]])
-            if count:
-                v = self.index.matrix[start : start + count].mean(axis=0)
-                out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
-        return out
-
-    def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
-        if self.index is None:
-            return np.full(rows.size, np.nan, dtype=np.float32)
-        va = self.memory_vectors(np.array([a]))[0]
-        return ((1.0 + self.memory_vectors(rows) @ va) / 2.0).astype(np.float32)
-
-    def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
-        """Best-chunk cosine of every memory row, float32 (n_rows,)."""
-        assert self.index is not None
-        return fold_rows(self.index.matrix @ feats, self.catalog.chunk_mem[: self.index.n], self.catalog.n_rows)
 
 
 __all__ = ["SemanticSpace"]

@@ -23,15 +23,16 @@ class SpladeSpace(SparseScoredSpace):
     recall = True
     needs_embedding = True
     description = "learned sparse (SPLADE) dot product"
+    head = "splade"
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         self.index = SparseIndex(merge_fraction=settings.merge_fraction)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
-        for chunk_row, chunk in zip(chunk_rows, embeddings.chunks):
-            self.index.add(int(chunk_row), np.asarray(chunk.sparse_ids, dtype=np.int64),
-                           np.asarray(chunk.sparse_weights, dtype=np.float32))
+        for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
+            self.index.add(chunk_row, np.asarray(v.ids, dtype=np.int64),
+                           np.asarray(v.weights, dtype=np.float32))
         if chunk_rows.size:
             self.index.grow_rows(int(chunk_rows[-1]) + 1)
 
@@ -39,11 +40,10 @@ class SpladeSpace(SparseScoredSpace):
         self.index.compact(keep_chunks)
 
     def prepare(self, ctx: QueryContext) -> Any | None:
-        emb = ctx.query.embedding
-        if emb is None or not emb.chunks or emb.chunks[0].sparse_ids.size == 0:
+        v = self.query_vector(ctx)
+        if v is None or v.size == 0:
             return None
-        c = emb.chunks[0]
-        return np.asarray(c.sparse_ids, dtype=np.int32), np.asarray(c.sparse_weights, dtype=np.float32)
+        return np.asarray(v.ids, dtype=np.int32), np.asarray(v.weights, dtype=np.float32)
 
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""

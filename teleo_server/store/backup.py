@@ -122,7 +122,7 @@ def verify(path: Path) -> BackupInfo:
         if version < 1 or not _TABLES <= tables:
             raise BackupError(f"{path} is not a Teleo database (schema version {version})")
         if conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
-            raise BackupError(f"{path} has chunks whose memory is missing")
+            raise BackupError(f"{path} has rows whose parent row is missing (a chunk without its memory, or vectors without their chunk)")
         memories = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
     except sqlite3.Error as exc:
         raise BackupError(f"{path} is not a readable SQLite database: {exc}") from exc

@@ -105,8 +105,47 @@ _V3 = """
 ALTER TABLE memories ADD COLUMN misled_count INTEGER NOT NULL DEFAULT 0;
 """
 
+# v4: a chunk's embeddings are one row per named head (teleo_server.heads), self-describing (kind,
+# dtype, shape), so a new head needs no schema change. The three fixed columns of v1 become the
+# heads "dense", "tokens" and "splade".
+_V4 = """
+CREATE TABLE vectors_v4 AS
+    SELECT memory_pk, idx, 'dense' AS head, 'dense' AS kind, 'float32' AS dtype, 1 AS rows,
+           dim AS cols, dense AS data, NULL AS ids FROM chunks
+    UNION ALL
+    SELECT memory_pk, idx, 'tokens', 'tokens', 'float16', n_tokens, dim, tokens, NULL FROM chunks
+    UNION ALL
+    SELECT memory_pk, idx, 'splade', 'sparse', 'float32', length(sparse_ids) / 4, 0,
+           sparse_weights, sparse_ids FROM chunks;
+CREATE TABLE chunks_v4 (
+    memory_pk INTEGER NOT NULL REFERENCES memories (pk) ON DELETE CASCADE,
+    idx       INTEGER NOT NULL,
+    start     INTEGER NOT NULL,
+    end       INTEGER NOT NULL,
+    PRIMARY KEY (memory_pk, idx)
+);
+INSERT INTO chunks_v4 SELECT memory_pk, idx, start, end FROM chunks;
+DROP TABLE chunks;
+ALTER TABLE chunks_v4 RENAME TO chunks;
+CREATE TABLE chunk_vectors (
+    memory_pk INTEGER NOT NULL,
+    idx       INTEGER NOT NULL,
+    head      TEXT NOT NULL,
+    kind      TEXT NOT NULL,        -- "dense" | "tokens" | "sparse"
+    dtype     TEXT NOT NULL,        -- numpy dtype of data
+    rows      INTEGER NOT NULL,     -- 1 (dense), word pieces (tokens), terms (sparse)
+    cols      INTEGER NOT NULL,     -- vector width; 0 for sparse
+    data      BLOB NOT NULL,        -- (rows, cols) values, or a sparse head's weights
+    ids       BLOB,                 -- a sparse head's int32 term ids
+    PRIMARY KEY (memory_pk, idx, head),
+    FOREIGN KEY (memory_pk, idx) REFERENCES chunks (memory_pk, idx) ON DELETE CASCADE
+) WITHOUT ROWID;
+INSERT INTO chunk_vectors SELECT * FROM vectors_v4;
+DROP TABLE vectors_v4;
+"""
+
 # Append new migrations; never edit a released one.
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -30,6 +30,7 @@ from teleo_server.domain import (
     unreadable_reason,
 )
 from teleo_server.errors import ResourceExhausted, TeleoError, Unavailable
+from teleo_server.heads import SparseVector, Vector
 from teleo_server.store.base import StoredToken
 from teleo_server.store.schema import migrate
 
@@ -472,44 +473,37 @@ def _row_to_token(r: tuple) -> StoredToken:
 
 
 def _insert_chunks(conn: sqlite3.Connection, memory_pk: int, emb: EmbeddingSet) -> None:
-    rows = []
+    chunks, vectors = [], []
     for i, c in enumerate(emb.chunks):
-        dense = np.ascontiguousarray(c.dense, dtype=np.float32)
-        tokens = np.ascontiguousarray(c.tokens, dtype=np.float16).reshape(-1, dense.shape[0])
-        rows.append(
-            (
-                memory_pk,
-                i,
-                c.start,
-                c.end,
-                dense.shape[0],
-                dense.tobytes(),
-                tokens.shape[0],
-                tokens.tobytes(),
-                np.ascontiguousarray(c.sparse_ids, dtype=np.int32).tobytes(),
-                np.ascontiguousarray(c.sparse_weights, dtype=np.float32).tobytes(),
-            )
-        )
-    conn.executemany("INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        chunks.append((memory_pk, i, c.start, c.end))
+        for head, v in c.vectors.items():
+            if isinstance(v, SparseVector):
+                vectors.append((memory_pk, i, head, "sparse", v.weights.dtype.name, v.size, 0,
+                                v.weights.tobytes(), np.ascontiguousarray(v.ids, np.int32).tobytes()))
+            else:
+                a = np.ascontiguousarray(v)
+                kind = "dense" if a.ndim == 1 else "tokens"
+                rows, cols = (1, a.shape[0]) if a.ndim == 1 else a.shape
+                vectors.append((memory_pk, i, head, kind, a.dtype.name, rows, cols, a.tobytes(),
+                                None))
+    conn.executemany("INSERT INTO chunks VALUES (?,?,?,?)", chunks)
+    conn.executemany("INSERT INTO chunk_vectors VALUES (?,?,?,?,?,?,?,?,?)", vectors)
 
 
 def _load_embeddings(conn: sqlite3.Connection, memory_pk: int, model_version: str) -> EmbeddingSet:
-    chunks = []
-    for start, end, dim, dense, n_tok, tokens, sids, sw in conn.execute(
-        "SELECT start, end, dim, dense, n_tokens, tokens, sparse_ids, sparse_weights FROM chunks "
-        "WHERE memory_pk = ? ORDER BY idx",
-        (memory_pk,),
+    chunks = [ChunkEmbedding({}, start, end) for start, end in conn.execute(
+        "SELECT start, end FROM chunks WHERE memory_pk = ? ORDER BY idx", (memory_pk,))]
+    for idx, head, kind, dtype, rows, cols, data, ids in conn.execute(
+        "SELECT idx, head, kind, dtype, rows, cols, data, ids FROM chunk_vectors "
+        "WHERE memory_pk = ?", (memory_pk,),
     ):
-        chunks.append(
-            ChunkEmbedding(
-                dense=np.frombuffer(dense, dtype=np.float32),
-                tokens=np.frombuffer(tokens, dtype=np.float16).reshape(n_tok, dim),
-                sparse_ids=np.frombuffer(sids, dtype=np.int32),
-                sparse_weights=np.frombuffer(sw, dtype=np.float32),
-                start=start,
-                end=end,
-            )
-        )
+        if kind == "sparse":
+            v: Vector = SparseVector(np.frombuffer(ids, dtype=np.int32),
+                                     np.frombuffer(data, dtype=dtype))
+        else:
+            v = np.frombuffer(data, dtype=dtype)
+            v = v.reshape(rows, cols) if kind == "tokens" else v
+        chunks[idx].vectors[head] = v
     return EmbeddingSet(model_version=model_version, chunks=chunks)
 
 

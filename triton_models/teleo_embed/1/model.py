@@ -2,8 +2,8 @@
 
 Chunks each text (``teleo_server.embedding.chunking``), sends every chunk of every queued
 request to ``minilm`` and ``splade`` concurrently, and assembles one EmbeddingSet per text with
-the same code the in-process embedder uses (``teleo_server.embedding.sets``), packed as
-``teleo_server.embedding.wire`` describes.
+the same code the in-process embedder uses (``teleo_server.embedding.sets``, which also computes
+the Python heads), packed as ``teleo_server.embedding.wire`` describes.
 """
 
 import asyncio
@@ -22,12 +22,14 @@ from teleo_server.embedding.repository import (
     ModelFiles,
     manifest_version,
 )
+from teleo_server.plugins import load_plugins, plugins_from_env
 
 ROLES = {"query": True, "document": False}
 
 
 class TritonPythonModel:
     def initialize(self, args):
+        load_plugins(plugins_from_env())  # the server's Python heads, computed here as well
         params = tb.parameters(args)
         root = tb.repository_root(args)
         plan = ChunkPlan(int(params.get("CHUNK_TOKENS", "254")),
@@ -58,7 +60,8 @@ class TritonPythonModel:
             *[self._sparse(chunks.texts[a:b], max_terms[a:b]) for a, b in groups])
         dense = sets.concat_dense(list(results[:len(groups)]))
         sparse = sets.concat_sparse(list(results[len(groups):]))
-        embedded = sets.assemble(len(texts), chunks, dense, sparse, self.version)
+        vectors = sets.model_vectors(dense, sparse) | sets.python_vectors(chunks)
+        embedded = sets.assemble(len(texts), chunks, vectors, self.version)
         return [wire.pack(embedded[a:b]) for a, b in tb.offsets([len(ts) for ts, _ in items])]
 
     async def _call(self, model, inputs, outputs):

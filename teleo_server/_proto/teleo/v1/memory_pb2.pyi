@@ -228,17 +228,38 @@ class DeleteResponse(_message.Message):
     deleted: int
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
+class HeadVector(_message.Message):
+    __slots__ = ("values", "rows", "ids", "weights")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    rows: int
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    weights: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., rows: _Optional[int] = ..., ids: _Optional[_Iterable[int]] = ..., weights: _Optional[_Iterable[float]] = ...) -> None: ...
+
 class QueryVectors(_message.Message):
-    __slots__ = ("dense", "sparse_ids", "sparse_weights", "model_version")
+    __slots__ = ("dense", "sparse_ids", "sparse_weights", "model_version", "heads")
+    class HeadsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: HeadVector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[HeadVector, _Mapping]] = ...) -> None: ...
     DENSE_FIELD_NUMBER: _ClassVar[int]
     SPARSE_IDS_FIELD_NUMBER: _ClassVar[int]
     SPARSE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
     dense: _containers.RepeatedScalarFieldContainer[float]
     sparse_ids: _containers.RepeatedScalarFieldContainer[int]
     sparse_weights: _containers.RepeatedScalarFieldContainer[float]
     model_version: str
-    def __init__(self, dense: _Optional[_Iterable[float]] = ..., sparse_ids: _Optional[_Iterable[int]] = ..., sparse_weights: _Optional[_Iterable[float]] = ..., model_version: _Optional[str] = ...) -> None: ...
+    heads: _containers.MessageMap[str, HeadVector]
+    def __init__(self, dense: _Optional[_Iterable[float]] = ..., sparse_ids: _Optional[_Iterable[int]] = ..., sparse_weights: _Optional[_Iterable[float]] = ..., model_version: _Optional[str] = ..., heads: _Optional[_Mapping[str, HeadVector]] = ...) -> None: ...
 
 class TimeRange(_message.Message):
     __slots__ = ("start", "end")
@@ -509,7 +530,7 @@ class NamespaceStats(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., memories: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("memories", "namespaces", "model_version", "backend", "embedder", "embedder_ready", "goals", "server_version")
+    __slots__ = ("memories", "namespaces", "model_version", "backend", "embedder", "embedder_ready", "goals", "server_version", "heads")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -518,6 +539,7 @@ class StatsResponse(_message.Message):
     EMBEDDER_READY_FIELD_NUMBER: _ClassVar[int]
     GOALS_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
     memories: int
     namespaces: _containers.RepeatedCompositeFieldContainer[NamespaceStats]
     model_version: str
@@ -526,4 +548,17 @@ class StatsResponse(_message.Message):
     embedder_ready: bool
     goals: int
     server_version: str
-    def __init__(self, memories: _Optional[int] = ..., namespaces: _Optional[_Iterable[_Union[NamespaceStats, _Mapping]]] = ..., model_version: _Optional[str] = ..., backend: _Optional[str] = ..., embedder: _Optional[str] = ..., embedder_ready: _Optional[bool] = ..., goals: _Optional[int] = ..., server_version: _Optional[str] = ...) -> None: ...
+    heads: _containers.RepeatedCompositeFieldContainer[EmbeddingHead]
+    def __init__(self, memories: _Optional[int] = ..., namespaces: _Optional[_Iterable[_Union[NamespaceStats, _Mapping]]] = ..., model_version: _Optional[str] = ..., backend: _Optional[str] = ..., embedder: _Optional[str] = ..., embedder_ready: _Optional[bool] = ..., goals: _Optional[int] = ..., server_version: _Optional[str] = ..., heads: _Optional[_Iterable[_Union[EmbeddingHead, _Mapping]]] = ...) -> None: ...
+
+class EmbeddingHead(_message.Message):
+    __slots__ = ("name", "kind", "dimension", "dtype")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: str
+    dimension: int
+    dtype: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., dimension: _Optional[int] = ..., dtype: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,175 @@
+"""Embedding heads: the named vectors a memory's text is embedded into, declared in one place.
+
+A head has a name, a kind, a width and a dtype:
+
+* ``dense``  — one vector per chunk, float (``dim``,);
+* ``tokens`` — one vector per word piece of the chunk, float (T, ``dim``), T >= 0;
+* ``sparse`` — vocabulary terms: :class:`SparseVector` (int32 ids ascending, float32 weights);
+  ``dim`` bounds the ids (the vocabulary size), 0 for no bound.
+
+The store, the embedding wire format, Triton's ``teleo_embed`` outputs and the public
+``QueryVectors`` all follow this registry. Heads made by the ONNX models (``dense``, ``tokens``,
+``splade``) are declared below and computed by :mod:`teleo_server.embedding.engine`; a head computed
+in Python carries its own ``encode`` and is computed beside them by every embedder. Adding a head is
+one module that calls :func:`register_head` (loaded with the ``plugins`` setting when it lives
+outside the package), plus a space that reads it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from teleo_server.errors import InvalidArgument
+
+
+class HeadKind(str, enum.Enum):
+    DENSE = "dense"
+    TOKENS = "tokens"
+    SPARSE = "sparse"
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """Vocabulary terms of one chunk: int32 ids (ascending) and float32 weights, equal lengths."""
+
+    ids: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def of(cls, ids, weights) -> SparseVector:
+        return cls(np.ascontiguousarray(ids, dtype=np.int32),
+                   np.ascontiguousarray(weights, dtype=np.float32))
+
+    @property
+    def size(self) -> int:
+        return int(self.ids.size)
+
+
+Vector = np.ndarray | SparseVector
+# encode(chunk texts, is_query per text) -> one vector per text
+Encode = Callable[[Sequence[str], Sequence[bool]], list[Vector]]
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """One named head. ``encode`` is None for heads made by the model repository's models."""
+
+    name: str
+    kind: HeadKind
+    dim: int
+    dtype: str = "float32"
+    description: str = ""
+    encode: Encode | None = field(default=None, compare=False)
+    version: str = ""   # part of the model version of a Python head: bump when its vectors change
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or self.name.lower() != self.name:
+            raise ValueError(f"head name {self.name!r} must be a lower-case identifier")
+        if self.kind is not HeadKind.SPARSE and self.dim <= 0:
+            raise ValueError(f"head {self.name!r}: dim must be > 0")
+        if np.dtype(self.dtype).kind != "f":
+            raise ValueError(f"head {self.name!r}: dtype {self.dtype!r} is not a float type")
+
+    def coerce(self, value, where: str) -> Vector:
+        """``value`` as this head's vector type, or InvalidArgument (field ``where``) naming what
+        is wrong with it: a caller-supplied vector is checked here before any index sees it."""
+        if self.kind is HeadKind.SPARSE:
+            if not isinstance(value, SparseVector):
+                raise InvalidArgument("a sparse head needs ids and weights", field=where)
+            ids = np.asarray(value.ids)
+            weights = np.asarray(value.weights, dtype=np.float32)
+            if ids.shape != weights.shape or ids.ndim != 1:
+                raise InvalidArgument(f"ids ({ids.size}) and weights ({weights.size}) differ in "
+                                      "length", field=where)
+            if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+                raise InvalidArgument("weights must be finite and >= 0", field=where)
+            if ids.size and (ids.min() < 0 or (self.dim and ids.max() >= self.dim)):
+                raise InvalidArgument(f"ids must be in [0, {self.dim or 2**31 - 1})", field=where)
+            order = np.argsort(ids, kind="stable")
+            if ids.size and np.any(np.diff(ids[order]) == 0):
+                raise InvalidArgument("ids must not repeat", field=where)
+            return SparseVector.of(ids[order], weights[order])
+        array = np.asarray(value, dtype=np.float32)
+        want = "(dim,)" if self.kind is HeadKind.DENSE else "(n, dim)"
+        if array.ndim != (1 if self.kind is HeadKind.DENSE else 2) or array.shape[-1] != self.dim:
+            raise InvalidArgument(f"has shape {array.shape}; head {self.name!r} takes {want} with "
+                                  f"dim = {self.dim}", field=where)
+        if not np.all(np.isfinite(array)):
+            raise InvalidArgument("must be finite", field=where)
+        return np.ascontiguousarray(array, dtype=self.dtype)
+
+
+_HEADS: dict[str, Head] = {}
+# names whose tensors would collide with the wire format's own (see embedding.wire)
+_RESERVED = {"chunk_count", "chunk_span", "model_version", "text", "role"}
+
+
+def register_head(head: Head) -> Head:
+    """Declare a head; a second head with the same name is an error."""
+    if head.name in _HEADS or head.name in _RESERVED:
+        raise ValueError(f"embedding head {head.name!r} is registered twice or reserved")
+    taken = {f"{h.name}_{suffix}" for h in _HEADS.values() for suffix in ("count", "ids", "weights")}
+    if head.name in taken:
+        raise ValueError(f"embedding head {head.name!r} collides with another head's tensors")
+    _HEADS[head.name] = head
+    return head
+
+
+def unregister_head(name: str) -> None:
+    """Remove a head (for plugins and tests); embedders built earlier keep theirs."""
+    _HEADS.pop(name, None)
+
+
+def heads() -> dict[str, Head]:
+    """Every registered head by name, in registration order (model heads first)."""
+    return dict(_HEADS)
+
+
+def get_head(name: str, where: str = "head") -> Head:
+    try:
+        return _HEADS[name]
+    except KeyError:
+        raise InvalidArgument(f"unknown embedding head {name!r}; known: {sorted(_HEADS)}",
+                              field=where) from None
+
+
+def python_heads() -> list[Head]:
+    """Heads computed in Python beside the models, in registration order."""
+    return [h for h in _HEADS.values() if h.encode is not None]
+
+
+def heads_signature() -> str:
+    """The Python heads' part of a model version ("" when there are none, so the models' version
+    is unchanged)."""
+    return "".join(f"+{h.name}.{h.version or '0'}" for h in python_heads())
+
+
+# The model repository's heads (teleo_server.embedding.models computes them).
+DENSE = register_head(Head("dense", HeadKind.DENSE, 384, "float32",
+                           "MiniLM sentence vector, L2-normalised"))
+TOKENS = register_head(Head("tokens", HeadKind.TOKENS, 384, "float16",
+                            "MiniLM per-word-piece vectors, L2-normalised"))
+SPLADE = register_head(Head("splade", HeadKind.SPARSE, 30522, "float32",
+                            "splade-tiny vocabulary terms"))
+
+
+__all__ = [
+    "DENSE",
+    "Encode",
+    "Head",
+    "HeadKind",
+    "SPLADE",
+    "SparseVector",
+    "TOKENS",
+    "Vector",
+    "get_head",
+    "heads",
+    "heads_signature",
+    "python_heads",
+    "register_head",
+    "unregister_head",
+]

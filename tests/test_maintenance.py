@@ -1,0 +1,84 @@
+"""Index upkeep (compaction, Matryoshka calibration, goal clustering) runs in the background on its
+own schedule: reads never run it, and the clustering runs away from the index thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import numpy as np
+from teleo.v1 import memory_pb2 as pb
+from teleo.v1 import memory_pb2_grpc
+
+from bench.harness import memories as syn
+from teleo_server.index import purpose
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline.types import Query
+from tests._server import InThreadServer
+
+GOALS = {"min_memories": 6, "memories_per_goal": 3, "max_goals": 4}
+
+
+def _clustered(n_per_topic: int = 12):
+    rng = np.random.default_rng(3)
+    centres = syn.unit(rng.standard_normal((2, 384)).astype(np.float32))
+    r = make_retriever(PipelineSettings(goals=GOALS), "numpy")
+    for t in range(2):
+        for i in range(n_per_topic):
+            v = centres[t] + 0.1 * rng.standard_normal(384).astype(np.float32)
+            r.add(syn.memory(f"t{t}-{i}", f"topic{t} words note {i}"), syn.embedding(syn.chunk(v, {t: 1.0}, rng=rng)))
+    return r, centres
+
+
+def test_reads_never_maintain(monkeypatch):
+    r, centres = _clustered()
+    ran = []
+    monkeypatch.setattr(purpose.PurposeIndex, "plan", lambda *a, **k: ran.append(1) or [])
+    q = Query(text="topic0", embedding=syn.embedding(syn.chunk(centres[0], {0: 1.0})), principal=syn.admin(), top_k=5)
+    assert [e for e in r.retrieve(q)] and r.goal_count() == 0 and r.goals() == []
+    assert ran == [] and r.maintenance_due()
+
+
+def test_the_clustering_is_handed_out_and_the_rest_are_short_steps():
+    r, _ = _clustered()
+    steps = r.maintenance()
+    kinds, result = [], None
+    while True:
+        try:
+            step = steps.send(result)
+        except StopIteration:
+            break
+        kinds.append(type(step).__name__)
+        result = step.run() if step is not None else None
+    assert kinds.count("Offload") >= 1 and r.goal_count() >= 2 and not r.maintenance_due()
+
+
+def test_the_server_maintains_in_the_background_and_off_the_index_thread(tmp_path, monkeypatch):
+    from teleo_server.config import Settings
+
+    threads: list[str] = []
+    original = purpose.RefreshJob.cluster
+
+    def cluster(self):
+        threads.append(threading.current_thread().name)
+        return original(self)
+
+    monkeypatch.setattr(purpose.RefreshJob, "cluster", cluster)
+    settings = Settings(port=0, data_dir=tmp_path / "data", dev_token_file=tmp_path / "token",
+                        maintenance_seconds=0.05, pipeline={"goals": GOALS})
+    srv = InThreadServer.start(settings)
+    try:
+        stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
+        auth = [("authorization", f"Bearer {srv.token}")]
+        texts = [f"the build pipeline failed at step {i} with a timeout" for i in range(8)] + \
+                [f"we planted tomatoes and basil in bed {i} of the garden" for i in range(8)]
+        for text in texts:
+            stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=text)), metadata=auth, timeout=60)
+        deadline = time.monotonic() + 30
+        while stub.Stats(pb.StatsRequest(), metadata=auth, timeout=10).goals == 0:
+            assert time.monotonic() < deadline, "no goals appeared without any read"
+            time.sleep(0.05)
+    finally:
+        srv.stop()
+    assert threads and not any(name.startswith("teleo-index") for name in threads)
