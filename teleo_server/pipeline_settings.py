@@ -1,14 +1,15 @@
 """Pipeline settings: index parameters and the default stage configuration of every profile.
 
 The server nests this model as ``settings.pipeline``; per-request ``Overrides`` are applied on top
-of it by ``pipeline.config.resolve``.
+of it by ``pipeline.state.resolve_config``. A plain configuration model that imports nothing of
+Teleo, so the indexes and spaces that read it sit below the pipeline.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # The fusion methods (pipeline/fusion.py documents each); API validation derives from this.
 FusionMethod = Literal["rrf", "weighted", "relative", "rrf_relative_mean", "additive_rrf"]
@@ -82,9 +83,9 @@ class PipelineSettings(BaseModel):
     profiles: dict[str, ProfileSpec] = Field(default_factory=lambda: dict(BUILTIN_PROFILES))
     roles: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ROLES))
 
-    # E6 lexical (BM25 over lowercase alphanumeric tokens)
-    bm25_k1: float = Field(0.9, gt=0)
-    bm25_b: float = Field(0.4, ge=0, le=1)
+    # each space's own settings, by space name; every space declares and validates them next to
+    # its code (``Space.Settings``), e.g. [pipeline.spaces.E9_hdc] dim_bits = 16
+    spaces: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     # sparse recall: blended = (1 - w) * BM25 + w * SPLADE, each max-normalised per query
     sparse_weight: float = Field(0.5, ge=0, le=1)
@@ -94,13 +95,7 @@ class PipelineSettings(BaseModel):
     # E1 dense
     dense_candidates: int = Field(300, ge=1)    # ANN neighbours over the whole corpus
     dense_dimension: int = Field(0, ge=0)       # 0 = adaptive (smallest Matryoshka dim meeting recall)
-    matryoshka_dims: tuple[int, ...] = (128, 256)
     min_recall_threshold: float = Field(0.95, gt=0, le=1)
-    matryoshka_oversample: int = Field(4, ge=1)  # truncated search fetches k * this, rescored at full dim
-    exact_threshold: int = Field(50_000, ge=1)   # HNSW above this many chunks, exact below
-    hnsw_m: int = Field(16, ge=2)
-    hnsw_ef_construction: int = Field(200, ge=8)
-    hnsw_ef_search: int = Field(256, ge=8)
 
     # fusion
     # defaults tuned on SciFact train + LoCoMo dev (bench/results/tuning.json): relative-score
@@ -127,7 +122,6 @@ class PipelineSettings(BaseModel):
     # top 100 (SciFact train Recall@100 0.944 -> 0.949, nDCG@10 and LoCoMo unchanged; 200 and 300
     # gained no more: bench/results/tuning_recall.json)
     rerank_depth: int = Field(150, ge=1)
-    late_interaction_dim: int | None = Field(None, ge=8)  # seeded orthogonal projection of tokens
 
     # finalize
     decay_half_life_days: float = Field(0.0, ge=0)  # 0 disables temporal decay
@@ -139,38 +133,61 @@ class PipelineSettings(BaseModel):
     # Off by default: the evaluation sets carry no importance, so no gain could be measured there.
     importance_weight: float = Field(0.0, ge=0, le=1)
 
-    # E9 hyperdimensional (hashed character n-grams)
-    hdc_dim_bits: int = Field(18, ge=8, le=24)
-    hdc_ngram: int = Field(3, ge=2, le=5)
-    hdc_query_grams: int = Field(48, ge=1)  # rarest query n-grams scored (bounds posting work)
-    hdc_max_df: int = Field(5000, ge=1)     # n-grams in more documents than this (and than
-    hdc_max_df_fraction: float = Field(0.05, gt=0, le=1)  # this share of them) are not scored
-
-    # context spaces
-    recency_scale_days: float = Field(30.0, gt=0)
-    sequence_scale: float = Field(10.0, gt=0)
-
     # index maintenance
     compact_dead_fraction: float = Field(0.25, gt=0, le=1)
-    merge_fraction: float = Field(0.1, gt=0)  # sparse delta merged into CSC past this share of nnz
 
     @model_validator(mode="before")
     @classmethod
     def _merge_named(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = dict(data)
+            data = _nest_space_keys(dict(data))
             if "profiles" in data:
                 data["profiles"] = {**BUILTIN_PROFILES, **dict(data["profiles"] or {})}
             if "roles" in data:
                 data["roles"] = {**DEFAULT_ROLES, **dict(data["roles"] or {})}
         return data
 
-    @field_validator("matryoshka_dims")
-    @classmethod
-    def _sorted_dims(cls, v: tuple[int, ...]) -> tuple[int, ...]:
-        if any(d < 8 for d in v):
-            raise ValueError("matryoshka_dims must be >= 8")
-        return tuple(sorted(set(v)))
+    def space(self, name: str) -> dict[str, Any]:
+        """The settings given for one space (validated by that space's own model)."""
+        return dict(self.spaces.get(name, {}))
 
 
-__all__ = ["BUILTIN_PROFILES", "DEFAULT_ROLES", "FusionMethod", "GoalSettings", "PipelineSettings", "ProfileSpec"]
+# Keys of the flat layout before each space owned its settings: still accepted, and placed under
+# their space (``hdc_dim_bits = 16`` is ``spaces.E9_hdc.dim_bits = 16``).
+FLAT_SPACE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
+    "bm25_k1": (("E6_lexical", "k1"),),
+    "bm25_b": (("E6_lexical", "b"),),
+    "matryoshka_dims": (("E1_semantic", "matryoshka_dims"),),
+    "matryoshka_oversample": (("E1_semantic", "matryoshka_oversample"),),
+    "exact_threshold": (("E1_semantic", "exact_threshold"),),
+    "hnsw_m": (("E1_semantic", "hnsw_m"),),
+    "hnsw_ef_construction": (("E1_semantic", "hnsw_ef_construction"),),
+    "hnsw_ef_search": (("E1_semantic", "hnsw_ef_search"),),
+    "late_interaction_dim": (("E12_late", "dim"),),
+    "hdc_dim_bits": (("E9_hdc", "dim_bits"),),
+    "hdc_ngram": (("E9_hdc", "ngram"),),
+    "hdc_query_grams": (("E9_hdc", "query_grams"),),
+    "hdc_max_df": (("E9_hdc", "max_df"),),
+    "hdc_max_df_fraction": (("E9_hdc", "max_df_fraction"),),
+    "recency_scale_days": (("E2_recency", "scale_days"),),
+    "sequence_scale": (("E4_sequence", "scale"),),
+    "merge_fraction": (("E6_lexical", "merge_fraction"), ("E9_hdc", "merge_fraction"),
+                       ("E13_splade", "merge_fraction")),
+}
+
+
+def _nest_space_keys(data: dict[str, Any]) -> dict[str, Any]:
+    flat = [k for k in data if k in FLAT_SPACE_KEYS]
+    if not flat:
+        return data
+    spaces = {name: dict(v or {}) for name, v in dict(data.get("spaces") or {}).items()}
+    for key in flat:
+        value = data.pop(key)
+        for space, field in FLAT_SPACE_KEYS[key]:
+            spaces.setdefault(space, {}).setdefault(field, value)
+    data["spaces"] = spaces
+    return data
+
+
+__all__ = ["BUILTIN_PROFILES", "DEFAULT_ROLES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
+           "ProfileSpec"]

@@ -166,7 +166,7 @@ def _default_embedder(settings: Settings) -> Embedder:
 
 def _default_retriever(settings: Settings, backend: str) -> Retriever:
     from teleo_server.pipeline import make_retriever
-    from teleo_server.pipeline.settings import PipelineSettings
+    from teleo_server.pipeline_settings import PipelineSettings
 
     try:
         pipeline = PipelineSettings(**settings.pipeline)

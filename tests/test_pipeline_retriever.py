@@ -166,7 +166,7 @@ def test_chunked_memory_folds_to_its_best_chunk():
 
 def test_make_retriever_accepts_the_servers_plain_mapping():
     r = make_retriever({"bm25_k1": 1.2, "goals": {"max_goals": 4}}, "numpy")
-    assert r.settings.bm25_k1 == 1.2 and r.settings.goals.max_goals == 4 and r.backend == "numpy"
+    assert r.spaces["E6_lexical"].config.k1 == 1.2 and r.settings.goals.max_goals == 4 and r.backend == "numpy"
     with pytest.raises(ValidationError):
         make_retriever({"no_such_setting": 1}, "numpy")
     with pytest.raises(InvalidArgument):

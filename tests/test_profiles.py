@@ -62,10 +62,15 @@ def test_a_profile_defined_in_toml_runs_over_grpc_and_is_the_default(server_proc
     ('[pipeline.profiles.bad]\nstages = ["sparse_recall", "teleport", "finalize"]\n', "pipeline.profiles.bad.stages"),
     ('[pipeline.profiles.bad]\nstages = ["finalize"]\nsettings = { warp_factor = 9 }\n', "pipeline.profiles.bad.settings"),
     ('[pipeline]\ndefault_profile = "nope"\n', "pipeline.default_profile"),
-    ('[pipeline]\nbm25_k1 = -1\n', "pipeline.bm25_k1 (env TELEO_PIPELINE__BM25_K1)"),
+    ('[pipeline.spaces.E9_hdc]\ndim_bits = 40\n', "pipeline.spaces.E9_hdc.dim_bits (env TELEO_PIPELINE__SPACES__E9_HDC__DIM_BITS)"),
+    ('[pipeline]\nbm25_k1 = -1\n', "pipeline.spaces.E6_lexical.k1 (env TELEO_PIPELINE__SPACES__E6_LEXICAL__K1)"),
+    ('[pipeline.spaces.E9_hdc]\nwarp = 1\n', "pipeline.spaces.E9_hdc.warp"),
+    ('[pipeline.spaces.E77_nowhere]\nx = 1\n', "pipeline.spaces.E77_nowhere: no such space"),
     ('[pipeline.roles]\ndense = "E99_nothing"\n', "pipeline.roles.dense"),
-], ids=["unknown-stage", "unknown-setting", "unknown-default", "bad-value", "unknown-role-space"])
+], ids=["unknown-stage", "unknown-setting", "unknown-default", "bad-space-value", "bad-flat-value", "unknown-space-setting",
+        "unknown-space", "unknown-role-space"])
 def test_a_bad_profile_configuration_stops_start_up_with_a_message(tmp_path, toml, setting):
+    """Profiles, roles and each space's own settings are checked at start-up, naming the setting."""
     config = tmp_path / "teleo.toml"
     config.write_text(toml)
     env = {**os.environ, "TELEO_CONFIG": str(config), "TELEO_DEV_TOKEN_FILE": str(tmp_path / "token")}
@@ -127,3 +132,14 @@ def test_roles_point_stages_at_spaces():
         seen[bool(roles)] = [(e.memory.id, sorted(e.found_by)) for e in r.retrieve(q) if isinstance(e, Hit)]
     assert any("E6_lexical" in f for _, f in seen[False])
     assert not any("E6_lexical" in f for _, f in seen[True])
+
+
+def test_each_space_reads_its_own_settings_and_the_flat_keys_still_work():
+    spaced = make_retriever({"spaces": {"E9_hdc": {"dim_bits": 12}, "E6_lexical": {"k1": 1.5}, "E2_recency": {"scale_days": 7}}})
+    flat = make_retriever({"hdc_dim_bits": 12, "bm25_k1": 1.5, "recency_scale_days": 7, "merge_fraction": 0.3})
+    for r in (spaced, flat):
+        assert r.spaces["E9_hdc"].dim == 2**12 and r.spaces["E6_lexical"].config.k1 == 1.5
+        assert r.spaces["E2_recency"].config.scale_days == 7
+    assert {flat.spaces[n].config.merge_fraction for n in ("E6_lexical", "E9_hdc", "E13_splade")} == {0.3}
+    with pytest.raises(InvalidArgument, match="pipeline.profiles.p.settings"):
+        make_retriever({"profiles": {"p": {"stages": ["finalize"], "settings": {"spaces": {"E9_hdc": {"ngram": 4}}}}}})

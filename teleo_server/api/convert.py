@@ -21,7 +21,7 @@ from teleo_server.core import QueryVectors, new_memory_id
 from teleo_server.domain import EARLIEST_TIME, LATEST_TIME, AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
 from teleo_server.errors import InvalidArgument, PermissionDenied
 from teleo_server.heads import DENSE, SPLADE, HeadKind, SparseVector, get_head
-from teleo_server.pipeline.settings import FusionMethod
+from teleo_server.pipeline_settings import FusionMethod
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
 

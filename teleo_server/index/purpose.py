@@ -20,7 +20,7 @@ import numpy as np
 import structlog
 
 from teleo_server.domain import Johari
-from teleo_server.pipeline.settings import GoalSettings
+from teleo_server.pipeline_settings import GoalSettings
 
 log = structlog.get_logger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.types import Retriever
 
 

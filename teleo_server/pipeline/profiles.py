@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teleo_server.errors import InvalidArgument
-from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.spaces.registry import resolve_name, space_classes
 
 SINGLE_SPACE = "single_space:"
 # settings a profile may not change: they name profiles and roles themselves
-_NOT_PROFILE_SETTINGS = {"profiles", "default_profile", "roles"}
+# settings a profile cannot change: the registries themselves, and each space's index settings
+# (an index is built once, not per query)
+_NOT_PROFILE_SETTINGS = {"profiles", "default_profile", "roles", "spaces"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from teleo_server.pipeline.explain import explanation
 from teleo_server.pipeline import profiles
 from teleo_server.pipeline.fusion import no_fusion, ranks
 from teleo_server.pipeline.ops import resolve_ops
-from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import Candidates, State, resolve_config
 from teleo_server.pipeline.types import Breakdown, Hit, Offload, Outcome, Query, StageReport
@@ -39,7 +39,7 @@ class TeleologicalRetriever:
         self._backend = backend
         self.ops = resolve_ops(backend)
         self.catalog = Catalog()
-        self.spaces = build_spaces(settings, self.catalog)
+        self.spaces = build_spaces(settings, self.catalog, self.ops)
         self.purpose = PurposeIndex(settings.goals)
 
     @property

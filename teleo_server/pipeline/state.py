@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from teleo_server.errors import InvalidArgument
-from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.types import Overrides
 from teleo_server.spaces.base import QueryContext, Space
 from teleo_server.spaces.registry import resolve_name

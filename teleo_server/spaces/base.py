@@ -7,12 +7,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pydantic import BaseModel, ConfigDict
+
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, segment_max
 from teleo_server.index.sparse import SparseIndex
-from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.pipeline.types import Query
+from teleo_server.pipeline_settings import PipelineSettings
+from teleo_server.query import Query
 
 
 @dataclass(slots=True)
@@ -36,6 +38,13 @@ class QueryContext:
     sees_all: bool = True
 
 
+class SpaceSettings(BaseModel):
+    """A space's own settings (``[pipeline.spaces.<name>]``); a space with settings subclasses this
+    next to its code and names it as ``Settings``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 class Space:
     """A space of the teleological array.
 
@@ -51,10 +60,13 @@ class Space:
     needs_embedding: ClassVar[bool] = False
     description: ClassVar[str] = ""
     head: ClassVar[str] = ""
+    Settings: ClassVar[type[SpaceSettings]] = SpaceSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         self.settings = settings
         self.catalog = catalog
+        self.config: Any = self.Settings.model_validate(settings.space(self.name))
+        self.ops: Any = None  # the retriever's compute backend, set by build_spaces
 
     @property
     def code(self) -> str:
@@ -114,7 +126,7 @@ class Space:
         return segment_max(np.asarray(values, dtype=np.float32), counts)
 
 
-__all__ = ["QueryContext", "Space", "SparseScoredSpace"]
+__all__ = ["QueryContext", "Space", "SpaceSettings", "SparseScoredSpace"]
 
 
 class SparseScoredSpace(Space):

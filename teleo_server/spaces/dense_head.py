@@ -6,13 +6,25 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
+from teleo_server.compute.backend import ops as compute_ops
+from teleo_server.index.backends import DenseBackend
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex
 from teleo_server.index.dense import DenseIndex
-from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.pipeline_settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
+
+
+class DenseHeadSettings(SpaceSettings):
+    exact_threshold: int = Field(50_000, ge=1)   # HNSW above this many live chunks searched, exact below
+    hnsw_m: int = Field(16, ge=2)
+    hnsw_ef_construction: int = Field(200, ge=8)
+    hnsw_ef_search: int = Field(256, ge=8)
+    matryoshka_oversample: int = Field(4, ge=1)  # truncated search fetches k * this, rescored at full dim
 
 
 class DenseHeadSpace(Space):
@@ -30,6 +42,7 @@ class DenseHeadSpace(Space):
 
     recall = True
     needs_embedding = True
+    Settings = DenseHeadSettings
 
     def truncations(self) -> tuple[int, ...]:
         return ()
@@ -37,13 +50,20 @@ class DenseHeadSpace(Space):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         self.index: DenseIndex | None = None  # created on the first vector (dimension from the model)
+        self.backend: VectorIndex | None = None  # what searches and scores go through
 
-    def _ensure(self, dim: int) -> DenseIndex:
-        if self.index is None:
-            s = self.settings
-            self.index = DenseIndex(dim, self.truncations(), s.exact_threshold, s.hnsw_m,
-                                    s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample)
-        return self.index
+    def make_backend(self, dim: int) -> VectorIndex:
+        """The index behind this space (a subclass may return another registered backend):
+        :class:`DenseIndex`, exact below ``exact_threshold`` live rows and HNSW above."""
+        s = self.config
+        self.index = DenseIndex(dim, self.truncations(), s.exact_threshold, s.hnsw_m,
+                                s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample)
+        return DenseBackend(dim, self.ops or compute_ops("numpy"), index=self.index)
+
+    def _ensure(self, dim: int) -> VectorIndex:
+        if self.backend is None:
+            self.backend = self.make_backend(dim)
+        return self.backend
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         pairs = list(self.chunk_vectors(chunk_rows, embeddings))
@@ -51,14 +71,13 @@ class DenseHeadSpace(Space):
             return
         vecs = np.stack([v for _, v in pairs]).astype(np.float32)
         chunk_rows = np.array([r for r, _ in pairs], dtype=np.int64)
-        index = self._ensure(vecs.shape[1])
-        got = index.add(vecs)
+        got = self._ensure(vecs.shape[1]).add(list(vecs))
         if got[0] != chunk_rows[0]:
             raise RuntimeError(f"dense rows out of step with chunk rows ({got[0]} != {chunk_rows[0]})")
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
-        if self.index is not None and chunk_rows.size:
-            self.index.remove(chunk_rows)
+        if self.backend is not None and chunk_rows.size:
+            self.backend.remove(chunk_rows)
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         if self.index is not None:
@@ -73,11 +92,10 @@ class DenseHeadSpace(Space):
 
     def search(self, ctx: QueryContext, feats: Any, k: int, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top memory rows by best-chunk cosine; the chunk search over-fetches to cover folding."""
-        assert self.index is not None
-        chunk_mask = ctx.chunk_mask[: self.index.n]
+        assert self.backend is not None
         multi = self.catalog.n_chunks != self.catalog.n_rows
         fetch = k * 2 if multi else k
-        chunks, scores = self.index.search(ctx.ops, feats, fetch, chunk_mask, dim=dim)
+        chunks, scores = self.backend.search(DenseQuery(feats, dim), fetch, Bitmask(ctx.chunk_mask))
         rows = self.catalog.chunk_mem[chunks].astype(np.int64)
         if multi:
             # chunks arrive best first, so the first occurrence of each memory is its best chunk
@@ -91,9 +109,9 @@ class DenseHeadSpace(Space):
 
     def score_with_chunks(self, feats: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Best-chunk cosine float32 (C,) and that chunk's index within the memory int64 (C,)."""
-        assert self.index is not None
-        index = self.index
-        return self.fold_candidates(rows, lambda chunks: index.score(chunks, feats))
+        assert self.backend is not None
+        backend, query = self.backend, DenseQuery(feats)
+        return self.fold_candidates(rows, lambda chunks: backend.score(chunks, query))
 
     def memory_vectors(self, rows: np.ndarray) -> np.ndarray:
         """One unit vector per memory (mean of its chunk vectors), float32 (C, D); zeros when none."""
@@ -120,4 +138,4 @@ class DenseHeadSpace(Space):
         return fold_rows(self.index.matrix @ feats, self.catalog.chunk_mem[: self.index.n], self.catalog.n_rows)
 
 
-__all__ = ["DenseHeadSpace"]
+__all__ = ["DenseHeadSettings", "DenseHeadSpace"]

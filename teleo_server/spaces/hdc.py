@@ -13,14 +13,24 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.sparse import SparseIndex
-from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, SparseScoredSpace
+from teleo_server.pipeline_settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
 from teleo_server.spaces.text import tokenize
+
+
+class HdcSettings(SpaceSettings):
+    dim_bits: int = Field(18, ge=8, le=24)       # the hypervector has 2^dim_bits coordinates
+    ngram: int = Field(3, ge=2, le=5)
+    query_grams: int = Field(48, ge=1)           # rarest query n-grams scored (bounds posting work)
+    max_df: int = Field(5000, ge=1)              # n-grams in more documents than this (and than
+    max_df_fraction: float = Field(0.05, gt=0, le=1)  # this share of them) are not scored
+    merge_fraction: float = Field(0.1, gt=0)
 
 
 @register
@@ -28,14 +38,15 @@ class HyperdimensionalSpace(SparseScoredSpace):
     name = "E9_hdc"
     recall = True
     description = "hashed character n-gram hypervectors (typo-robust)"
+    Settings = HdcSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.dim = 1 << settings.hdc_dim_bits
-        self.n = settings.hdc_ngram
+        self.dim = 1 << self.config.dim_bits
+        self.n = self.config.ngram
         self._cache: dict[str, tuple[int, float]] = {}
         self.df = np.zeros(self.dim, dtype=np.int32)
-        self.index = SparseIndex(merge_fraction=settings.merge_fraction)
+        self.index = SparseIndex(merge_fraction=self.config.merge_fraction)
 
     def _coord(self, gram: str) -> tuple[int, float]:
         hit = self._cache.get(gram)
@@ -89,8 +100,8 @@ class HyperdimensionalSpace(SparseScoredSpace):
             n_docs, df = max(int(ctx.readable.sum()), 1), np.bincount(which[ctx.readable[rows]], minlength=ids.size)
         idf = np.log1p(n_docs / (1.0 + df))
         order = np.argsort(-idf, kind="stable")
-        order = order[df[order] <= max(self.settings.hdc_max_df_fraction * n_docs, self.settings.hdc_max_df)]
-        keep = order[: self.settings.hdc_query_grams]
+        order = order[df[order] <= max(self.config.max_df_fraction * n_docs, self.config.max_df)]
+        keep = order[: self.config.query_grams]
         if keep.size == 0:
             return None
         w = vals[keep] * idf[keep]
@@ -113,4 +124,4 @@ class HyperdimensionalSpace(SparseScoredSpace):
         return np.clip(out, 0.0, 1.0)
 
 
-__all__ = ["HyperdimensionalSpace"]
+__all__ = ["HdcSettings", "HyperdimensionalSpace"]

@@ -5,13 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.tokens import TokenStore
-from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.pipeline_settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
+
+
+class LateSettings(SpaceSettings):
+    dim: int | None = Field(None, ge=8)  # seeded orthogonal projection of the tokens to this width
 
 
 @register
@@ -25,10 +30,11 @@ class LateInteractionSpace(Space):
     needs_embedding = True
     description = "late interaction (MaxSim over per-token vectors)"
     head = "tokens"
+    Settings = LateSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.store = TokenStore(settings.late_interaction_dim)
+        self.store = TokenStore(self.config.dim)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
@@ -85,4 +91,4 @@ class LateInteractionSpace(Space):
         return np.clip(out, 0.0, 1.0)
 
 
-__all__ = ["LateInteractionSpace"]
+__all__ = ["LateInteractionSpace", "LateSettings"]

@@ -6,14 +6,21 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog, Column
 from teleo_server.index.sparse import SparseIndex
-from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, SparseScoredSpace
+from teleo_server.pipeline_settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
 from teleo_server.spaces.text import STOPWORDS, tokenize
+
+
+class LexicalSettings(SpaceSettings):
+    k1: float = Field(0.9, gt=0)             # BM25 term-frequency saturation
+    b: float = Field(0.4, ge=0, le=1)        # BM25 length normalisation
+    merge_fraction: float = Field(0.1, gt=0)  # delta merged into the CSC past this share of entries
 
 
 @register
@@ -23,6 +30,7 @@ class LexicalSpace(SparseScoredSpace):
     name = "E6_lexical"
     recall = True
     description = "BM25 over lowercase alphanumeric tokens"
+    Settings = LexicalSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
@@ -31,14 +39,14 @@ class LexicalSpace(SparseScoredSpace):
         self.df = Column(np.int64)
         self.doc_len = Column(np.float32)
         self._len_sum = 0.0
-        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=settings.merge_fraction, weigh_key=self._avgdl)
+        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=self.config.merge_fraction, weigh_key=self._avgdl)
 
     def _avgdl(self) -> float:
         live = len(self.catalog)
         return max(self._len_sum / max(live, 1), 1e-6)
 
     def _tf_part(self, tf: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        k1, b = self.settings.bm25_k1, self.settings.bm25_b
+        k1, b = self.config.k1, self.config.b
         norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / self._avgdl())
         return (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
 
@@ -124,7 +132,7 @@ class LexicalSpace(SparseScoredSpace):
         avgdl = max(float(lengths[readable[: lengths.size]].sum()) / n, 1e-6)
         df = np.bincount(which, minlength=ids.size).astype(np.float64)
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        k1, b = self.settings.bm25_k1, self.settings.bm25_b
+        k1, b = self.config.k1, self.config.b
         norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / avgdl)
         part = tf * (k1 + 1.0) / (tf + norm)
         out += np.bincount(rows, weights=idf[which] * part, minlength=out.size)[: out.size].astype(np.float32)
@@ -170,4 +178,4 @@ class LexicalSpace(SparseScoredSpace):
         return labels
 
 
-__all__ = ["LexicalSpace"]
+__all__ = ["LexicalSettings", "LexicalSpace"]

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Any
 
+from pydantic import ValidationError
+
+from teleo_server.config import invalid_configuration
+from teleo_server.errors import InvalidArgument
 from teleo_server.index.catalog import Catalog
-from teleo_server.pipeline.settings import PipelineSettings
+from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import Space
 
 _REGISTRY: dict[str, type[Space]] = {}
@@ -44,8 +49,21 @@ def space_classes() -> dict[str, type[Space]]:
     return dict(sorted(_REGISTRY.items(), key=lambda kv: int(kv[0].split("_")[0][1:])))
 
 
-def build_spaces(settings: PipelineSettings, catalog: Catalog) -> dict[str, Space]:
-    return {name: cls(settings, catalog) for name, cls in space_classes().items()}
+def build_spaces(settings: PipelineSettings, catalog: Catalog, ops: Any = None) -> dict[str, Space]:
+    """One instance of every registered space; ``ops`` is the compute backend their indexes use."""
+    classes = space_classes()
+    for name in settings.spaces:
+        if name not in classes:
+            raise InvalidArgument(f"invalid configuration:\n  pipeline.spaces.{name}: no such space; known: "
+                                  f"{sorted(classes)}")
+    spaces: dict[str, Space] = {}
+    for name, cls in classes.items():
+        try:
+            spaces[name] = cls(settings, catalog)
+        except ValidationError as exc:
+            raise invalid_configuration(exc, ("pipeline", "spaces", name)) from exc
+        spaces[name].ops = ops
+    return spaces
 
 
 def resolve_name(name: str) -> str:

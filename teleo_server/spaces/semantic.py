@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from teleo_server.spaces.dense_head import DenseHeadSpace
+from pydantic import field_validator
+
+from teleo_server.spaces.dense_head import DenseHeadSettings, DenseHeadSpace
 from teleo_server.spaces.registry import register
+
+
+class SemanticSettings(DenseHeadSettings):
+    matryoshka_dims: tuple[int, ...] = (128, 256)  # truncations kept for the first pass
+
+    @field_validator("matryoshka_dims")
+    @classmethod
+    def _sorted_dims(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(d < 8 for d in v):
+            raise ValueError("matryoshka_dims must be >= 8")
+        return tuple(sorted(set(v)))
 
 
 @register
@@ -13,9 +26,10 @@ class SemanticSpace(DenseHeadSpace):
     name = "E1_semantic"
     description = "sentence-vector cosine (MiniLM), Matryoshka-truncatable"
     head = "dense"
+    Settings = SemanticSettings
 
     def truncations(self) -> tuple[int, ...]:
-        return tuple(self.settings.matryoshka_dims)
+        return tuple(self.config.matryoshka_dims)
 
     def dimension(self, requested: int | None) -> int:
         """The first-pass dimension: the request, else the calibrated adaptive one."""
@@ -25,4 +39,4 @@ class SemanticSpace(DenseHeadSpace):
         return self.index.adaptive_dim
 
 
-__all__ = ["SemanticSpace"]
+__all__ = ["SemanticSettings", "SemanticSpace"]

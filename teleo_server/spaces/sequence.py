@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
-from teleo_server.spaces.base import QueryContext, Space
+from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
+
+
+class SequenceSettings(SpaceSettings):
+    scale: float = Field(10.0, gt=0)  # session positions over which adjacency decays
 
 
 @register
@@ -15,6 +20,7 @@ class SequenceSpace(Space):
     """Query score: closeness to the latest turn of the memory's own session, exp(-gap / scale)."""
 
     name = "E4_sequence"
+    Settings = SequenceSettings
     description = "position within a session"
 
     def positions(self) -> np.ndarray:
@@ -43,7 +49,7 @@ class SequenceSpace(Space):
         ok = ~np.isnan(pos) & ctx.mask
         np.maximum.at(latest, sess[ok], pos[ok])
         gap = latest[sess[rows]] - pos[rows]
-        return np.exp(-gap / self.settings.sequence_scale).astype(np.float32)
+        return np.exp(-gap / self.config.scale).astype(np.float32)
 
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
         pos = self.positions()
@@ -52,7 +58,7 @@ class SequenceSpace(Space):
             return np.full(rows.size, np.nan, dtype=np.float32)  # not in a session: no signal
         same = sess[rows] == sess[a]
         gap = np.abs(pos[rows] - pos[a])
-        return np.where(same & ~np.isnan(gap), np.exp(-np.nan_to_num(gap) / self.settings.sequence_scale), 0.0).astype(np.float32)
+        return np.where(same & ~np.isnan(gap), np.exp(-np.nan_to_num(gap) / self.config.scale), 0.0).astype(np.float32)
 
 
-__all__ = ["SequenceSpace"]
+__all__ = ["SequenceSettings", "SequenceSpace"]

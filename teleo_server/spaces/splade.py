@@ -5,14 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.index.sparse import SparseIndex
-from teleo_server.pipeline.settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, SparseScoredSpace
+from teleo_server.pipeline_settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
+
+
+class SpladeSettings(SpaceSettings):
+    merge_fraction: float = Field(0.1, gt=0)  # delta merged into the CSC past this share of entries
 
 
 @register
@@ -24,10 +29,11 @@ class SpladeSpace(SparseScoredSpace):
     needs_embedding = True
     description = "learned sparse (SPLADE) dot product"
     head = "splade"
+    Settings = SpladeSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.index = SparseIndex(merge_fraction=settings.merge_fraction)
+        self.index = SparseIndex(merge_fraction=self.config.merge_fraction)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
@@ -74,4 +80,4 @@ class SpladeSpace(SparseScoredSpace):
         return np.clip(out, 0.0, 1.0)
 
 
-__all__ = ["SpladeSpace"]
+__all__ = ["SpladeSettings", "SpladeSpace"]

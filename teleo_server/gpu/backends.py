@@ -1,0 +1,187 @@
+"""GPU-resident index backends behind :class:`teleo_server.index.base.VectorIndex`.
+
+Imported by the backend registry; where CuPy is installed each registers itself by name and is held
+to the same conformance suite as the in-process indexes (``tests/test_index_conformance.py``).
+Importing this module never imports CuPy.
+
+* ``dense.resident`` — fp16 rows on the device, exact scan (``ResidentDenseMatrix``);
+* ``dense.cagra``    — cuVS CAGRA graph, filtered in-graph by a bitset (approximate);
+* ``sparse.resident`` — CSC postings on the device in segments, SpMV (``ResidentSparseIndex``);
+* ``tokens.resident`` — packed per-token vectors on the device, fused MaxSim.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import numpy as np
+
+from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available
+from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
+from teleo_server.heads import SparseVector
+from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
+
+
+def _admitted(live: LiveRows, filter: RowFilter | None) -> np.ndarray:
+    mask = live.host_mask()
+    return mask if filter is None else mask & filter.bits(mask.size)
+
+
+class ResidentDenseBackend:
+    kind, exact = "dense", True
+
+    def __init__(self, dim: int, ops: Any = None) -> None:
+        self.live = LiveRows()
+        self.matrix = ResidentDenseMatrix(dim, self.live)
+        self._host = np.zeros((0, dim), dtype=np.float32)
+
+    @property
+    def n(self) -> int:
+        return self.live.n_rows
+
+    def add(self, vectors: list[Any]) -> np.ndarray:
+        rows = np.asarray(vectors, dtype=np.float32).reshape(-1, self.matrix.dim)
+        ids = self.live.append(rows.shape[0])
+        self.matrix.append(rows)
+        self._host = np.concatenate([self._host, rows])
+        return ids
+
+    def remove(self, rows: np.ndarray) -> None:
+        self.live.delete(rows)
+
+    def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if filter is None:
+            ids, scores = self.matrix.search(query.vector, k, dim=query.dim)
+        else:
+            ids, scores = self.matrix.search(query.vector, k, candidates=np.flatnonzero(_admitted(self.live, filter)),
+                                             dim=query.dim)
+        return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+
+    def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = (self._host[ids] @ np.asarray(query.vector, np.float32)).astype(np.float32)
+        out[~self.live.host_mask()[ids]] = np.nan
+        return out
+
+
+class CagraBackend(ResidentDenseBackend):
+    """CAGRA over the same rows; the graph is (re)built or extended lazily before a search."""
+
+    exact = False
+
+    def __init__(self, dim: int, ops: Any = None, params: CagraParams | None = None) -> None:
+        super().__init__(dim, ops)
+        self.params = params or CagraParams()
+        self._graph: CagraIndex | None = None
+
+    def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if self.n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if self._graph is None:
+            self._graph = CagraIndex.build(self._host, self.params)
+        elif len(self._graph) < self.n:
+            self._graph.extend(self._host[len(self._graph):])
+        ids, scores = self._graph.search(query.vector, k, mask=_admitted(self.live, filter))
+        return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+
+
+class ResidentSparseBackend:
+    kind, exact = "sparse", True
+
+    def __init__(self, ops: Any = None, vocab: int = 30522, **_: Any) -> None:
+        self.live = LiveRows()
+        self.index = ResidentSparseIndex(vocab, self.live)
+
+    @property
+    def n(self) -> int:
+        return self.live.n_rows
+
+    def add(self, vectors: list[SparseVector]) -> np.ndarray:
+        ids = self.live.append(len(vectors))
+        rows = np.concatenate([np.full(v.size, r, np.int64) for r, v in zip(ids, vectors)] or [np.zeros(0, np.int64)])
+        terms = np.concatenate([np.asarray(v.ids, np.int64) for v in vectors] or [np.zeros(0, np.int64)])
+        vals = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors] or [np.zeros(0, np.float32)])
+        order = np.lexsort((rows, terms))
+        indptr = np.zeros(self.index.vocab + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=self.index.vocab), out=indptr[1:])
+        self.index.append(indptr, rows[order].astype(np.int32), vals[order])
+        return ids
+
+    def remove(self, rows: np.ndarray) -> None:
+        self.live.delete(rows)
+
+    def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        mask = None if filter is None else filter.bits(self.n)
+        ids, scores = self.index.search(query.ids, query.weights, k, mask=mask)
+        return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+
+    def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
+        import cupy
+
+        ids = np.asarray(ids, dtype=np.int64)
+        s = self.index.scores(cupy.asarray(np.asarray(query.ids, np.int32)),
+                              cupy.asarray(np.asarray(query.weights, np.float32))).get()[ids]
+        return np.where((s > 0) & self.live.host_mask()[ids], s, np.nan).astype(np.float32)
+
+
+class ResidentTokenBackend:
+    kind, exact = "tokens", True
+
+    def __init__(self, ops: Any = None, dim: int = 384, **_: Any) -> None:
+        self.live = LiveRows()
+        self.store = ResidentTokenStore(dim, self.live)
+
+    @property
+    def n(self) -> int:
+        return self.live.n_rows
+
+    def add(self, vectors: list[np.ndarray]) -> np.ndarray:
+        ids = self.live.append(len(vectors))
+        lengths = np.array([len(t) for t in vectors], dtype=np.int64)
+        tokens = np.concatenate([np.asarray(t, np.float16).reshape(-1, self.store.dim) for t in vectors]
+                                or [np.zeros((0, self.store.dim), np.float16)])
+        self.store.append(lengths, tokens)
+        self._lengths = np.concatenate([getattr(self, "_lengths", np.zeros(0, np.int64)), lengths])
+        return ids
+
+    def remove(self, rows: np.ndarray) -> None:
+        self.live.delete(rows)
+
+    def score(self, ids: np.ndarray, query: TokenQuery) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.full(ids.size, np.nan, dtype=np.float32)
+        has = (self._lengths[ids] > 0) if ids.size else np.zeros(0, bool)
+        q = np.asarray(query.tokens, np.float32)
+        if has.any() and q.shape[0]:
+            out[has] = self.store.maxsim(q, ids[has]) / q.shape[0]
+        return out
+
+    def search(self, query: TokenQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.flatnonzero(_admitted(self.live, filter))
+        s = self.score(rows, query)
+        ok = ~np.isnan(s)
+        rows, s = rows[ok], s[ok]
+        order = np.lexsort((rows, -s))[:k]
+        return rows[order], s[order]
+
+
+def register_all() -> None:
+    """Register the backends this machine can run (none without CuPy; CAGRA only with cuVS)."""
+    if importlib.util.find_spec("cupy") is None:
+        return
+    register_backend("dense.resident", "dense", True, lambda dim, ops=None, **kw: ResidentDenseBackend(dim, ops),
+                     "fp16 rows resident on the GPU, exact scan")
+    register_backend("sparse.resident", "sparse", True, lambda ops=None, **kw: ResidentSparseBackend(ops, **kw),
+                     "CSC postings resident on the GPU, SpMV")
+    register_backend("tokens.resident", "tokens", True, lambda ops=None, **kw: ResidentTokenBackend(ops, **kw),
+                     "per-token vectors resident on the GPU, fused MaxSim")
+    if cagra_available():
+        register_backend("dense.cagra", "dense", False, lambda dim, ops=None, **kw: CagraBackend(dim, ops),
+                         "cuVS CAGRA graph, bitset-filtered in graph")
+
+
+register_all()
+
+
+__all__ = ["CagraBackend", "ResidentDenseBackend", "ResidentSparseBackend", "ResidentTokenBackend", "register_all"]

@@ -1,0 +1,169 @@
+"""The in-process index backends behind :class:`teleo_server.index.base.VectorIndex`: the exact
+dense scan (the reference), the HNSW graph, the SpMV inverted index and the MaxSim token store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teleo_server.heads import SparseVector
+from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
+from teleo_server.index.dense import DenseIndex
+from teleo_server.index.sparse import SparseIndex
+from teleo_server.index.tokens import TokenStore
+
+
+def _live_bits(alive: np.ndarray, filter: RowFilter | None, n: int) -> np.ndarray:
+    live = np.asarray(alive[:n], dtype=bool)
+    return live if filter is None else live & filter.bits(n)
+
+
+class DenseBackend:
+    """:class:`DenseIndex` (exact scan; HNSW once ``exact_threshold`` live rows are searched)."""
+
+    kind = "dense"
+
+    def __init__(self, dim: int, ops: Any, truncations: tuple[int, ...] = (), exact_threshold: int = 50_000,
+                 index: DenseIndex | None = None, **hnsw: Any) -> None:
+        self.index = index if index is not None else DenseIndex(dim, truncations, exact_threshold, **hnsw)
+        self.ops = ops
+
+    @property
+    def exact(self) -> bool:
+        return not self.index.uses_hnsw
+
+    @property
+    def n(self) -> int:
+        return self.index.n
+
+    def add(self, vectors: list[Any]) -> np.ndarray:
+        return self.index.add(np.asarray(vectors, dtype=np.float32).reshape(-1, self.index.dim))
+
+    def remove(self, rows: np.ndarray) -> None:
+        self.index.remove(np.asarray(rows, dtype=np.int64))
+
+    def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        mask = None if filter is None else filter.bits(self.index.n)
+        return self.index.search(self.ops, query.vector, k, mask, dim=query.dim)
+
+    def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = self.index.score(ids, query.vector).astype(np.float32)
+        out[~self.index.alive[ids]] = np.nan
+        return out
+
+
+class SparseBackend:
+    """:class:`SparseIndex` scored as one SpMV over every row; a row with no overlap (score <= 0) is
+    not found."""
+
+    kind = "sparse"
+    exact = True
+
+    def __init__(self, ops: Any, index: SparseIndex | None = None, **options: Any) -> None:
+        self.index = index if index is not None else SparseIndex(**options)
+        self.ops = ops
+        self._dead = np.zeros(0, dtype=bool)
+
+    @property
+    def n(self) -> int:
+        return self.index.n_rows
+
+    def add(self, vectors: list[SparseVector]) -> np.ndarray:
+        start = self.index.n_rows
+        for i, v in enumerate(vectors):
+            self.index.add(start + i, np.asarray(v.ids, dtype=np.int64), np.asarray(v.weights, dtype=np.float32))
+        self.index.grow_rows(start + len(vectors))
+        return np.arange(start, start + len(vectors), dtype=np.int64)
+
+    def remove(self, rows: np.ndarray) -> None:
+        if self._dead.size < self.n:
+            self._dead = np.concatenate([self._dead, np.zeros(self.n - self._dead.size, dtype=bool)])
+        self._dead[np.asarray(rows, dtype=np.int64)] = True
+
+    def _alive(self) -> np.ndarray:
+        alive = np.ones(self.n, dtype=bool)
+        alive[: self._dead.size] &= ~self._dead[: self.n]
+        return alive
+
+    def all_scores(self, query: SparseQuery) -> np.ndarray:
+        out = np.zeros(self.n, dtype=np.float32)
+        s = self.index.scores(self.ops, np.asarray(query.ids, np.int32), np.asarray(query.weights, np.float32))
+        out[: s.size] = s[: self.n]
+        return out
+
+    def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        scores = self.all_scores(query)
+        ids, top = self.ops.topk(scores, k, mask=_live_bits(self._alive(), filter, self.n) & (scores > 0))
+        return np.asarray(ids, dtype=np.int64), np.asarray(top, dtype=np.float32)
+
+    def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        s = self.all_scores(query)[ids]
+        return np.where((s > 0) & self._alive()[ids], s, np.nan).astype(np.float32)
+
+
+class TokenBackend:
+    """:class:`TokenStore` scored by MaxSim (the mean over query tokens of the best document token);
+    search scores every admitted row, so it is exact and meant for reranking-sized pools."""
+
+    kind = "tokens"
+    exact = True
+
+    def __init__(self, ops: Any, store: TokenStore | None = None, dim_out: int | None = None) -> None:
+        self.store = store if store is not None else TokenStore(dim_out)
+        self.ops = ops
+        self._dead = np.zeros(0, dtype=bool)
+
+    @property
+    def n(self) -> int:
+        return self.store.n
+
+    def add(self, vectors: list[np.ndarray]) -> np.ndarray:
+        start = self.store.n
+        for i, t in enumerate(vectors):
+            self.store.add(start + i, t)
+        return np.arange(start, start + len(vectors), dtype=np.int64)
+
+    def remove(self, rows: np.ndarray) -> None:
+        if self._dead.size < self.n:
+            self._dead = np.concatenate([self._dead, np.zeros(self.n - self._dead.size, dtype=bool)])
+        self._dead[np.asarray(rows, dtype=np.int64)] = True
+
+    def score(self, ids: np.ndarray, query: TokenQuery) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.full(ids.size, np.nan, dtype=np.float32)
+        if self.store.n_tokens == 0 or ids.size == 0:
+            return out
+        q = self.store.transform(query.tokens)
+        has = self.store.count(ids) > 0
+        has &= ~np.pad(self._dead, (0, max(0, self.n - self._dead.size)))[ids]
+        if has.any() and q.shape[0]:
+            out[has] = self.ops.maxsim(q, self.store.offsets, self.store.tokens, ids[has].astype(np.int32)) / q.shape[0]
+        return out
+
+    def search(self, query: TokenQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        alive = np.ones(self.n, dtype=bool)
+        alive[: self._dead.size] &= ~self._dead[: self.n]
+        rows = np.flatnonzero(_live_bits(alive, filter, self.n))
+        scores = self.score(rows, query)
+        ok = ~np.isnan(scores)
+        ids, top = self.ops.topk(np.where(ok, scores, -np.inf).astype(np.float32), k, mask=ok)
+        return rows[np.asarray(ids, dtype=np.int64)], np.asarray(top, dtype=np.float32)
+
+
+register_backend("dense.numpy", "dense", True,
+                 lambda dim, ops, **kw: DenseBackend(dim, ops, exact_threshold=10**12, **kw),
+                 "exact scan over the dense matrix (the reference)")
+register_backend("dense.hnsw", "dense", False,
+                 lambda dim, ops, **kw: DenseBackend(dim, ops, exact_threshold=1, **kw),
+                 "hnswlib graph, filtered in-graph (DenseIndex past exact_threshold; here from the first row)")
+register_backend("sparse.numpy", "sparse", True,
+                 lambda ops, **kw: SparseBackend(ops, min_merge=kw.pop("min_merge", 64), **kw),
+                 "inverted index: CSC plus an append-only delta, SpMV")
+register_backend("tokens.numpy", "tokens", True, lambda ops, dim=None, **kw: TokenBackend(ops, **kw),
+                 "packed per-token vectors, MaxSim")
+
+
+__all__ = ["DenseBackend", "SparseBackend", "TokenBackend"]

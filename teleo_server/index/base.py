@@ -1,0 +1,249 @@
+"""The interface between the pipeline and an index: search and score, with the filters pushed down.
+
+Every index backend, in process or elsewhere, implements :class:`VectorIndex`::
+
+    search(query, k, filter) -> (ids int64, scores float32)   best first, only rows ``filter`` admits
+    score(ids, query)        -> scores float32                  NaN for rows the index has no vector of
+
+over rows numbered by the caller (chunk rows for the dense, sparse and per-token heads). A query is
+a :class:`DenseQuery`, :class:`SparseQuery` or :class:`TokenQuery` according to the index's kind.
+The access-control and request filters travel as a :class:`RowFilter`: a :class:`Bitmask` for an
+engine that shares the caller's row numbering, or an :class:`Expression` over row attributes
+(namespace, access level, memory type, times, session, metadata) for one that stores the
+attributes beside its vectors and filters on them itself (a Milvus collection, say): both describe
+the same rows, which ``tests/test_index_conformance.py`` checks.
+
+Backends are registered here by name (``register_backend``) and built by name (``make_backend``);
+the conformance suite runs every registered backend against the exact NumPy reference, so a new
+backend (GPU-resident, remote) is added by registering it and passing that suite. GPU backends
+register themselves from ``teleo_server.gpu.backends`` when CuPy imports; the in-process ones from
+``teleo_server.index.backends``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+# -- queries ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DenseQuery:
+    """An L2-normalised float32 (D,) vector; ``dim`` asks for a Matryoshka first pass at that width
+    (a backend without truncations searches at full width)."""
+
+    vector: np.ndarray
+    dim: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SparseQuery:
+    ids: np.ndarray       # int32 (Q,)
+    weights: np.ndarray   # float32 (Q,)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenQuery:
+    tokens: np.ndarray    # float32 (T, D), L2-normalised rows
+
+
+# -- filters ----------------------------------------------------------------------------------------
+
+
+class RowFilter(Protocol):
+    """Which rows a search may return."""
+
+    def bits(self, n: int) -> np.ndarray:
+        """bool (n,): the admitted rows among the first ``n``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Bitmask:
+    """A filter as one bit per row (rows past the mask are not admitted)."""
+
+    mask: np.ndarray
+
+    def bits(self, n: int) -> np.ndarray:
+        m = np.asarray(self.mask, dtype=bool)
+        if m.size >= n:
+            return m[:n]
+        out = np.zeros(n, dtype=bool)
+        out[: m.size] = m
+        return out
+
+
+Node = tuple  # ("and", *nodes) | ("or", *nodes) | ("not", node) | ("in", col, values) |
+#               ("prefix", col, text) | ("<=" | ">=" | "<" | ">" | "==", col, value) | ("true",) | ("false",)
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """A filter as a boolean expression over row attributes.
+
+    ``columns`` resolves an attribute name to one value per row (for evaluating the expression in
+    process); a remote engine instead receives ``text()``, a boolean expression in the syntax
+    vector databases take (``namespace in ["a"] and access_level <= 2``).
+    """
+
+    node: Node
+    columns: Callable[[str], np.ndarray] | None = None
+
+    def bits(self, n: int) -> np.ndarray:
+        if self.columns is None:
+            raise ValueError("this expression has no columns to evaluate against")
+        return Bitmask(evaluate(self.node, self.columns)).bits(n)
+
+    def text(self) -> str:
+        return render(self.node)
+
+
+def evaluate(node: Node, column: Callable[[str], np.ndarray]) -> np.ndarray:
+    """The rows (bool per row) where ``node`` holds, reading attributes through ``column``."""
+    op = node[0]
+    if op in ("true", "false"):
+        return np.full(column("alive").size, op == "true")
+    if op == "and":
+        out = evaluate(node[1], column).copy()
+        for sub in node[2:]:
+            out &= evaluate(sub, column)
+        return out
+    if op == "or":
+        out = evaluate(node[1], column).copy()
+        for sub in node[2:]:
+            out |= evaluate(sub, column)
+        return out
+    if op == "not":
+        return ~evaluate(node[1], column)
+    values = column(node[1])
+    if op == "in":
+        return np.isin(values, np.asarray(list(node[2]), dtype=values.dtype))
+    if op == "prefix":
+        return np.array([isinstance(v, str) and v.startswith(node[2]) for v in values.tolist()], dtype=bool)
+    compare = {"<=": np.less_equal, ">=": np.greater_equal, "<": np.less, ">": np.greater, "==": np.equal}
+    if op in compare:
+        return np.asarray(compare[op](values, np.asarray(node[2], dtype=values.dtype)), dtype=bool)
+    raise ValueError(f"unknown filter operator {op!r}")
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def render(node: Node) -> str:
+    op = node[0]
+    if op in ("true", "false"):
+        return op
+    if op in ("and", "or"):
+        return "(" + f" {op} ".join(render(n) for n in node[1:]) + ")"
+    if op == "not":
+        return f"not ({render(node[1])})"
+    if op == "in":
+        return f"{node[1]} in [{', '.join(_literal(v) for v in node[2])}]"
+    if op == "prefix":
+        return f'{node[1]} like "{node[2]}%"'
+    return f"{node[1]} {op} {_literal(node[2])}"
+
+
+# -- the interface and its registry -----------------------------------------------------------------
+
+
+class VectorIndex(Protocol):
+    """One index over rows 0..n-1. ``kind`` is "dense", "sparse" or "tokens"; ``exact`` says
+    whether search returns exactly the reference's top k (otherwise: a recall bar)."""
+
+    kind: str
+    exact: bool
+
+    @property
+    def n(self) -> int: ...
+
+    def add(self, vectors: list[Any]) -> np.ndarray:
+        """Append one vector per new row (rows n, n+1, ...); returns their row ids."""
+        ...
+
+    def remove(self, rows: np.ndarray) -> None:
+        """Tombstone rows: never returned again."""
+        ...
+
+    def search(self, query: Any, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def score(self, ids: np.ndarray, query: Any) -> np.ndarray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
+    name: str
+    kind: str
+    exact: bool
+    factory: Callable[..., VectorIndex]
+    description: str = ""
+
+
+_BACKENDS: dict[str, BackendInfo] = {}
+# modules that register backends when imported: the in-process ones, then those whose dependencies
+# may be missing here (CuPy, cuVS)
+PROVIDERS = ("teleo_server.index.backends",)
+OPTIONAL_PROVIDERS = ("teleo_server.gpu.backends",)
+_providers_loaded = False
+
+
+def register_backend(name: str, kind: str, exact: bool, factory: Callable[..., VectorIndex],
+                     description: str = "") -> None:
+    if name in _BACKENDS:
+        raise ValueError(f"index backend {name!r} is registered twice")
+    if kind not in ("dense", "sparse", "tokens"):
+        raise ValueError(f"index backend {name!r}: unknown kind {kind!r}")
+    _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description)
+
+
+def backends(kind: str | None = None) -> dict[str, BackendInfo]:
+    """Registered backends (of one kind), the optional providers imported first."""
+    global _providers_loaded
+    if not _providers_loaded:
+        _providers_loaded = True
+        for module in PROVIDERS:
+            importlib.import_module(module)
+        for module in OPTIONAL_PROVIDERS:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                pass  # its dependencies (CuPy, cuVS) are not installed here
+    return {n: b for n, b in _BACKENDS.items() if kind is None or b.kind == kind}
+
+
+def make_backend(name: str, **options: Any) -> VectorIndex:
+    try:
+        info = backends()[name]
+    except KeyError:
+        raise ValueError(f"unknown index backend {name!r}; known: {sorted(_BACKENDS)}") from None
+    return info.factory(**options)
+
+
+__all__ = [
+    "BackendInfo",
+    "Bitmask",
+    "DenseQuery",
+    "Expression",
+    "OPTIONAL_PROVIDERS",
+    "PROVIDERS",
+    "RowFilter",
+    "SparseQuery",
+    "TokenQuery",
+    "VectorIndex",
+    "backends",
+    "evaluate",
+    "make_backend",
+    "register_backend",
+    "render",
+]

@@ -1,0 +1,192 @@
+"""Index backend conformance: every registered backend, the same rows, queries and filters, checked
+against an exact NumPy reference written here.
+
+A new backend (GPU-resident, remote) is added by registering it in ``teleo_server.index.base`` and
+passing this suite. Exact backends must return the reference's top k (ties and float rounding
+aside); approximate ones must reach recall@k >= 0.9. Every backend must return only rows the filter
+admits and that were not removed, best first, with the reference's scores, and ``score`` must give
+the reference's score (NaN where a row has no signal).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.harness import memories as syn
+from teleo_server.compute.backend import ops
+from teleo_server.domain import AccessLevel, MemoryType
+from teleo_server.heads import SparseVector
+from teleo_server.index.base import Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, make_backend
+from teleo_server.index.catalog import Catalog
+from teleo_server.query import Filters
+
+N = 1500
+DIM = 48
+VOCAB = 400
+REMOVED = np.arange(0, N, 13)  # tombstoned after loading
+GPU_TOLERANCE = 3e-3  # fp16 storage on the device
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _data(kind: str, rng: np.random.Generator):
+    if kind == "dense":
+        return list(_unit(rng.standard_normal((N, DIM)).astype(np.float32)))
+    if kind == "sparse":
+        out = []
+        for i in range(N):
+            n = int(rng.integers(0, 12)) if i % 50 else 0  # a few rows without any term
+            ids = np.sort(rng.choice(VOCAB, n, replace=False))
+            out.append(SparseVector.of(ids, rng.gamma(2.0, 0.5, n)))
+        return out
+    return [_unit(rng.standard_normal((int(rng.integers(0, 6)), DIM)).astype(np.float32)).astype(np.float16)
+            if i % 40 else np.zeros((0, DIM), np.float16) for i in range(N)]
+
+
+def _queries(kind: str, rng: np.random.Generator, data) -> list:
+    if kind == "dense":
+        # near stored rows (so the true top k is well separated from the rest) and random ones
+        picks = [_unit(data[int(i)] + 0.3 * rng.standard_normal(DIM).astype(np.float32)) for i in rng.choice(N, 6)]
+        return [DenseQuery(q) for q in picks + list(_unit(rng.standard_normal((4, DIM)).astype(np.float32)))]
+    if kind == "sparse":
+        out = []
+        for _ in range(10):
+            ids = np.sort(rng.choice(VOCAB, int(rng.integers(1, 20)), replace=False)).astype(np.int32)
+            out.append(SparseQuery(ids, rng.random(ids.size).astype(np.float32)))
+        return out
+    return [TokenQuery(_unit(rng.standard_normal((int(rng.integers(1, 5)), DIM)).astype(np.float32))) for _ in range(6)]
+
+
+def _reference(kind: str, data, query) -> np.ndarray:
+    """Exact scores of every row (NaN where the row has no signal)."""
+    if kind == "dense":
+        return (np.stack(data) @ query.vector).astype(np.float32)
+    if kind == "sparse":
+        weights = dict(zip(query.ids.tolist(), query.weights.tolist()))
+        s = np.array([sum(weights.get(t, 0.0) * w for t, w in zip(v.ids.tolist(), v.weights.tolist())) for v in data],
+                     dtype=np.float32)
+        return np.where(s > 0, s, np.nan).astype(np.float32)
+    out = np.full(N, np.nan, dtype=np.float32)
+    for i, t in enumerate(data):
+        if len(t):
+            out[i] = float((query.tokens @ t.astype(np.float32).T).max(axis=1).mean())
+    return out
+
+
+def _filters(rng: np.random.Generator) -> dict[str, np.ndarray | None]:
+    return {
+        "none": None,
+        "half": rng.random(N) < 0.5,
+        "one_percent": rng.random(N) < 0.01,
+        "one_row": np.isin(np.arange(N), [777]),
+        "nothing": np.zeros(N, dtype=bool),
+        "short_mask": np.ones(N // 2, dtype=bool),  # rows past a mask are not admitted
+    }
+
+
+BACKENDS = sorted(backends())
+
+
+def _build(name: str, data):
+    info = backends()[name]
+    options = {"ops": ops("numpy")}
+    if info.kind == "dense":
+        options["dim"] = DIM
+    if info.kind == "tokens":
+        options["dim"] = DIM
+    backend = make_backend(name, **options)
+    rows = np.concatenate([backend.add(data[i:i + 500]) for i in range(0, N, 500)])
+    assert rows.tolist() == list(range(N)) and backend.n == N
+    backend.remove(REMOVED)
+    return backend
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_backend_matches_the_exact_reference_under_every_filter(name):
+    info = backends()[name]
+    rng = np.random.default_rng(hash(info.kind) % 2**32)
+    data = _data(info.kind, rng)
+    backend = _build(name, data)
+    tol = GPU_TOLERANCE if "resident" in name or "cagra" in name else 2e-3 if info.kind == "tokens" else 1e-5
+    alive = np.ones(N, dtype=bool)
+    alive[REMOVED] = False
+    recalls = []
+    for fname, mask in _filters(np.random.default_rng(1)).items():
+        admitted = alive.copy() if mask is None else alive & Bitmask(mask).bits(N)
+        for query in _queries(info.kind, np.random.default_rng(2), data):
+            ref = _reference(info.kind, data, query)
+            for k in (1, 10, 100):
+                ids, scores = backend.search(query, k, None if mask is None else Bitmask(mask))
+                assert ids.dtype == np.int64 and scores.dtype == np.float32 and ids.shape == scores.shape
+                assert len(set(ids.tolist())) == ids.size <= k, (fname, k)
+                assert admitted[ids].all(), f"{name} returned a row the filter ({fname}) or a removal excludes"
+                np.testing.assert_allclose(scores, ref[ids], atol=tol, err_msg=f"{name} {fname} k={k}")
+                assert np.all(np.diff(scores) <= tol), "best first"
+                candidates = np.flatnonzero(admitted & ~np.isnan(ref))
+                want = min(k, candidates.size)
+                if want == 0:
+                    assert ids.size == 0
+                    continue
+                kth = np.sort(ref[candidates])[::-1][want - 1]
+                if info.exact:
+                    assert ids.size == want, (name, fname, k)
+                    assert np.all(ref[ids] >= kth - tol), f"{name} missed a better row ({fname}, k={k})"
+                else:
+                    truth = candidates[np.argsort(-ref[candidates], kind="stable")[:want]]
+                    recalls.append(len(set(ids.tolist()) & set(truth.tolist())) / want)
+            # score() of arbitrary rows, removed and signal-less ones included
+            probe = np.random.default_rng(3).choice(N, 64, replace=False)
+            got = backend.score(probe, query)
+            expect = np.where(alive[probe], ref[probe], np.nan)
+            np.testing.assert_allclose(got, expect, atol=tol, equal_nan=True, err_msg=f"{name} score()")
+    if not info.exact:
+        assert np.mean(recalls) >= 0.9, f"{name} recall@k {np.mean(recalls):.3f}"
+
+
+def test_every_kind_has_an_exact_reference_backend():
+    kinds = {b.kind for b in backends().values() if b.exact}
+    assert kinds == {"dense", "sparse", "tokens"}
+
+
+def _catalog(rng: np.random.Generator) -> Catalog:
+    cat = Catalog()
+    for i in range(400):
+        meta = {"project": str(rng.choice(["apollo", "zephyr"]))} if i % 3 else {}
+        m = syn.memory(f"m{i}", "text", namespace=str(rng.choice(["team-a", "team-b", "ops", "ops-eu"])),
+                       access_level=AccessLevel(int(rng.integers(1, 5))), memory_type=MemoryType(int(rng.integers(1, 6))),
+                       event_time=float(rng.integers(0, 1000)), confidence=float(rng.random()),
+                       session_id=str(rng.choice(["", "s1", "s2"])), metadata=meta)
+        cat.add(m, 1)
+    for i in range(0, 400, 17):
+        cat.remove(f"m{i}")
+    return cat
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_expression_filter_admits_exactly_the_bitmask_rows(seed):
+    """The same ACL and request filters as a boolean expression over row attributes (what a remote
+    engine is sent) select exactly the rows of the in-process bitmask."""
+    rng = np.random.default_rng(seed)
+    cat = _catalog(rng)
+    scopes = [frozenset({"*"}), frozenset({"team-a"}), frozenset({"ops*"}), frozenset({"team-b", "ops*"})]
+    filters = [Filters(), Filters(namespaces=("team-a", "ops-eu")), Filters(memory_types=(MemoryType.EPISODIC, MemoryType.WORKING)),
+               Filters(event_start=100.0, event_end=600.0, min_confidence=0.3), Filters(session_id="s2"),
+               Filters(metadata=(("project", "apollo"),)), Filters(session_id="nope")]
+    for scope in scopes:
+        for level in AccessLevel:
+            principal = syn.admin(scope, level)
+            for f in filters:
+                expr = cat.expression(principal, f)
+                assert isinstance(expr, Expression)
+                np.testing.assert_array_equal(expr.bits(cat.n_rows), cat.mask(principal, f), err_msg=expr.text())
+
+
+def test_an_expression_renders_as_a_vector_database_filter():
+    cat = _catalog(np.random.default_rng(0))
+    expr = cat.expression(syn.admin(frozenset({"team-a", "ops*"}), AccessLevel.INTERNAL),
+                          Filters(memory_types=(MemoryType.EPISODIC,), event_start=10.0, session_id='s"1'))
+    assert expr.text() == ('(alive == true and access_level <= 2 and (namespace in ["team-a"] or namespace like "ops%") '
+                           'and memory_type in [1] and event_time >= 10.0 and session_id == "s\\"1")')
