@@ -54,6 +54,24 @@ class DenseBackend:
         return out
 
 
+class Removed:
+    """Rows tombstoned by ``remove``, for an index that keeps no alive mask of its own."""
+
+    def __init__(self) -> None:
+        self._dead = np.zeros(0, dtype=bool)
+
+    def remove(self, rows: np.ndarray, n: int) -> None:
+        if self._dead.size < n:
+            self._dead = np.concatenate([self._dead, np.zeros(n - self._dead.size, dtype=bool)])
+        self._dead[np.asarray(rows, dtype=np.int64)] = True
+
+    def alive(self, n: int) -> np.ndarray:
+        """bool (n,): rows not removed."""
+        alive = np.ones(n, dtype=bool)
+        alive[: min(self._dead.size, n)] = ~self._dead[:n]
+        return alive
+
+
 class SparseBackend:
     """:class:`SparseIndex` scored as one SpMV over every row; a row with no overlap (score <= 0) is
     not found."""
@@ -64,7 +82,7 @@ class SparseBackend:
     def __init__(self, ops: Any, index: SparseIndex | None = None, **options: Any) -> None:
         self.index = index if index is not None else SparseIndex(**options)
         self.ops = ops
-        self._dead = np.zeros(0, dtype=bool)
+        self.removed = Removed()
 
     @property
     def n(self) -> int:
@@ -78,14 +96,7 @@ class SparseBackend:
         return np.arange(start, start + len(vectors), dtype=np.int64)
 
     def remove(self, rows: np.ndarray) -> None:
-        if self._dead.size < self.n:
-            self._dead = np.concatenate([self._dead, np.zeros(self.n - self._dead.size, dtype=bool)])
-        self._dead[np.asarray(rows, dtype=np.int64)] = True
-
-    def _alive(self) -> np.ndarray:
-        alive = np.ones(self.n, dtype=bool)
-        alive[: self._dead.size] &= ~self._dead[: self.n]
-        return alive
+        self.removed.remove(rows, self.n)
 
     def all_scores(self, query: SparseQuery) -> np.ndarray:
         out = np.zeros(self.n, dtype=np.float32)
@@ -95,13 +106,13 @@ class SparseBackend:
 
     def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         scores = self.all_scores(query)
-        ids, top = self.ops.topk(scores, k, mask=_live_bits(self._alive(), filter, self.n) & (scores > 0))
+        ids, top = self.ops.topk(scores, k, mask=_live_bits(self.removed.alive(self.n), filter, self.n) & (scores > 0))
         return np.asarray(ids, dtype=np.int64), np.asarray(top, dtype=np.float32)
 
     def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         s = self.all_scores(query)[ids]
-        return np.where((s > 0) & self._alive()[ids], s, np.nan).astype(np.float32)
+        return np.where((s > 0) & self.removed.alive(self.n)[ids], s, np.nan).astype(np.float32)
 
 
 class TokenBackend:
@@ -114,7 +125,7 @@ class TokenBackend:
     def __init__(self, ops: Any, store: TokenStore | None = None, dim_out: int | None = None) -> None:
         self.store = store if store is not None else TokenStore(dim_out)
         self.ops = ops
-        self._dead = np.zeros(0, dtype=bool)
+        self.removed = Removed()
 
     @property
     def n(self) -> int:
@@ -127,9 +138,7 @@ class TokenBackend:
         return np.arange(start, start + len(vectors), dtype=np.int64)
 
     def remove(self, rows: np.ndarray) -> None:
-        if self._dead.size < self.n:
-            self._dead = np.concatenate([self._dead, np.zeros(self.n - self._dead.size, dtype=bool)])
-        self._dead[np.asarray(rows, dtype=np.int64)] = True
+        self.removed.remove(rows, self.n)
 
     def score(self, ids: np.ndarray, query: TokenQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
@@ -138,15 +147,13 @@ class TokenBackend:
             return out
         q = self.store.transform(query.tokens)
         has = self.store.count(ids) > 0
-        has &= ~np.pad(self._dead, (0, max(0, self.n - self._dead.size)))[ids]
+        has &= self.removed.alive(self.n)[ids]
         if has.any() and q.shape[0]:
             out[has] = self.ops.maxsim(q, self.store.offsets, self.store.tokens, ids[has].astype(np.int32)) / q.shape[0]
         return out
 
     def search(self, query: TokenQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
-        alive = np.ones(self.n, dtype=bool)
-        alive[: self._dead.size] &= ~self._dead[: self.n]
-        rows = np.flatnonzero(_live_bits(alive, filter, self.n))
+        rows = np.flatnonzero(_live_bits(self.removed.alive(self.n), filter, self.n))
         scores = self.score(rows, query)
         ok = ~np.isnan(scores)
         ids, top = self.ops.topk(np.where(ok, scores, -np.inf).astype(np.float32), k, mask=ok)
@@ -166,4 +173,4 @@ register_backend("tokens.numpy", "tokens", True, lambda ops, dim=None, **kw: Tok
                  "packed per-token vectors, MaxSim")
 
 
-__all__ = ["DenseBackend", "SparseBackend", "TokenBackend"]
+__all__ = ["DenseBackend", "Removed", "SparseBackend", "TokenBackend"]
