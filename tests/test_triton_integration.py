@@ -209,3 +209,76 @@ def test_killed_server_is_unavailable_then_recovers(install, tmp_path):
         for srv in (first, second):
             if srv is not None:
                 print(srv.log_tail())
+
+
+_PLUGIN_CHECK = """
+import asyncio, sys
+import numpy as np
+from teleo_server.plugins import load_plugins
+load_plugins(["tests.plugins.letters"])
+from teleo_server.embedding.base import TextRole
+from teleo_server.embedding.inprocess import InProcessEmbedder
+from teleo_server.embedding.repository import default_model_dir
+from teleo_server.embedding.triton import TritonEmbedder
+
+async def main(url):
+    remote, local = TritonEmbedder(url, timeout_s=60), InProcessEmbedder(default_model_dir(), threads=1)
+    await remote.start(); await local.start()
+    try:
+        assert remote.model_version == local.model_version and remote.model_version.endswith("+letters.1")
+        texts = ["Zebras quiz the jazz band.", "a b c", ""]
+        for role in (TextRole.DOCUMENT, TextRole.QUERY):
+            a, b = await remote.embed(texts, role), await local.embed(texts, role)
+            for x, y in zip(a, b):
+                for cx, cy in zip(x.chunks, y.chunks):
+                    assert cx.vectors.keys() == cy.vectors.keys() and "letters" in cx.vectors
+                    assert np.array_equal(cx.vectors["letters"], cy.vectors["letters"])
+                    assert np.array_equal(cx.vectors["dense"], cy.vectors["dense"])
+        print("letters-ok")
+    finally:
+        await remote.close(); await local.close()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_a_python_head_is_computed_by_triton_as_in_process(install, tmp_path, monkeypatch):
+    """A plugin's head is served by Triton's teleo_embed once `make models` wrote its outputs:
+    the same vectors as in-process, under the same model version."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests._server import REPO
+
+    repo = tmp_path / "models"
+    for src in MODEL_DIR.rglob("*"):
+        rel = src.relative_to(MODEL_DIR)
+        if "__pycache__" in rel.parts or src.is_dir():
+            continue
+        dst = repo / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.suffix in (".onnx", ".json") and src.name != "MANIFEST.json":
+            dst.symlink_to(src)  # weights and tokenizers are shared, not copied
+        else:
+            shutil.copyfile(src, dst)
+    # write teleo_embed's outputs with the plugin loaded, in a process of its own (this one's
+    # registry must stay as it is for the other tests)
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                    "from teleo_server.plugins import load_plugins; load_plugins(['tests.plugins.letters']); "
+                    "from teleo_server.embedding.build_repo import write_entry_outputs; "
+                    "assert len(write_entry_outputs(Path(sys.argv[1]))) == 2", str(repo)],
+                   check=True, cwd=REPO, timeout=120)
+    assert '"LETTERS" data_type: TYPE_FP32 dims: [ -1, 26 ]' in (repo / "teleo_embed" / "config.pbtxt").read_text()
+    monkeypatch.setenv("TELEO_PLUGINS", '["tests.plugins.letters"]')
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # where the plugin module is found
+    server = TritonServer(install, repo)
+    server.start(log_to=tmp_path / "triton.log")
+    try:
+        server.wait_ready(timeout_s=120)
+        done = subprocess.run([sys.executable, "-c", _PLUGIN_CHECK, server.grpc_url], cwd=REPO, timeout=300,
+                              capture_output=True, text=True, env=dict(os.environ))
+        assert done.returncode == 0 and "letters-ok" in done.stdout, done.stderr[-3000:] + server.log_tail()
+    finally:
+        server.stop()
