@@ -147,6 +147,11 @@ class PipelineSettings(BaseModel):
                 data["roles"] = {**DEFAULT_ROLES, **dict(data["roles"] or {})}
         return data
 
+    def updated(self, update: dict[str, Any]) -> PipelineSettings:
+        """These settings with ``update`` applied and validated (flat per-space keys placed under
+        their space); ``model_copy(update=...)`` would skip both."""
+        return PipelineSettings.model_validate({**self.model_dump(), **update})
+
     def space(self, name: str) -> dict[str, Any]:
         """The settings given for one space (validated by that space's own model)."""
         return dict(self.spaces.get(name, {}))

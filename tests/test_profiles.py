@@ -141,5 +141,7 @@ def test_each_space_reads_its_own_settings_and_the_flat_keys_still_work():
         assert r.spaces["E9_hdc"].dim == 2**12 and r.spaces["E6_lexical"].config.k1 == 1.5
         assert r.spaces["E2_recency"].config.scale_days == 7
     assert {flat.spaces[n].config.merge_fraction for n in ("E6_lexical", "E9_hdc", "E13_splade")} == {0.3}
+    # an update applied to existing settings goes through the same placement (never silently kept aside)
+    assert make_retriever(PipelineSettings().updated({"late_interaction_dim": 64})).spaces["E12_late"].store.dim_out == 64
     with pytest.raises(InvalidArgument, match="pipeline.profiles.p.settings"):
         make_retriever({"profiles": {"p": {"stages": ["finalize"], "settings": {"spaces": {"E9_hdc": {"ngram": 4}}}}}})

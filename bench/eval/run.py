@@ -92,7 +92,7 @@ def scifact_eval(p: Prepared, base: PipelineSettings, quick: bool, split: str) -
     results = {}
     shared = build(p, base)
     for run in runs(quick):
-        r = build(p, base.model_copy(update=run.settings)) if run.settings else shared
+        r = build(p, base.updated(run.settings)) if run.settings else shared
         res = evaluate(r, p, split, run)
         results[run.name] = res
         log.info("eval_run", dataset="scifact", split=split, run=run.name, ndcg10=round(res["all"]["ndcg@10"], 4),

@@ -44,7 +44,7 @@ def apply(base: PipelineSettings, params: dict[str, Any]) -> PipelineSettings:
     weights = dict(base.space_weights)
     weights.update({k[2:]: v for k, v in params.items() if k.startswith("w_")})
     update["space_weights"] = weights
-    return base.model_copy(update=update)
+    return base.updated(update)
 
 
 def main(argv: list[str] | None = None) -> int:

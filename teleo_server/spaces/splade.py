@@ -10,6 +10,8 @@ from pydantic import Field
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
+from teleo_server.index.backends import SparseBackend
+from teleo_server.index.base import SparseQuery
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
@@ -34,6 +36,7 @@ class SpladeSpace(SparseScoredSpace):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         self.index = SparseIndex(merge_fraction=self.config.merge_fraction)
+        self.backend: SparseBackend | None = None  # scoring goes through the index interface
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
@@ -44,6 +47,7 @@ class SpladeSpace(SparseScoredSpace):
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.index.compact(keep_chunks)
+        self.backend = None
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)
@@ -54,9 +58,11 @@ class SpladeSpace(SparseScoredSpace):
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""
         ids, w = feats
+        if self.backend is None:
+            self.backend = SparseBackend(self.ops or ctx.ops, index=self.index)
         chunk_scores = np.zeros(self.catalog.n_chunks, dtype=np.float32)
-        s = self.index.scores(ctx.ops, ids, w)
-        chunk_scores[: s.size] = s
+        s = self.backend.score(np.arange(self.backend.n), SparseQuery(ids, w))  # NaN: no overlap
+        chunk_scores[: s.size] = np.nan_to_num(s[: chunk_scores.size], nan=0.0)
         out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows)
         return np.maximum(out, 0.0)
 
