@@ -29,7 +29,7 @@ from teleo_server.errors import (
     TeleoError,
     Unavailable,
 )
-from teleo_server.pipeline.types import Hit, Outcome, Query, Retriever, StageReport
+from teleo_server.pipeline.types import Filters, Hit, Outcome, Query, Retriever, StageReport
 from teleo_server.store.base import MemoryStore
 
 log = structlog.get_logger(__name__)
@@ -325,6 +325,39 @@ class MemoryCore:
             if not principal.can_write(ns, level):
                 raise PermissionDenied(f"token may not write namespace {ns!r}", field="ids")
         return await self._finish(self._delete(ids))
+
+    async def list_memories(self, principal: Principal, filters: Filters, after: int, limit: int) -> tuple[list[Memory], int | None]:
+        """One page of what ``principal`` may read, oldest first, and where the next page starts
+        (None after the last)."""
+        rows = await self._on_store(self.store.list_page, principal, filters, after, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return [m for _, m in rows], (rows[-1][0] if more and rows else None)
+
+    async def delete_where(self, principal: Principal, filters: Filters, dry_run: bool) -> tuple[int, int]:
+        """(matched, deleted): every readable memory matching ``filters`` (which name namespaces);
+        PermissionDenied, and nothing deleted, when one of them is not writable by ``principal``."""
+        if not filters.namespaces:
+            raise InvalidArgument("name the namespaces to delete from (filters.namespaces)", field="filters.namespaces")
+        matched: list[Memory] = []
+        after = 0
+        while True:
+            page = await self._on_store(self.store.list_page, principal, filters, after, 1000)
+            matched += [m for _, m in page]
+            if len(page) < 1000:
+                break
+            after = page[-1][0]
+        for m in matched:
+            if not principal.can_write(m.namespace, m.access_level):
+                raise PermissionDenied(f"token may not write namespace {m.namespace!r} at level "
+                                       f"{m.access_level.name.lower()}", field="filters")
+        if dry_run or not matched:
+            return len(matched), 0
+        ids = [m.id for m in matched]
+        deleted = 0
+        for start in range(0, len(ids), 1000):
+            deleted += await self._finish(self._delete(ids[start:start + 1000]))
+        return len(matched), deleted
 
     async def _delete(self, ids: list[str]) -> int:
         deleted = await self._on_store(self.store.delete, ids)

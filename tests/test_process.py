@@ -88,6 +88,16 @@ def test_cli_round_trip_with_the_dev_token(server_process, tmp_path):
     assert _cli(srv, "health").returncode == 0
     assert _cli(srv, "health", "store").returncode == 0
     assert _cli(srv, "delete", memory_id).stdout.strip() == "deleted 1"
+    # list pages through every ingested memory; delete-where counts first, then deletes
+    first = _cli(srv, "list", "--namespace", "ops", "--page-size", "5")
+    assert len(first.stdout.splitlines()) == 5 and "pass --all" in first.stderr
+    listed = _cli(srv, "list", "--namespace", "ops", "--page-size", "5", "--all")
+    contents = [json.loads(line)["input"]["content"] for line in listed.stdout.splitlines()]
+    assert contents == [f"ingested line {i}" for i in range(12)], listed.stderr
+    dry = _cli(srv, "delete-where", "--namespace", "ops", "--dry-run")
+    assert dry.stdout.strip() == "matched 12, deleted 0 (dry run)", dry.stderr
+    assert _cli(srv, "delete-where", "--namespace", "ops").stdout.strip() == "matched 12, deleted 12"
+    assert _cli(srv, "list", "--all").stdout == ""
 
 
 def test_oversized_batch_is_resource_exhausted_and_server_stays_up(server_process):

@@ -5,6 +5,7 @@ Validation errors name the field (``memory.metadata``) so a caller can act on th
 
 from __future__ import annotations
 
+import base64
 import math
 import time
 from collections.abc import Callable
@@ -160,6 +161,39 @@ def ids_from(ids: list[str] | tuple[str, ...], limits: Limits, field: str = "ids
         if not i or len(i) > 128:
             raise InvalidArgument("each id must be 1..128 characters", field=field)
     return list(dict.fromkeys(ids))
+
+
+# -- listing ---------------------------------------------------------------------------------
+
+_CURSOR_PREFIX = "c1."
+
+
+def page_from(msg: pb.ListRequest, limits: Limits) -> tuple[int, int]:
+    """(start after this sequence number, page size) of a List request."""
+    size = msg.page_size or 100
+    if not 1 <= size <= limits.max_ids:
+        raise InvalidArgument(f"must be 1..{limits.max_ids} (0 = 100)", field="page_size")
+    if not msg.cursor:
+        return 0, size
+    text = msg.cursor
+    try:
+        after = int(base64.urlsafe_b64decode(text[len(_CURSOR_PREFIX):].encode()).decode()) \
+            if text.startswith(_CURSOR_PREFIX) else -1
+    except (ValueError, UnicodeDecodeError):
+        after = -1
+    if after < 0:
+        raise InvalidArgument("not a cursor this server issued; pass next_cursor from the previous page, "
+                              "or nothing for the first page", field="cursor")
+    return after, size
+
+
+def cursor_of(after: int | None) -> str:
+    return "" if after is None else _CURSOR_PREFIX + base64.urlsafe_b64encode(str(after).encode()).decode()
+
+
+def filters_from(msg: pb.RetrieveFilters, principal: Principal, limits: Limits) -> Filters:
+    """Retrieve's hard filters, checked (also used by List and DeleteWhere)."""
+    return _filters(msg, principal, limits)
 
 
 # -- retrieval -------------------------------------------------------------------------------
@@ -363,12 +397,15 @@ def now() -> float:
 __all__ = [
     "AGGREGATIONS",
     "FUSIONS",
+    "cursor_of",
+    "filters_from",
     "float_to_ts",
     "hit_to_result",
     "ids_from",
     "memory_from_input",
     "memory_to_proto",
     "now",
+    "page_from",
     "query_from_request",
     "stage_to_proto",
     "ts_to_float",

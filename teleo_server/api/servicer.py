@@ -276,6 +276,21 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         ids = convert.ids_from(request.ids, self.limits)
         return pb.DeleteResponse(deleted=await self.core.delete(principal, ids))
 
+    @rpc
+    async def List(self, request: pb.ListRequest, context: Any, principal: Principal) -> pb.ListResponse:
+        after, size = convert.page_from(request, self.limits)
+        filters = convert.filters_from(request.filters, principal, self.limits)
+        memories, next_after = await self.core.list_memories(principal, filters, after, size)
+        return pb.ListResponse(memories=[convert.memory_to_proto(m) for m in memories],
+                               next_cursor=convert.cursor_of(next_after))
+
+    @rpc
+    async def DeleteWhere(self, request: pb.DeleteWhereRequest, context: Any,
+                          principal: Principal) -> pb.DeleteWhereResponse:
+        filters = convert.filters_from(request.filters, principal, self.limits)
+        matched, deleted = await self.core.delete_where(principal, filters, request.dry_run)
+        return pb.DeleteWhereResponse(matched=matched, deleted=deleted)
+
     @streaming_rpc(shed=lambda servicer: servicer.core.admission.saturated())
     async def Retrieve(self, request: pb.RetrieveRequest, context: Any, principal: Principal, rid: str) -> AsyncIterator[pb.RetrieveResponse]:
         query, vectors = convert.query_from_request(request, principal, self.limits, convert.now(),

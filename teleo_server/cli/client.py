@@ -191,6 +191,51 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _where(args: argparse.Namespace):
+    from teleo.v1 import memory_pb2 as pb
+
+    return pb.RetrieveFilters(namespaces=args.namespace or [], session_id=args.session or "",
+                              metadata=_meta_pairs(args.meta))
+
+
+def _meta_pairs(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"teleo: --meta {item!r} needs key=value")
+        out[key] = value
+    return out
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """One memory per line (JSON), oldest first; every page with --all, else the first."""
+    from google.protobuf import json_format
+    from teleo.v1 import memory_pb2 as pb
+
+    stub, cursor = _stub(args), ""
+    while True:
+        resp = stub.List(pb.ListRequest(filters=_where(args), page_size=args.page_size, cursor=cursor),
+                         metadata=_metadata(args), timeout=args.timeout)
+        for m in resp.memories:
+            print(json.dumps(json_format.MessageToDict(m), ensure_ascii=False))
+        cursor = resp.next_cursor
+        if not cursor or not args.all:
+            break
+    if cursor:
+        print("more memories follow; pass --all to read every page", file=sys.stderr)
+    return 0
+
+
+def cmd_delete_where(args: argparse.Namespace) -> int:
+    from teleo.v1 import memory_pb2 as pb
+
+    resp = _stub(args).DeleteWhere(pb.DeleteWhereRequest(filters=_where(args), dry_run=args.dry_run),
+                                   metadata=_metadata(args), timeout=args.timeout)
+    print(f"matched {resp.matched}, deleted {resp.deleted}" + (" (dry run)" if args.dry_run else ""))
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from google.protobuf import json_format
     from teleo.v1 import memory_pb2 as pb
@@ -216,7 +261,8 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``store``, ``ingest``, ``query``, ``get``, ``delete``, ``stats`` and ``health``."""
+    """Register ``store``, ``ingest``, ``query``, ``get``, ``delete``, ``list``, ``delete-where``,
+    ``stats`` and ``health``."""
 
     def client(name: str, help: str, fn) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help)
@@ -248,6 +294,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("ids", nargs="+")
     c = client("delete", "delete memories by id", cmd_delete)
     c.add_argument("ids", nargs="+")
+    c = client("list", "list memories you may read, oldest first (JSON lines)", cmd_list)
+    c.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
+    c.add_argument("--session", help="only this session")
+    c.add_argument("--meta", action="append", help="key=value metadata that must match (repeatable)")
+    c.add_argument("--page-size", type=int, default=100)
+    c.add_argument("--all", action="store_true", help="read every page")
+    c = client("delete-where", "delete every memory of the named namespaces matching the filters", cmd_delete_where)
+    c.add_argument("--namespace", action="append", required=True, help="namespace to delete from (repeatable)")
+    c.add_argument("--session", help="only this session")
+    c.add_argument("--meta", action="append", help="key=value metadata that must match (repeatable)")
+    c.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     client("stats", "corpus statistics", cmd_stats)
     c = client("health", "exit 0 if SERVING (probe)", cmd_health)
     c.add_argument("component", nargs="?", default="", help="'', teleo.v1.MemoryService, embedding, index or store")
@@ -258,9 +315,11 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "add_commands",
     "cmd_delete",
+    "cmd_delete_where",
     "cmd_get",
     "cmd_health",
     "cmd_ingest",
+    "cmd_list",
     "cmd_query",
     "cmd_stats",
     "cmd_store",

@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from teleo_server.domain import AccessLevel, EmbeddingSet, Memory
+from teleo_server.domain import AccessLevel, EmbeddingSet, Memory, Principal
+from teleo_server.query import Filters
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,11 @@ class MemoryStore(Protocol):
 
     def get(self, ids: list[str]) -> dict[str, Memory]:
         """Servable memories by id; a row that cannot be served is quarantined and left out."""
+        ...
+
+    def list_page(self, principal: Principal, filters: Filters, after: int, limit: int) -> list[tuple[int, Memory]]:
+        """Up to ``limit`` servable memories ``principal`` may read that match ``filters``, oldest
+        first, each with its sequence number (> ``after``; the next page starts after the last)."""
         ...
 
     def access_of(self, ids: list[str]) -> dict[str, tuple[str, AccessLevel]]:

@@ -27,10 +27,12 @@ from teleo_server.domain import (
     LinkType,
     Memory,
     MemoryType,
+    Principal,
     unreadable_reason,
 )
 from teleo_server.errors import ResourceExhausted, TeleoError, Unavailable
 from teleo_server.heads import SparseVector, Vector
+from teleo_server.query import Filters
 from teleo_server.store.base import StoredToken
 from teleo_server.store.schema import migrate
 
@@ -244,6 +246,22 @@ class SQLiteStore:
             ids,
         ).fetchall()
         return {m.id: m for m in (self._servable(r) for r in rows) if m is not None}
+
+    @_guarded
+    def list_page(self, principal: Principal, filters: Filters, after: int, limit: int) -> list[tuple[int, Memory]]:
+        """Up to ``limit`` servable memories ``principal`` may read that match ``filters``, with
+        their sequence number (> ``after``), oldest first. Filters mean what the index's mask means."""
+        where, args = _scope_sql(principal)
+        more, more_args = _filters_sql(filters)
+        rows = self._reader().execute(
+            f"SELECT pk, {_MEMORY_COLUMNS} FROM memories WHERE quarantine IS NULL AND pk > ? AND {where}{more} "
+            "ORDER BY pk LIMIT ?", [after, *args, *more_args, limit]).fetchall()
+        out = []
+        for row in rows:
+            memory = self._servable(row[1:])
+            if memory is not None and principal.can_read(memory.namespace, memory.access_level):
+                out.append((int(row[0]), memory))
+        return out
 
     @_guarded
     def access_of(self, ids: list[str]) -> dict[str, tuple[str, AccessLevel]]:
@@ -470,6 +488,48 @@ def _row_to_token(r: tuple) -> StoredToken:
         revoked=r[7],
         note=r[8],
     )
+
+
+def _scope_sql(principal: Principal) -> tuple[str, list[Any]]:
+    """SQL for "``principal`` may read it" (``Principal.can_read``), and its arguments."""
+    where, args = "access_level <= ?", [int(principal.access_level)]
+    scope = principal.read_namespaces
+    if "*" in scope:
+        return where, args
+    exact = sorted(n for n in scope if not n.endswith("*"))
+    prefixes = sorted(n[:-1] for n in scope if n.endswith("*"))
+    ors = [f"namespace IN ({','.join('?' * len(exact))})"] if exact else []
+    ors += ["substr(namespace, 1, ?) = ?"] * len(prefixes)
+    args += exact + [a for p in prefixes for a in (len(p), p)]
+    return f"{where} AND ({' OR '.join(ors) or '0'})", args
+
+
+def _filters_sql(f: Filters) -> tuple[str, list[Any]]:
+    """SQL (each clause prefixed by AND) for Retrieve's hard filters, as ``Catalog.mask`` applies them."""
+    sql, args = "", []
+    if f.namespaces:
+        sql += f" AND namespace IN ({','.join('?' * len(f.namespaces))})"
+        args += list(f.namespaces)
+    if f.memory_types:
+        sql += f" AND memory_type IN ({','.join('?' * len(f.memory_types))})"
+        args += [int(t) for t in f.memory_types]
+    event = "(CASE WHEN event_time != 0 THEN event_time ELSE ingestion_time END)"  # the index's event time
+    if f.event_start is not None:
+        sql += f" AND {event} >= ?"
+        args.append(f.event_start)
+    if f.event_end is not None:
+        sql += f" AND {event} < ?"
+        args.append(f.event_end)
+    if f.min_confidence is not None:
+        sql += " AND confidence >= ?"
+        args.append(float(f.min_confidence))
+    if f.session_id:
+        sql += " AND session_id = ?"
+        args.append(f.session_id)
+    for key, value in f.metadata:
+        sql += " AND EXISTS (SELECT 1 FROM json_each(memories.metadata) WHERE key = ? AND value = ?)"
+        args += [key, value]
+    return sql, args
 
 
 def _insert_chunks(conn: sqlite3.Connection, memory_pk: int, emb: EmbeddingSet) -> None:

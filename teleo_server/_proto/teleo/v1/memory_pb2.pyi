@@ -228,6 +228,40 @@ class DeleteResponse(_message.Message):
     deleted: int
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
+class ListRequest(_message.Message):
+    __slots__ = ("filters", "page_size", "cursor")
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    filters: RetrieveFilters
+    page_size: int
+    cursor: str
+    def __init__(self, filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., page_size: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class ListResponse(_message.Message):
+    __slots__ = ("memories", "next_cursor")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[Memory]
+    next_cursor: str
+    def __init__(self, memories: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
+class DeleteWhereRequest(_message.Message):
+    __slots__ = ("filters", "dry_run")
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    filters: RetrieveFilters
+    dry_run: bool
+    def __init__(self, filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class DeleteWhereResponse(_message.Message):
+    __slots__ = ("matched", "deleted")
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    matched: int
+    deleted: int
+    def __init__(self, matched: _Optional[int] = ..., deleted: _Optional[int] = ...) -> None: ...
+
 class HeadVector(_message.Message):
     __slots__ = ("values", "rows", "ids", "weights")
     VALUES_FIELD_NUMBER: _ClassVar[int]

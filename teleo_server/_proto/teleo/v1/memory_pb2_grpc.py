@@ -54,6 +54,16 @@ class MemoryServiceStub:
                 request_serializer=teleo_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=teleo_dot_v1_dot_memory__pb2.DeleteResponse.FromString,
                 _registered_method=True)
+        self.List = channel.unary_unary(
+                '/teleo.v1.MemoryService/List',
+                request_serializer=teleo_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+                response_deserializer=teleo_dot_v1_dot_memory__pb2.ListResponse.FromString,
+                _registered_method=True)
+        self.DeleteWhere = channel.unary_unary(
+                '/teleo.v1.MemoryService/DeleteWhere',
+                request_serializer=teleo_dot_v1_dot_memory__pb2.DeleteWhereRequest.SerializeToString,
+                response_deserializer=teleo_dot_v1_dot_memory__pb2.DeleteWhereResponse.FromString,
+                _registered_method=True)
         self.Retrieve = channel.unary_stream(
                 '/teleo.v1.MemoryService/Retrieve',
                 request_serializer=teleo_dot_v1_dot_memory__pb2.RetrieveRequest.SerializeToString,
@@ -105,6 +115,21 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def List(self, request, context):
+        """Page through readable memories (cursor-based, stable while memories are added or deleted).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteWhere(self, request, context):
+        """Delete by namespace and filters. PERMISSION_DENIED, and nothing deleted, when any matching
+        memory is one the caller may read but not write.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Retrieve(self, request, context):
         """Stage events as stages finish, then results in rank order, then one summary.
         """
@@ -152,6 +177,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=teleo_dot_v1_dot_memory__pb2.DeleteRequest.FromString,
                     response_serializer=teleo_dot_v1_dot_memory__pb2.DeleteResponse.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=teleo_dot_v1_dot_memory__pb2.ListRequest.FromString,
+                    response_serializer=teleo_dot_v1_dot_memory__pb2.ListResponse.SerializeToString,
+            ),
+            'DeleteWhere': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWhere,
+                    request_deserializer=teleo_dot_v1_dot_memory__pb2.DeleteWhereRequest.FromString,
+                    response_serializer=teleo_dot_v1_dot_memory__pb2.DeleteWhereResponse.SerializeToString,
             ),
             'Retrieve': grpc.unary_stream_rpc_method_handler(
                     servicer.Retrieve,
@@ -282,6 +317,60 @@ class MemoryService:
             '/teleo.v1.MemoryService/Delete',
             teleo_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
             teleo_dot_v1_dot_memory__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/teleo.v1.MemoryService/List',
+            teleo_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+            teleo_dot_v1_dot_memory__pb2.ListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWhere(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/teleo.v1.MemoryService/DeleteWhere',
+            teleo_dot_v1_dot_memory__pb2.DeleteWhereRequest.SerializeToString,
+            teleo_dot_v1_dot_memory__pb2.DeleteWhereResponse.FromString,
             options,
             channel_credentials,
             insecure,

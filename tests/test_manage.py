@@ -1,0 +1,155 @@
+"""Managing memories through the real server: List (paged, filtered, only what the caller may read)
+and DeleteWhere (by namespace and filters, with a dry run)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from teleo.v1 import memory_pb2 as pb
+
+from teleo_server.auth import create_token
+from teleo_server.domain import AccessLevel
+
+LEVEL = {AccessLevel.PUBLIC: pb.ACCESS_LEVEL_PUBLIC, AccessLevel.INTERNAL: pb.ACCESS_LEVEL_INTERNAL,
+         AccessLevel.RESTRICTED: pb.ACCESS_LEVEL_RESTRICTED}
+
+
+def _token(api_server, agent, read, write, level=AccessLevel.INTERNAL, ns="default"):
+    _, token = create_token(api_server.app.core.store, agent, read, write, level, ns)
+    return [("authorization", f"Bearer {token}")]
+
+
+def _code(fn):
+    with pytest.raises(grpc.RpcError) as err:
+        fn()
+    return err.value.code(), err.value.details()
+
+
+def _store(stub, auth, content, ns, level=AccessLevel.INTERNAL, **kw) -> str:
+    memory = pb.MemoryInput(content=content, namespace=ns, access_level=LEVEL[level], **kw)
+    return stub.Store(pb.StoreRequest(memory=memory), metadata=auth, timeout=60).id
+
+
+def _all_pages(stub, auth, page_size, **kw) -> tuple[list[str], int]:
+    ids, cursor, pages = [], "", 0
+    while True:
+        resp = stub.List(pb.ListRequest(page_size=page_size, cursor=cursor, **kw), metadata=auth, timeout=30)
+        ids += [m.id for m in resp.memories]
+        pages += 1
+        assert len(resp.memories) <= page_size
+        if not resp.next_cursor:
+            return ids, pages
+        cursor = resp.next_cursor
+
+
+def test_list_pages_through_what_the_caller_may_read(api_server, stub):
+    owner = _token(api_server, "lister", ["shelf", "vault"], ["shelf", "vault"], AccessLevel.RESTRICTED, "shelf")
+    visitor = _token(api_server, "visitor", ["shelf"], [], AccessLevel.PUBLIC, "shelf")
+    public = [_store(stub, owner, f"public shelf note {i}", "shelf", AccessLevel.PUBLIC) for i in range(7)]
+    secret = [_store(stub, owner, f"restricted shelf note {i}", "shelf", AccessLevel.RESTRICTED) for i in range(3)]
+    vault = [_store(stub, owner, f"vault note {i}", "vault") for i in range(2)]
+
+    ids, pages = _all_pages(stub, owner, 4, filters=pb.RetrieveFilters(namespaces=["shelf"]))
+    assert ids == public + secret and pages == 3  # oldest first, 4 + 4 + 2
+    everything, _ = _all_pages(stub, owner, 100)
+    assert everything == public + secret + vault
+    # a PUBLIC reader pages through the same namespace and sees only what it may read
+    seen, _ = _all_pages(stub, visitor, 3)
+    assert seen == public
+    # and may not even name a namespace it cannot read
+    code, details = _code(lambda: stub.List(pb.ListRequest(filters=pb.RetrieveFilters(namespaces=["vault"])),
+                                            metadata=visitor, timeout=30))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and details.startswith("filters.namespaces")
+
+
+def test_list_applies_retrieves_filters(api_server, stub):
+    auth = _token(api_server, "filterer", ["desk"], ["desk"], AccessLevel.INTERNAL, "desk")
+    a = _store(stub, auth, "standup notes for monday", "desk", session_id="s1", metadata={"team": "infra"})
+    _store(stub, auth, "lunch order for tuesday", "desk", session_id="s2", metadata={"team": "food"})
+    c = _store(stub, auth, "retro action items", "desk", session_id="s1", memory_type=pb.MEMORY_TYPE_PROCEDURAL)
+    got = lambda **f: [m.id for m in stub.List(pb.ListRequest(filters=pb.RetrieveFilters(namespaces=["desk"], **f)),  # noqa: E731
+                                                metadata=auth, timeout=30).memories]
+    assert got(session_id="s1") == [a, c]
+    assert got(metadata={"team": "infra"}) == [a]
+    assert got(memory_types=[pb.MEMORY_TYPE_PROCEDURAL]) == [c]
+    assert got(session_id="nope") == []
+
+
+def test_a_cursor_survives_deletes_and_a_forged_one_is_refused(api_server, stub):
+    auth = _token(api_server, "pager", ["pages"], ["pages"], AccessLevel.INTERNAL, "pages")
+    ids = [_store(stub, auth, f"page item {i}", "pages") for i in range(6)]
+    first = stub.List(pb.ListRequest(page_size=2), metadata=auth, timeout=30)
+    assert [m.id for m in first.memories] == ids[:2] and first.next_cursor
+    stub.Delete(pb.DeleteRequest(ids=[ids[2]]), metadata=auth, timeout=30)  # the next page's first item
+    rest = stub.List(pb.ListRequest(page_size=10, cursor=first.next_cursor), metadata=auth, timeout=30)
+    assert [m.id for m in rest.memories] == ids[3:] and rest.next_cursor == ""
+    for bad in ("xyz", "c1.!!!", "c1.LTE="):  # garbage, bad base64, a negative position
+        code, details = _code(lambda: stub.List(pb.ListRequest(cursor=bad), metadata=auth, timeout=30))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("cursor: not a cursor this server issued")
+    code, details = _code(lambda: stub.List(pb.ListRequest(page_size=5000), metadata=auth, timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("page_size")
+
+
+def test_delete_where_counts_first_and_deletes_only_what_matches(api_server, stub):
+    auth = _token(api_server, "cleaner", ["bin", "keep"], ["bin", "keep"], AccessLevel.INTERNAL, "bin")
+    old = [_store(stub, auth, f"scratch {i}", "bin", session_id="old") for i in range(4)]
+    new = [_store(stub, auth, f"fresh {i}", "bin", session_id="new") for i in range(2)]
+    kept = _store(stub, auth, "unrelated", "keep", session_id="old")
+    where = pb.RetrieveFilters(namespaces=["bin"], session_id="old")
+    dry = stub.DeleteWhere(pb.DeleteWhereRequest(filters=where, dry_run=True), metadata=auth, timeout=30)
+    assert (dry.matched, dry.deleted) == (4, 0)
+    assert len(stub.Get(pb.GetRequest(ids=old), metadata=auth, timeout=30).memories) == 4
+    done = stub.DeleteWhere(pb.DeleteWhereRequest(filters=where), metadata=auth, timeout=30)
+    assert (done.matched, done.deleted) == (4, 4)
+    remaining = [m.id for m in stub.List(pb.ListRequest(), metadata=auth, timeout=30).memories]
+    assert remaining == new + [kept]
+    # deleted memories are gone from retrieval too, not only from the store
+    events = list(stub.Retrieve(pb.RetrieveRequest(text="scratch", top_k=10, filters=pb.RetrieveFilters(namespaces=["bin"])),
+                                metadata=auth, timeout=60))
+    assert not {e.result.memory.id for e in events if e.WhichOneof("event") == "result"} & set(old)
+    code, details = _code(lambda: stub.DeleteWhere(pb.DeleteWhereRequest(), metadata=auth, timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("filters.namespaces")
+
+
+def test_delete_where_refuses_when_any_match_is_not_writable(api_server, stub):
+    owner = _token(api_server, "owner", ["shared"], ["shared"], AccessLevel.INTERNAL, "shared")
+    reader = _token(api_server, "reader", ["shared"], [], AccessLevel.INTERNAL, "shared")
+    ids = [_store(stub, owner, f"shared fact {i}", "shared") for i in range(3)]
+    code, details = _code(lambda: stub.DeleteWhere(
+        pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=["shared"])), metadata=reader, timeout=30))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "may not write namespace 'shared'" in details
+    assert len(stub.Get(pb.GetRequest(ids=ids), metadata=owner, timeout=30).memories) == 3
+
+
+def test_list_and_the_index_agree_on_every_filter(tmp_path):
+    """The store's SQL filters select exactly the rows of the index's mask (the same ACL scopes,
+    levels, namespaces, types, times, confidence, session and metadata)."""
+    import numpy as np
+
+    from bench.harness import memories as syn
+    from teleo_server.domain import MemoryType
+    from teleo_server.index.catalog import Catalog
+    from teleo_server.query import Filters
+    from teleo_server.store import SQLiteStore
+
+    rng = np.random.default_rng(4)
+    store, cat = SQLiteStore(tmp_path / "t.db"), Catalog()
+    for i in range(300):
+        m = syn.memory(f"m{i}", f"text {i}", namespace=str(rng.choice(["team-a", "team-b", "ops", "ops-eu"])),
+                       access_level=AccessLevel(int(rng.integers(1, 5))), memory_type=MemoryType(int(rng.integers(1, 6))),
+                       event_time=float(rng.choice([0.0, *range(1, 1000)])), ingestion_time=500.0,
+                       confidence=float(rng.integers(0, 11)) / 10, session_id=str(rng.choice(["", "s1", "s2"])),
+                       metadata={"project": str(rng.choice(["apollo", "zephyr"]))} if i % 3 else {})
+        stored, _ = store.put(m, syn.embedding(syn.chunk(rng.standard_normal(8))), dedup=False)
+        cat.add(stored, 1)
+    scopes = [frozenset({"*"}), frozenset({"team-a"}), frozenset({"ops*"}), frozenset({"team-b", "ops*"})]
+    filters = [Filters(), Filters(namespaces=("team-a", "ops-eu")), Filters(memory_types=(MemoryType.EPISODIC,)),
+               Filters(event_start=100.0, event_end=600.0), Filters(min_confidence=0.3), Filters(session_id="s2"),
+               Filters(metadata=(("project", "apollo"),))]
+    for scope in scopes:
+        for level in AccessLevel:
+            principal = syn.admin(scope, level)
+            for f in filters:
+                listed = [m.id for _, m in store.list_page(principal, f, 0, 1000)]
+                masked = [cat.memory(int(r)).id for r in np.flatnonzero(cat.mask(principal, f))]
+                assert listed == masked, (scope, level, f)
