@@ -13,12 +13,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import structlog
 
-from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Memory, Principal, unreadable_reason
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal, unreadable_reason
 from teleo_server.heads import Vector
 from teleo_server.embedding.base import Embedder, TextRole
 from teleo_server.errors import (
@@ -325,6 +325,57 @@ class MemoryCore:
             if not principal.can_write(ns, level):
                 raise PermissionDenied(f"token may not write namespace {ns!r}", field="ids")
         return await self._finish(self._delete(ids))
+
+    async def editable(self, principal: Principal, memory_id: str) -> Memory:
+        """The memory, if ``principal`` may read and write it (NotFound when it may not read it)."""
+        found = (await self._on_store(self.store.get, [memory_id])).get(memory_id)
+        if found is None or not principal.can_read(found.namespace, found.access_level):
+            raise NotFound(f"no memory with id {memory_id}", field="id")
+        if not principal.can_write(found.namespace, found.access_level):
+            raise PermissionDenied(f"token may not write namespace {found.namespace!r}", field="id")
+        return found
+
+    async def update(self, principal: Principal, old: Memory, new: Memory, keep_previous: bool) -> tuple[Memory, str]:
+        """Store ``new`` (``old`` with changed fields, same id) in place: re-embedded when its content
+        changed, re-indexed, atomically. With ``keep_previous`` the old version stays as a memory of
+        its own, which the updated one ``supersedes``. Returns (stored memory, kept id or "")."""
+        if not principal.can_write(old.namespace, old.access_level):
+            raise PermissionDenied(f"token may not write namespace {old.namespace!r}", field="id")
+        if keep_previous and new.namespace != old.namespace:
+            raise InvalidArgument("keep_previous keeps the old version in its namespace, and links stay within "
+                                  "one: move the memory without it", field="keep_previous")
+        previous_id = new_memory_id() if keep_previous else ""
+        if previous_id:
+            new = replace(new, links=(*new.links, Link(previous_id, LinkType.SUPERSEDES)))
+        errors = await self.link_errors(principal, [replace(new, links=tuple(lk for lk in new.links
+                                                                               if lk.target_id != previous_id))])
+        if errors:
+            raise next(iter(errors.values()))
+        emb = None
+        if new.content_hash != old.content_hash:
+            (emb,) = await self.embedder.embed([new.content], TextRole.DOCUMENT)
+        stored = await self._finish(self._update(new, emb, previous_id or None))
+        if stored is None:
+            raise NotFound(f"no memory with id(s) {old.id}", field="id")
+        return stored, previous_id
+
+    async def _update(self, new: Memory, emb: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
+        kept_emb = await self._on_store(self.store.embeddings_of, new.id)
+        stored = await self._on_store(self.store.update, new, emb, previous_id)
+        if stored is None or kept_emb is None:
+            return stored
+        kept = None
+        if previous_id is not None:
+            kept = (await self._on_store(self.store.get, [previous_id])).get(previous_id)
+
+        def reindex() -> None:
+            self.retriever.remove([new.id])
+            self.retriever.add(stored, emb if emb is not None else kept_emb)
+            if kept is not None:
+                self.retriever.add(kept, kept_emb)
+
+        await self._on_index(reindex)
+        return stored
 
     async def list_memories(self, principal: Principal, filters: Filters, after: int, limit: int) -> tuple[list[Memory], int | None]:
         """One page of what ``principal`` may read, oldest first, and where the next page starts

@@ -153,3 +153,72 @@ def test_list_and_the_index_agree_on_every_filter(tmp_path):
                 listed = [m.id for _, m in store.list_page(principal, f, 0, 1000)]
                 masked = [cat.memory(int(r)).id for r in np.flatnonzero(cat.mask(principal, f))]
                 assert listed == masked, (scope, level, f)
+
+
+def _results(stub, auth, text, ns):
+    events = list(stub.Retrieve(pb.RetrieveRequest(text=text, top_k=5, filters=pb.RetrieveFilters(namespaces=[ns])),
+                                metadata=auth, timeout=60))
+    return [e.result for e in events if e.WhichOneof("event") == "result"]
+
+
+def test_update_changes_fields_in_place_and_re_embeds_a_new_content(api_server, stub):
+    auth = _token(api_server, "editor", ["facts"], ["facts"], AccessLevel.INTERNAL, "facts")
+    mid = _store(stub, auth, "The staging cluster runs in eu-west-1.", "facts", metadata={"owner": "ops"})
+    stub.Feedback(pb.FeedbackRequest(id=mid, used=True, helpful=True), metadata=auth, timeout=30)
+    resp = stub.Update(pb.UpdateRequest(id=mid, fields=["content", "importance"], memory=pb.MemoryInput(
+        content="We moved staging to us-east-2 in March.", importance=0.9)), metadata=auth, timeout=60)
+    m = resp.memory
+    assert m.id == mid and resp.previous_id == ""
+    assert m.input.content.startswith("We moved staging") and abs(m.input.importance - 0.9) < 1e-6
+    assert m.input.metadata == {"owner": "ops"} and m.used_count == 1 and m.helpful_count == 1  # untouched
+    top = _results(stub, auth, "which region is staging in now, us-east-2?", "facts")[0]
+    assert top.memory.id == mid and "us-east-2" in top.memory.input.content  # the index has the new vectors
+    (got,) = stub.Get(pb.GetRequest(ids=[mid]), metadata=auth, timeout=30).memories
+    assert got.input.content == m.input.content and got.content_hash == m.content_hash != ""
+    # a field change alone keeps the vectors and still moves the filters
+    stub.Update(pb.UpdateRequest(id=mid, fields=["session_id"], memory=pb.MemoryInput(session_id="s9")),
+                metadata=auth, timeout=60)
+    listed = stub.List(pb.ListRequest(filters=pb.RetrieveFilters(namespaces=["facts"], session_id="s9")), metadata=auth, timeout=30)
+    assert [x.id for x in listed.memories] == [mid]
+    hits = list(stub.Retrieve(pb.RetrieveRequest(text="staging us-east-2", filters=pb.RetrieveFilters(session_id="s9")),
+                              metadata=auth, timeout=60))
+    assert [e.result.memory.id for e in hits if e.WhichOneof("event") == "result"] == [mid]
+
+
+def test_update_can_keep_the_previous_version_which_it_supersedes(api_server, stub):
+    auth = _token(api_server, "historian", ["hist"], ["hist"], AccessLevel.INTERNAL, "hist")
+    mid = _store(stub, auth, "The office coffee machine is on floor 2.", "hist")
+    resp = stub.Update(pb.UpdateRequest(id=mid, fields=["content"], keep_previous=True,
+                                        memory=pb.MemoryInput(content="The office coffee machine moved to floor 5.")),
+                       metadata=auth, timeout=60)
+    prev = resp.previous_id
+    assert prev and prev != mid
+    assert [(lk.target_id, lk.type) for lk in resp.memory.input.links] == [(prev, pb.LINK_TYPE_SUPERSEDES)]
+    (old,) = stub.Get(pb.GetRequest(ids=[prev]), metadata=auth, timeout=30).memories
+    assert old.input.content == "The office coffee machine is on floor 2."
+    found = {r.memory.id for r in _results(stub, auth, "coffee machine floor", "hist")}
+    assert {mid, prev} <= found  # both versions are indexed
+
+
+def test_update_refuses_what_the_caller_may_not_do(api_server, stub):
+    owner = _token(api_server, "ed-owner", ["mine", "elsewhere"], ["mine"], AccessLevel.INTERNAL, "mine")
+    reader = _token(api_server, "ed-reader", ["mine"], [], AccessLevel.INTERNAL, "mine")
+    outsider = _token(api_server, "ed-out", ["other"], ["other"], AccessLevel.INTERNAL, "other")
+    mid = _store(stub, owner, "a fact only its owner may change", "mine")
+    change = pb.MemoryInput(content="changed")
+    cases = [
+        (reader, pb.UpdateRequest(id=mid, fields=["content"], memory=change), grpc.StatusCode.PERMISSION_DENIED, "id:"),
+        (outsider, pb.UpdateRequest(id=mid, fields=["content"], memory=change), grpc.StatusCode.NOT_FOUND, "id:"),
+        (owner, pb.UpdateRequest(id="nope", fields=["content"], memory=change), grpc.StatusCode.NOT_FOUND, "id:"),
+        (owner, pb.UpdateRequest(id=mid, fields=["colour"], memory=change), grpc.StatusCode.INVALID_ARGUMENT, "fields[0]:"),
+        (owner, pb.UpdateRequest(id=mid, memory=change), grpc.StatusCode.INVALID_ARGUMENT, "fields:"),
+        (owner, pb.UpdateRequest(id=mid, fields=["namespace"], memory=pb.MemoryInput(namespace="elsewhere")),
+         grpc.StatusCode.PERMISSION_DENIED, "memory.namespace:"),
+        (owner, pb.UpdateRequest(id=mid, fields=["content"], memory=pb.MemoryInput(content="  ")),
+         grpc.StatusCode.INVALID_ARGUMENT, "memory.content:"),
+    ]
+    for auth, req, code, prefix in cases:
+        got, details = _code(lambda: stub.Update(req, metadata=auth, timeout=30))
+        assert got == code and details.startswith(prefix), (req.fields, got, details)
+    (still,) = stub.Get(pb.GetRequest(ids=[mid]), metadata=owner, timeout=30).memories
+    assert still.input.content == "a fact only its owner may change"

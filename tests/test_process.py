@@ -83,6 +83,12 @@ def test_cli_round_trip_with_the_dev_token(server_process, tmp_path):
     assert ingest.returncode == 0 and "stored 12" in ingest.stdout, ingest.stderr
     got = _cli(srv, "get", memory_id)
     assert json.loads(got.stdout)["input"]["content"].startswith("The staging cluster")
+    updated = _cli(srv, "update", memory_id, "--content", "Staging moved to us-east-2.", "--keep-previous")
+    out = json.loads(updated.stdout)
+    assert out["memory"]["id"] == memory_id and out["memory"]["input"]["content"] == "Staging moved to us-east-2."
+    assert out["memory"]["input"]["links"][0]["targetId"] == out["previousId"], updated.stderr
+    assert _cli(srv, "delete", out["previousId"]).stdout.strip() == "deleted 1"
+    assert "nothing to change" in _cli(srv, "update", memory_id).stderr
     refused = _cli(srv, "query", "anything", token=False)
     assert refused.returncode == 1 and "UNAUTHENTICATED" in refused.stderr
     assert _cli(srv, "health").returncode == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import math
+from dataclasses import replace
 import time
 from collections.abc import Callable
 from typing import get_args
@@ -161,6 +162,43 @@ def ids_from(ids: list[str] | tuple[str, ...], limits: Limits, field: str = "ids
         if not i or len(i) > 128:
             raise InvalidArgument("each id must be 1..128 characters", field=field)
     return list(dict.fromkeys(ids))
+
+
+# -- updates ---------------------------------------------------------------------------------
+
+UPDATABLE = tuple(f.name for f in pb.MemoryInput.DESCRIPTOR.fields)
+
+
+def updated_memory(old: Memory, msg: pb.UpdateRequest, principal: Principal, limits: Limits) -> Memory:
+    """``old`` with the fields ``msg.fields`` names taken from ``msg.memory``, validated as a Store is
+    (the caller must be able to write the result's namespace and level). Bookkeeping stays."""
+    if not msg.fields:
+        raise InvalidArgument(f"name the fields to change (any of {list(UPDATABLE)})", field="fields")
+    merged = memory_to_proto(old).input
+    for i, name in enumerate(msg.fields):
+        if name not in UPDATABLE:
+            raise InvalidArgument(f"unknown field {name[:64]!r}; updatable: {list(UPDATABLE)}", field=f"fields[{i}]")
+        field = pb.MemoryInput.DESCRIPTOR.fields_by_name[name]
+        if field.is_repeated:  # links, metadata
+            merged.ClearField(name)
+            target = getattr(merged, name)
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                target.update(getattr(msg.memory, name))
+            else:
+                target.extend(getattr(msg.memory, name))
+        elif field.message_type is not None or field.has_presence:
+            merged.ClearField(name)
+            if msg.memory.HasField(name):
+                if field.message_type is not None:
+                    getattr(merged, name).CopyFrom(getattr(msg.memory, name))
+                else:
+                    setattr(merged, name, getattr(msg.memory, name))
+        else:
+            setattr(merged, name, getattr(msg.memory, name))
+    new = memory_from_input(merged, principal, limits, old.ingestion_time, field="memory")
+    return replace(new, id=old.id, ingestion_time=old.ingestion_time, model_version=old.model_version,
+                   chunk_count=old.chunk_count, retrieved_count=old.retrieved_count, used_count=old.used_count,
+                   helpful_count=old.helpful_count, misled_count=old.misled_count)
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -396,6 +434,7 @@ def now() -> float:
 
 __all__ = [
     "AGGREGATIONS",
+    "UPDATABLE",
     "FUSIONS",
     "cursor_of",
     "filters_from",
@@ -409,4 +448,5 @@ __all__ = [
     "query_from_request",
     "stage_to_proto",
     "ts_to_float",
+    "updated_memory",
 ]

@@ -277,6 +277,14 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return pb.DeleteResponse(deleted=await self.core.delete(principal, ids))
 
     @rpc
+    async def Update(self, request: pb.UpdateRequest, context: Any, principal: Principal) -> pb.UpdateResponse:
+        (memory_id,) = convert.ids_from([request.id], self.limits, field="id")
+        old = await self.core.editable(principal, memory_id)
+        new = convert.updated_memory(old, request, principal, self.limits)
+        stored, previous_id = await self.core.update(principal, old, new, request.keep_previous)
+        return pb.UpdateResponse(memory=convert.memory_to_proto(stored), previous_id=previous_id)
+
+    @rpc
     async def List(self, request: pb.ListRequest, context: Any, principal: Principal) -> pb.ListResponse:
         after, size = convert.page_from(request, self.limits)
         filters = convert.filters_from(request.filters, principal, self.limits)

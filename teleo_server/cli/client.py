@@ -227,6 +227,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_update(args: argparse.Namespace) -> int:
+    """Change the given fields of one memory; prints it as stored (JSON)."""
+    from google.protobuf import json_format
+    from teleo.v1 import memory_pb2 as pb
+
+    memory, fields = pb.MemoryInput(), []
+    if args.content is not None:
+        memory.content, fields = args.content, [*fields, "content"]
+    if args.meta is not None:
+        memory.metadata.update(_meta_pairs(args.meta))
+        fields.append("metadata")
+    if args.importance is not None:
+        memory.importance, fields = args.importance, [*fields, "importance"]
+    if not fields:
+        raise SystemExit("teleo: nothing to change: give --content, --meta or --importance")
+    resp = _stub(args).Update(pb.UpdateRequest(id=args.id, memory=memory, fields=fields, keep_previous=args.keep_previous),
+                              metadata=_metadata(args), timeout=args.timeout)
+    print(json.dumps(json_format.MessageToDict(resp), ensure_ascii=False))
+    return 0
+
+
 def cmd_delete_where(args: argparse.Namespace) -> int:
     from teleo.v1 import memory_pb2 as pb
 
@@ -261,8 +282,8 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``store``, ``ingest``, ``query``, ``get``, ``delete``, ``list``, ``delete-where``,
-    ``stats`` and ``health``."""
+    """Register ``store``, ``ingest``, ``query``, ``get``, ``delete``, ``update``, ``list``,
+    ``delete-where``, ``stats`` and ``health``."""
 
     def client(name: str, help: str, fn) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help)
@@ -294,6 +315,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("ids", nargs="+")
     c = client("delete", "delete memories by id", cmd_delete)
     c.add_argument("ids", nargs="+")
+    c = client("update", "change fields of one memory (a new content is re-embedded)", cmd_update)
+    c.add_argument("id")
+    c.add_argument("--content", help="the new text")
+    c.add_argument("--meta", action="append", help="key=value; replaces the metadata (repeatable)")
+    c.add_argument("--importance", type=float)
+    c.add_argument("--keep-previous", action="store_true", help="keep the old version; the new one supersedes it")
     c = client("list", "list memories you may read, oldest first (JSON lines)", cmd_list)
     c.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
     c.add_argument("--session", help="only this session")
@@ -323,4 +350,5 @@ __all__ = [
     "cmd_query",
     "cmd_stats",
     "cmd_store",
+    "cmd_update",
 ]

@@ -335,6 +335,41 @@ class SQLiteStore:
         for memory_id, reason in bad:
             self.quarantine(memory_id, reason)
 
+    def update(self, memory: Memory, embeddings: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
+        """Overwrite a memory's fields (all but its bookkeeping counters), and its embeddings when
+        given, in one transaction; with ``previous_id``, first keep the row as it was (embeddings
+        too) under that id. None when the memory is gone (or quarantined)."""
+        with self._tx() as conn:
+            row = conn.execute("SELECT pk FROM memories WHERE id = ? AND quarantine IS NULL", (memory.id,)).fetchone()
+            if row is None:
+                return None
+            pk = row[0]
+            if previous_id is not None:
+                rest = _MEMORY_COLUMNS.removeprefix("id, ")
+                cur = conn.execute(f"INSERT INTO memories (id, {rest}) SELECT ?, {rest} FROM memories WHERE pk = ?",
+                                   (previous_id, pk))
+                kept = cur.lastrowid
+                conn.execute("INSERT INTO chunks SELECT ?, idx, start, end FROM chunks WHERE memory_pk = ?", (kept, pk))
+                conn.execute("INSERT INTO chunk_vectors SELECT ?, idx, head, kind, dtype, rows, cols, data, ids "
+                             "FROM chunk_vectors WHERE memory_pk = ?", (kept, pk))
+            values = _memory_to_row(memory)
+            fields = _MEMORY_COLUMNS.split(", ")[1:16]  # namespace .. evergreen: what a caller may change
+            conn.execute(f"UPDATE memories SET {', '.join(f + ' = ?' for f in fields)} WHERE pk = ?",
+                         (*values[1:16], pk))
+            if embeddings is not None:
+                conn.execute("DELETE FROM chunks WHERE memory_pk = ?", (pk,))
+                _insert_chunks(conn, pk, embeddings)
+                conn.execute("UPDATE memories SET model_version = ?, chunk_count = ? WHERE pk = ?",
+                             (embeddings.model_version, len(embeddings.chunks), pk))
+            out = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE pk = ?", (pk,)).fetchone()
+        return _row_to_memory(out)
+
+    def embeddings_of(self, memory_id: str) -> EmbeddingSet | None:
+        """The stored embeddings of a memory (None when it is gone)."""
+        conn = self._reader()
+        row = conn.execute("SELECT pk, model_version FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        return None if row is None else _load_embeddings(conn, row[0], row[1])
+
     @_guarded
     def stale_ids(self, model_version: str) -> list[str]:
         rows = self._reader().execute("SELECT id FROM memories WHERE model_version != ? AND quarantine IS NULL", (model_version,))

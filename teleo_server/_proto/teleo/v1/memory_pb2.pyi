@@ -228,6 +228,26 @@ class DeleteResponse(_message.Message):
     deleted: int
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
+class UpdateRequest(_message.Message):
+    __slots__ = ("id", "memory", "fields", "keep_previous")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    memory: MemoryInput
+    fields: _containers.RepeatedScalarFieldContainer[str]
+    keep_previous: bool
+    def __init__(self, id: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., fields: _Optional[_Iterable[str]] = ..., keep_previous: _Optional[bool] = ...) -> None: ...
+
+class UpdateResponse(_message.Message):
+    __slots__ = ("memory", "previous_id")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_ID_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    previous_id: str
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., previous_id: _Optional[str] = ...) -> None: ...
+
 class ListRequest(_message.Message):
     __slots__ = ("filters", "page_size", "cursor")
     FILTERS_FIELD_NUMBER: _ClassVar[int]

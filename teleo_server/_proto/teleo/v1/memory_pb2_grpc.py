@@ -54,6 +54,11 @@ class MemoryServiceStub:
                 request_serializer=teleo_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=teleo_dot_v1_dot_memory__pb2.DeleteResponse.FromString,
                 _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/teleo.v1.MemoryService/Update',
+                request_serializer=teleo_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
+                response_deserializer=teleo_dot_v1_dot_memory__pb2.UpdateResponse.FromString,
+                _registered_method=True)
         self.List = channel.unary_unary(
                 '/teleo.v1.MemoryService/List',
                 request_serializer=teleo_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
@@ -111,6 +116,13 @@ class MemoryServiceServicer:
 
     def Delete(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Change a memory in place (read and write access needed, also to a new namespace or level).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -177,6 +189,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=teleo_dot_v1_dot_memory__pb2.DeleteRequest.FromString,
                     response_serializer=teleo_dot_v1_dot_memory__pb2.DeleteResponse.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=teleo_dot_v1_dot_memory__pb2.UpdateRequest.FromString,
+                    response_serializer=teleo_dot_v1_dot_memory__pb2.UpdateResponse.SerializeToString,
             ),
             'List': grpc.unary_unary_rpc_method_handler(
                     servicer.List,
@@ -317,6 +334,33 @@ class MemoryService:
             '/teleo.v1.MemoryService/Delete',
             teleo_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
             teleo_dot_v1_dot_memory__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/teleo.v1.MemoryService/Update',
+            teleo_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
+            teleo_dot_v1_dot_memory__pb2.UpdateResponse.FromString,
             options,
             channel_credentials,
             insecure,
