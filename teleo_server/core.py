@@ -233,7 +233,8 @@ class MemoryCore:
 
     # -- writes -----------------------------------------------------------------------------
 
-    async def store_many(self, principal: Principal, memories: list[Memory]) -> list[StoreOutcome]:
+    async def store_many(self, principal: Principal, memories: list[Memory],
+                         given: dict[str, EmbeddingSet] | None = None) -> list[StoreOutcome]:
         """Embed and durably store; duplicates write nothing.
 
         A duplicate is a memory with the same content in the same namespace at the same access
@@ -241,8 +242,12 @@ class MemoryCore:
         never reveal a memory the caller could not read, so a writer without read access to that
         scope always gets its own copy stored.
 
+        ``given``: memory id -> its vectors, already checked to be of this server's model version
+        (an import); those memories are not embedded again.
+
         Raises Unavailable when the embedder is down: a memory is never stored half-embedded.
         """
+        given = given or {}
         if not memories:
             return []
 
@@ -259,9 +264,12 @@ class MemoryCore:
         for m in fresh:
             unique.setdefault(key(m), m)
         to_embed = list(unique.values())
-        sets = await self.embedder.embed([m.content for m in to_embed], TextRole.DOCUMENT) if to_embed else []
-        if len(sets) != len(to_embed):
+        missing = [m for m in to_embed if m.id not in given]
+        fresh_sets = await self.embedder.embed([m.content for m in missing], TextRole.DOCUMENT) if missing else []
+        if len(fresh_sets) != len(missing):
             raise Unavailable("embedder returned a partial result; nothing was stored")
+        embedded = dict(zip([m.id for m in missing], fresh_sets, strict=True))
+        sets = [given[m.id] if m.id in given else embedded[m.id] for m in to_embed]
         stored = await self._finish(self._commit(list(zip(to_embed, sets, strict=True)), dedup))
         by_key = {key(m): stored_dup for m, stored_dup in zip(to_embed, stored, strict=True)}
         out = []
@@ -376,6 +384,18 @@ class MemoryCore:
 
         await self._on_index(reindex)
         return stored
+
+    async def export(self, principal: Principal, filters: Filters, with_embeddings: bool) -> AsyncIterator[tuple[Memory, EmbeddingSet | None]]:
+        """Every memory ``principal`` may read that matches ``filters``, oldest first (a page at a time)."""
+        after = 0
+        while True:
+            page = await self._on_store(self.store.list_page, principal, filters, after, 256)
+            for _, memory in page:
+                emb = await self._on_store(self.store.embeddings_of, memory.id) if with_embeddings else None
+                yield memory, emb
+            if len(page) < 256:
+                return
+            after = page[-1][0]
 
     async def list_memories(self, principal: Principal, filters: Filters, after: int, limit: int) -> tuple[list[Memory], int | None]:
         """One page of what ``principal`` may read, oldest first, and where the next page starts

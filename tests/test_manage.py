@@ -222,3 +222,65 @@ def test_update_refuses_what_the_caller_may_not_do(api_server, stub):
         assert got == code and details.startswith(prefix), (req.fields, got, details)
     (still,) = stub.Get(pb.GetRequest(ids=[mid]), metadata=owner, timeout=30).memories
     assert still.input.content == "a fact only its owner may change"
+
+
+def test_a_namespace_moves_between_servers_by_export_and_import(api_server, stub, tmp_path):
+    """Export from this server, import into a second one: contents, fields, links among the moved
+    memories and (same model version) vectors arrive; nothing else is visible to the exporter."""
+    from teleo.v1 import memory_pb2_grpc
+
+    from teleo_server.config import Settings
+    from tests._server import InThreadServer
+
+    owner = _token(api_server, "mover", ["moving", "stay"], ["moving", "stay"], AccessLevel.INTERNAL, "moving")
+    first = _store(stub, owner, "The release train leaves every Tuesday.", "moving", metadata={"team": "rel"})
+    second = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(
+        content="Release trains were moved to Wednesdays.", namespace="moving",
+        links=[pb.Link(target_id=first, type=pb.LINK_TYPE_SUPERSEDES)])), metadata=owner, timeout=60).id
+    _store(stub, owner, "not part of the move", "stay")
+    exported = list(stub.Export(pb.ExportRequest(filters=pb.RetrieveFilters(namespaces=["moving"]), with_embeddings=True),
+                                metadata=owner, timeout=60))
+    assert [e.memory.id for e in exported] == [first, second]
+    assert all(e.chunks and set(e.chunks[0].heads) == {"dense", "tokens", "splade"} for e in exported)
+
+    target = InThreadServer.start(Settings(port=0, data_dir=tmp_path / "t", dev_token_file=tmp_path / "token2"))
+    try:
+        other = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(target.address))
+        auth = [("authorization", f"Bearer {target.token}")]
+        resp = other.Import(iter(pb.ImportRequest(item=e) for e in exported), metadata=auth, timeout=120)
+        assert (resp.stored, resp.failed, resp.duplicates, resp.vectors_reused) == (2, 0, 0, 2), resp
+        new_first, new_second = (i.id for i in resp.items)
+        got = {m.id: m for m in other.Get(pb.GetRequest(ids=[new_first, new_second]), metadata=auth, timeout=30).memories}
+        assert got[new_first].input.metadata == {"team": "rel"} and got[new_first].input.namespace == "moving"
+        assert [lk.target_id for lk in got[new_second].input.links] == [new_first]  # the link followed
+        # the vectors arrived as they were: retrieving by the exported dense vector finds the memory first
+        vec = exported[1].chunks[0].heads["dense"].values
+        hits = list(other.Retrieve(pb.RetrieveRequest(vectors=pb.QueryVectors(dense=vec, model_version=exported[1].memory.model_version),
+                                                      top_k=1, profile="hybrid"), metadata=auth, timeout=60))
+        assert [e.result.memory.id for e in hits if e.WhichOneof("event") == "result"] == [new_second]
+        # importing again finds the same content: duplicates, nothing new
+        again = other.Import(iter(pb.ImportRequest(item=e) for e in exported), metadata=auth, timeout=120)
+        assert (again.stored, again.duplicates) == (0, 2)
+        # vectors of another model version are not trusted: the memory is embedded again
+        stale = pb.ExportedMemory()
+        stale.CopyFrom(exported[0])
+        stale.memory.model_version = "some-other-model"
+        stale.memory.input.content = "The release train leaves every Tuesday at noon."
+        redone = other.Import(iter([pb.ImportRequest(item=stale)]), metadata=auth, timeout=120)
+        assert (redone.stored, redone.vectors_reused) == (1, 0)
+    finally:
+        target.stop()
+
+
+def test_import_checks_every_item_like_a_store(api_server, stub):
+    auth = _token(api_server, "importer", ["imp"], ["imp"], AccessLevel.INTERNAL, "imp")
+    good = pb.ExportedMemory(memory=pb.Memory(id="x1", input=pb.MemoryInput(content="fine", namespace="imp")))
+    foreign = pb.ExportedMemory(memory=pb.Memory(id="x2", input=pb.MemoryInput(content="not mine", namespace="elsewhere")))
+    empty = pb.ExportedMemory(memory=pb.Memory(id="x3", input=pb.MemoryInput(content=" ", namespace="imp")))
+    bad_vectors = pb.ExportedMemory(memory=pb.Memory(id="x4", input=pb.MemoryInput(content="with vectors", namespace="imp"),
+                                                     model_version=api_server.app.core.embedder.model_version))
+    bad_vectors.chunks.add(start=0, end=12).heads["dense"].values.extend([1.0, 2.0])
+    resp = stub.Import(iter(pb.ImportRequest(item=i) for i in (good, foreign, empty, bad_vectors)), metadata=auth, timeout=60)
+    codes = [i.error_code for i in resp.items]
+    assert codes == ["", "PERMISSION_DENIED", "INVALID_ARGUMENT", "INVALID_ARGUMENT"] and resp.stored == 1
+    assert resp.items[3].error.startswith("item.chunks[0].heads")

@@ -100,10 +100,19 @@ def test_cli_round_trip_with_the_dev_token(server_process, tmp_path):
     listed = _cli(srv, "list", "--namespace", "ops", "--page-size", "5", "--all")
     contents = [json.loads(line)["input"]["content"] for line in listed.stdout.splitlines()]
     assert contents == [f"ingested line {i}" for i in range(12)], listed.stderr
+    exported = _cli(srv, "export", "--namespace", "ops", "--with-embeddings")
+    assert len(exported.stdout.splitlines()) == 12 and "exported 12" in exported.stderr
+    dump = tmp_path / "ops.jsonl"
+    dump.write_text(exported.stdout)
     dry = _cli(srv, "delete-where", "--namespace", "ops", "--dry-run")
     assert dry.stdout.strip() == "matched 12, deleted 0 (dry run)", dry.stderr
     assert _cli(srv, "delete-where", "--namespace", "ops").stdout.strip() == "matched 12, deleted 12"
     assert _cli(srv, "list", "--all").stdout == ""
+    back = _cli(srv, "import", str(dump))
+    assert back.stdout.strip() == "stored 12, duplicates 0, failed 0, vectors reused 12", back.stderr
+    dump.write_text('{"memory": {"input": {"content": "fine"}}}\n[1, 2]\n')
+    broken = _cli(srv, "import", str(dump))
+    assert broken.returncode == 1 and "line 2: not an exported memory" in broken.stderr
 
 
 def test_oversized_batch_is_resource_exhausted_and_server_stays_up(server_process):

@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 import time
 from collections.abc import Callable
-from typing import get_args
+from typing import Any, get_args
 
 import numpy as np
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -20,9 +20,22 @@ from teleo_server.api import validate as v
 from teleo_server.auth import NAMESPACE_RE
 from teleo_server.config import Limits
 from teleo_server.core import QueryVectors, new_memory_id
-from teleo_server.domain import EARLIEST_TIME, LATEST_TIME, AccessLevel, Johari, Link, LinkType, Memory, MemoryType, Principal, content_hash
+from teleo_server.domain import (
+    EARLIEST_TIME,
+    LATEST_TIME,
+    AccessLevel,
+    ChunkEmbedding,
+    EmbeddingSet,
+    Johari,
+    Link,
+    LinkType,
+    Memory,
+    MemoryType,
+    Principal,
+    content_hash,
+)
 from teleo_server.errors import InvalidArgument, PermissionDenied
-from teleo_server.heads import DENSE, SPLADE, HeadKind, SparseVector, get_head
+from teleo_server.heads import DENSE, SPLADE, HeadKind, SparseVector, get_head, heads
 from teleo_server.pipeline_settings import FusionMethod
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
@@ -199,6 +212,58 @@ def updated_memory(old: Memory, msg: pb.UpdateRequest, principal: Principal, lim
     return replace(new, id=old.id, ingestion_time=old.ingestion_time, model_version=old.model_version,
                    chunk_count=old.chunk_count, retrieved_count=old.retrieved_count, used_count=old.used_count,
                    helpful_count=old.helpful_count, misled_count=old.misled_count)
+
+
+# -- export and import -----------------------------------------------------------------------
+
+
+def exported(memory: Memory, emb: EmbeddingSet | None) -> pb.ExportedMemory:
+    out = pb.ExportedMemory(memory=memory_to_proto(memory))
+    for chunk in (emb.chunks if emb is not None else []):
+        c = out.chunks.add(start=chunk.start, end=chunk.end)
+        for name, v in chunk.vectors.items():
+            if isinstance(v, SparseVector):
+                c.heads[name].ids.extend(v.ids.tolist())
+                c.heads[name].weights.extend(v.weights.tolist())
+            else:
+                a = np.asarray(v, dtype=np.float32)
+                c.heads[name].values.extend(a.reshape(-1).tolist())
+                c.heads[name].rows = a.shape[0] if a.ndim == 2 else 0
+    return out
+
+
+def imported(msg: pb.ExportedMemory, principal: Principal, limits: Limits, now: float,
+             model_version: str) -> tuple[Memory, EmbeddingSet | None]:
+    """A new memory (new id) from an exported one, validated and authorised as a Store is, and its
+    vectors when they were made by ``model_version`` and hold every registered head (else None:
+    it is embedded again)."""
+    memory = memory_from_input(msg.memory.input, principal, limits, now, field="item.memory.input")
+    if msg.memory.HasField("ingestion_time"):
+        memory = replace(memory, ingestion_time=ts_to_float(msg.memory.ingestion_time, "item.memory.ingestion_time"))
+    if not msg.chunks or msg.memory.model_version != model_version:
+        return memory, None
+    chunks = []
+    for i, c in enumerate(msg.chunks):
+        where = f"item.chunks[{i}]"
+        if not 0 <= c.start <= c.end <= len(memory.content):
+            raise InvalidArgument(f"span [{c.start}, {c.end}) is not within the content", field=where)
+        if set(c.heads) != set(heads()):
+            raise InvalidArgument(f"needs every head {sorted(heads())}, has {sorted(c.heads)}", field=f"{where}.heads")
+        vectors: dict[str, Any] = {}
+        for name, hv in c.heads.items():
+            head, at = get_head(name), f"{where}.heads[{name!r}]"
+            if head.kind is HeadKind.SPARSE:
+                value: Any = SparseVector(np.asarray(hv.ids, np.int64), np.asarray(hv.weights, np.float32))
+            elif head.kind is HeadKind.TOKENS:
+                values = np.asarray(hv.values, np.float32)
+                if values.size != hv.rows * head.dim:
+                    raise InvalidArgument(f"needs rows x {head.dim} values", field=at)
+                value = values.reshape(hv.rows, head.dim)
+            else:
+                value = np.asarray(hv.values, np.float32)
+            vectors[name] = head.coerce(value, at)
+        chunks.append(ChunkEmbedding(vectors, c.start, c.end))
+    return memory, EmbeddingSet(model_version, chunks)
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -437,9 +502,11 @@ __all__ = [
     "UPDATABLE",
     "FUSIONS",
     "cursor_of",
+    "exported",
     "filters_from",
     "float_to_ts",
     "hit_to_result",
+    "imported",
     "ids_from",
     "memory_from_input",
     "memory_to_proto",

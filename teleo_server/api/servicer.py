@@ -7,6 +7,7 @@ import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -20,7 +21,7 @@ from teleo_server.api.status import status_of
 from teleo_server.auth import Authenticator
 from teleo_server.config import Limits
 from teleo_server.core import MemoryCore, RetrieveDone
-from teleo_server.domain import Principal
+from teleo_server.domain import EmbeddingSet, Memory, Principal
 from teleo_server.errors import Internal, InvalidArgument, ResourceExhausted, TeleoError, Unavailable
 from teleo_server.heads import heads
 from teleo_server.pipeline.types import Hit, StageReport
@@ -237,20 +238,31 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 valid.append((index, convert.memory_from_input(req.memory, principal, self.limits, now)))
             except TeleoError as exc:
                 item.error, item.error_code = str(exc), status_of(exc).name
-        # One embedding+commit per chunk of items: bounded memory, and a failure (embedder down)
-        # marks only the items of the chunk that failed.
-        bad_links = await self.core.link_errors(principal, [m for _, m in valid])
+        await self._commit_items(principal, items, valid, {})
+        failed = sum(1 for i in items if i.error)
+        dups = sum(1 for i in items if i.duplicate)
+        return pb.StoreBatchResponse(items=items, stored=len(items) - failed - dups, duplicates=dups, failed=failed)
+
+    async def _commit_items(self, principal: Principal, items: list[pb.StoreBatchItem], valid: list[tuple[int, Memory]],
+                            given: dict[str, EmbeddingSet], local_links: frozenset[str] = frozenset()) -> None:
+        """Store the valid items, marking each result on ``items``. ``given``: vectors to use instead
+        of embedding; ``local_links``: ids of this batch that links may point at (checked by the caller)."""
+        # links to memories of this batch are not stored yet: check only the others here
+        outside = [replace(m, links=tuple(lk for lk in m.links if lk.target_id not in local_links)) for _, m in valid]
+        bad_links = await self.core.link_errors(principal, outside)
         for index, m in valid:
             if m.id in bad_links:
                 items[index].error, items[index].error_code = str(bad_links[m.id]), "INVALID_ARGUMENT"
         valid = [(index, m) for index, m in valid if m.id not in bad_links]
+        # One embedding+commit per chunk of items: bounded memory, and a failure (embedder down)
+        # marks only the items of the chunk that failed.
         down: TeleoError | None = None  # a dependency that failed (full disk, lock, embedder): the rest fail alike
         for start in range(0, len(valid), 256):
             chunk = valid[start : start + 256]
             try:
                 if down is not None:
                     raise down
-                outs = await self.core.store_many(principal, [m for _, m in chunk])
+                outs = await self.core.store_many(principal, [m for _, m in chunk], given)
             except TeleoError as exc:
                 if isinstance(exc, (ResourceExhausted, Unavailable)):
                     down = exc
@@ -261,9 +273,52 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 items[index].id = out.memory.id
                 items[index].content_hash = out.memory.content_hash
                 items[index].duplicate = out.duplicate
+
+    @rpc
+    async def Import(self, request_iterator: Any, context: Any, principal: Principal) -> pb.ImportResponse:
+        items: list[pb.StoreBatchItem] = []
+        valid: list[tuple[int, Memory]] = []
+        given: dict[str, EmbeddingSet] = {}
+        new_id: dict[str, tuple[str, str]] = {}  # exported id -> (new id, namespace)
+        now, version = convert.now(), self.core.embedder.model_version
+        async for req in request_iterator:
+            index = len(items)
+            if index >= self.limits.max_batch_items:
+                raise ResourceExhausted(f"an import holds at most {self.limits.max_batch_items} items; split it",
+                                        field="Import")
+            item = pb.StoreBatchItem(index=index)
+            items.append(item)
+            try:
+                if isinstance(req, Malformed):
+                    raise req.error("item")
+                memory, emb = convert.imported(req.item, principal, self.limits, now, version)
+            except TeleoError as exc:
+                item.error, item.error_code = str(exc), status_of(exc).name
+                continue
+            item.client_ref = req.item.memory.id[:256]
+            new_id[req.item.memory.id] = (memory.id, memory.namespace)
+            valid.append((index, memory))
+            if emb is not None:
+                given[memory.id] = emb
+        # links between imported memories follow their new ids, within one namespace
+        for pos, (index, m) in enumerate(valid):
+            links = []
+            for i, lk in enumerate(m.links):
+                target = new_id.get(lk.target_id)
+                if target is not None and target[1] != m.namespace:
+                    items[index].error = str(InvalidArgument("links stay within a namespace",
+                                                             field=f"item.memory.input.links[{i}]"))
+                    items[index].error_code = "INVALID_ARGUMENT"
+                links.append(replace(lk, target_id=target[0]) if target is not None else lk)
+            valid[pos] = (index, replace(m, links=tuple(links)))
+        valid = [(index, m) for index, m in valid if not items[index].error]
+        await self._commit_items(principal, items, valid, given,
+                                 frozenset(new for new, _ in new_id.values()))
         failed = sum(1 for i in items if i.error)
         dups = sum(1 for i in items if i.duplicate)
-        return pb.StoreBatchResponse(items=items, stored=len(items) - failed - dups, duplicates=dups, failed=failed)
+        reused = sum(1 for index, m in valid if m.id in given and not items[index].error and not items[index].duplicate)
+        return pb.ImportResponse(items=items, stored=len(items) - failed - dups, duplicates=dups, failed=failed,
+                                 vectors_reused=reused)
 
     @rpc
     async def Get(self, request: pb.GetRequest, context: Any, principal: Principal) -> pb.GetResponse:
@@ -283,6 +338,12 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         new = convert.updated_memory(old, request, principal, self.limits)
         stored, previous_id = await self.core.update(principal, old, new, request.keep_previous)
         return pb.UpdateResponse(memory=convert.memory_to_proto(stored), previous_id=previous_id)
+
+    @streaming_rpc()
+    async def Export(self, request: pb.ExportRequest, context: Any, principal: Principal, rid: str) -> AsyncIterator[pb.ExportedMemory]:
+        filters = convert.filters_from(request.filters, principal, self.limits)
+        async for memory, emb in self.core.export(principal, filters, request.with_embeddings):
+            yield convert.exported(memory, emb)
 
     @rpc
     async def List(self, request: pb.ListRequest, context: Any, principal: Principal) -> pb.ListResponse:

@@ -248,6 +248,43 @@ def cmd_update(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """One exported memory per line (JSON) on stdout, oldest first."""
+    from google.protobuf import json_format
+    from teleo.v1 import memory_pb2 as pb
+
+    n = 0
+    for item in _stub(args).Export(pb.ExportRequest(filters=_where(args), with_embeddings=args.with_embeddings),
+                                   metadata=_metadata(args), timeout=args.timeout):
+        print(json.dumps(json_format.MessageToDict(item), ensure_ascii=False))
+        n += 1
+    print(f"exported {n}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Store the memories of an export file (new ids; links among them follow)."""
+    from google.protobuf import json_format
+    from teleo.v1 import memory_pb2 as pb
+
+    items = []
+    with (sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")) as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    items.append(json_format.ParseDict(json.loads(line), pb.ExportedMemory()))
+                except (ValueError, json_format.ParseError) as exc:
+                    raise SystemExit(f"teleo: {args.file} line {number}: not an exported memory ({exc})") from None
+    resp = _stub(args).Import(iter(pb.ImportRequest(item=i) for i in items), metadata=_metadata(args),
+                              timeout=args.timeout)
+    for item in resp.items:
+        if item.error:
+            print(f"line {item.index + 1}: {item.error_code}: {item.error}", file=sys.stderr)
+    print(f"stored {resp.stored}, duplicates {resp.duplicates}, failed {resp.failed}, "
+          f"vectors reused {resp.vectors_reused}")
+    return 1 if resp.failed else 0
+
+
 def cmd_delete_where(args: argparse.Namespace) -> int:
     from teleo.v1 import memory_pb2 as pb
 
@@ -283,7 +320,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``store``, ``ingest``, ``query``, ``get``, ``delete``, ``update``, ``list``,
-    ``delete-where``, ``stats`` and ``health``."""
+    ``export``, ``import``, ``delete-where``, ``stats`` and ``health``."""
 
     def client(name: str, help: str, fn) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help)
@@ -327,6 +364,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--meta", action="append", help="key=value metadata that must match (repeatable)")
     c.add_argument("--page-size", type=int, default=100)
     c.add_argument("--all", action="store_true", help="read every page")
+    c = client("export", "write the memories you may read as JSON lines (a namespace's backup or move)", cmd_export)
+    c.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
+    c.add_argument("--session", help="only this session")
+    c.add_argument("--meta", action="append", help="key=value metadata that must match (repeatable)")
+    c.add_argument("--with-embeddings", action="store_true", help="include the vectors (no re-embedding on import)")
+    c.set_defaults(timeout=600.0)
+    c = client("import", "store the memories of an export file (new ids)", cmd_import)
+    c.add_argument("file", help="file written by `teleo export`, or -")
+    c.set_defaults(timeout=600.0)
     c = client("delete-where", "delete every memory of the named namespaces matching the filters", cmd_delete_where)
     c.add_argument("--namespace", action="append", required=True, help="namespace to delete from (repeatable)")
     c.add_argument("--session", help="only this session")
@@ -343,8 +389,10 @@ __all__ = [
     "add_commands",
     "cmd_delete",
     "cmd_delete_where",
+    "cmd_export",
     "cmd_get",
     "cmd_health",
+    "cmd_import",
     "cmd_ingest",
     "cmd_list",
     "cmd_query",

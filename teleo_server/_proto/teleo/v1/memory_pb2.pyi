@@ -248,6 +248,59 @@ class UpdateResponse(_message.Message):
     previous_id: str
     def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., previous_id: _Optional[str] = ...) -> None: ...
 
+class ExportRequest(_message.Message):
+    __slots__ = ("filters", "with_embeddings")
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    WITH_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    filters: RetrieveFilters
+    with_embeddings: bool
+    def __init__(self, filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., with_embeddings: _Optional[bool] = ...) -> None: ...
+
+class ExportedChunk(_message.Message):
+    __slots__ = ("start", "end", "heads")
+    class HeadsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: HeadVector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[HeadVector, _Mapping]] = ...) -> None: ...
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    heads: _containers.MessageMap[str, HeadVector]
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ..., heads: _Optional[_Mapping[str, HeadVector]] = ...) -> None: ...
+
+class ExportedMemory(_message.Message):
+    __slots__ = ("memory", "chunks")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    chunks: _containers.RepeatedCompositeFieldContainer[ExportedChunk]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., chunks: _Optional[_Iterable[_Union[ExportedChunk, _Mapping]]] = ...) -> None: ...
+
+class ImportRequest(_message.Message):
+    __slots__ = ("item",)
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    item: ExportedMemory
+    def __init__(self, item: _Optional[_Union[ExportedMemory, _Mapping]] = ...) -> None: ...
+
+class ImportResponse(_message.Message):
+    __slots__ = ("items", "stored", "duplicates", "failed", "vectors_reused")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_REUSED_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[StoreBatchItem]
+    stored: int
+    duplicates: int
+    failed: int
+    vectors_reused: int
+    def __init__(self, items: _Optional[_Iterable[_Union[StoreBatchItem, _Mapping]]] = ..., stored: _Optional[int] = ..., duplicates: _Optional[int] = ..., failed: _Optional[int] = ..., vectors_reused: _Optional[int] = ...) -> None: ...
+
 class ListRequest(_message.Message):
     __slots__ = ("filters", "page_size", "cursor")
     FILTERS_FIELD_NUMBER: _ClassVar[int]

@@ -59,6 +59,16 @@ class MemoryServiceStub:
                 request_serializer=teleo_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
                 response_deserializer=teleo_dot_v1_dot_memory__pb2.UpdateResponse.FromString,
                 _registered_method=True)
+        self.Export = channel.unary_stream(
+                '/teleo.v1.MemoryService/Export',
+                request_serializer=teleo_dot_v1_dot_memory__pb2.ExportRequest.SerializeToString,
+                response_deserializer=teleo_dot_v1_dot_memory__pb2.ExportedMemory.FromString,
+                _registered_method=True)
+        self.Import = channel.stream_unary(
+                '/teleo.v1.MemoryService/Import',
+                request_serializer=teleo_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
+                response_deserializer=teleo_dot_v1_dot_memory__pb2.ImportResponse.FromString,
+                _registered_method=True)
         self.List = channel.unary_unary(
                 '/teleo.v1.MemoryService/List',
                 request_serializer=teleo_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
@@ -122,6 +132,21 @@ class MemoryServiceServicer:
 
     def Update(self, request, context):
         """Change a memory in place (read and write access needed, also to a new namespace or level).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Export(self, request, context):
+        """Every memory the caller may read that matches the filters, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Import(self, request_iterator, context):
+        """Store exported memories with new ids (links among them follow); authorised and de-duplicated as
+        StoreBatch is. Their vectors are used when their model version is the server's, else re-embedded.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -194,6 +219,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Update,
                     request_deserializer=teleo_dot_v1_dot_memory__pb2.UpdateRequest.FromString,
                     response_serializer=teleo_dot_v1_dot_memory__pb2.UpdateResponse.SerializeToString,
+            ),
+            'Export': grpc.unary_stream_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=teleo_dot_v1_dot_memory__pb2.ExportRequest.FromString,
+                    response_serializer=teleo_dot_v1_dot_memory__pb2.ExportedMemory.SerializeToString,
+            ),
+            'Import': grpc.stream_unary_rpc_method_handler(
+                    servicer.Import,
+                    request_deserializer=teleo_dot_v1_dot_memory__pb2.ImportRequest.FromString,
+                    response_serializer=teleo_dot_v1_dot_memory__pb2.ImportResponse.SerializeToString,
             ),
             'List': grpc.unary_unary_rpc_method_handler(
                     servicer.List,
@@ -361,6 +396,60 @@ class MemoryService:
             '/teleo.v1.MemoryService/Update',
             teleo_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
             teleo_dot_v1_dot_memory__pb2.UpdateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/teleo.v1.MemoryService/Export',
+            teleo_dot_v1_dot_memory__pb2.ExportRequest.SerializeToString,
+            teleo_dot_v1_dot_memory__pb2.ExportedMemory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Import(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/teleo.v1.MemoryService/Import',
+            teleo_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
+            teleo_dot_v1_dot_memory__pb2.ImportResponse.FromString,
             options,
             channel_credentials,
             insecure,
