@@ -17,7 +17,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from teleo.v1 import memory_pb2 as pb
 
 from teleo_server.api import validate as v
-from teleo_server.auth import NAMESPACE_RE
 from teleo_server.config import Limits
 from teleo_server.core import QueryVectors, new_memory_id
 from teleo_server.domain import (
@@ -84,8 +83,7 @@ def memory_from_input(msg: pb.MemoryInput, principal: Principal, limits: Limits,
         raise InvalidArgument("must not be empty", field=f"{field}.content")
     v.max_bytes(content, limits.max_content_bytes, f"{field}.content")
     namespace = msg.namespace or principal.default_namespace
-    if not NAMESPACE_RE.match(namespace):
-        raise InvalidArgument(f"{namespace[:64]!r} must match [A-Za-z0-9_.:-]{{1,128}}", field=f"{field}.namespace")
+    v.namespace(namespace, f"{field}.namespace")
     level = v.enum_value(AccessLevel, msg.access_level, AccessLevel.INTERNAL, f"{field}.access_level")
     mtype = v.enum_value(MemoryType, msg.memory_type, MemoryType.SEMANTIC, f"{field}.memory_type")
     v.max_chars(msg.source, limits.max_string_chars, f"{field}.source")
@@ -384,8 +382,7 @@ def _vectors(msg: pb.QueryVectors) -> QueryVectors:
 
 def _filters(msg: pb.RetrieveFilters, principal: Principal, limits: Limits) -> Filters:
     for ns in msg.namespaces:
-        if not NAMESPACE_RE.match(ns):
-            raise InvalidArgument(f"{ns[:64]!r} is not a valid namespace", field="filters.namespaces")
+        v.namespace(ns, "filters.namespaces")
         if not principal.can_read(ns, AccessLevel.PUBLIC):
             raise PermissionDenied(f"agent {principal.agent_id!r} may not read namespace {ns!r}", field="filters.namespaces")
     start = end = None

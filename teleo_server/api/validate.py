@@ -6,10 +6,18 @@ import enum
 import math
 from typing import TypeVar
 
+from teleo_server.auth import NAMESPACE_RE
 from teleo_server.config import Limits
 from teleo_server.errors import InvalidArgument
 
 E = TypeVar("E", bound=enum.IntEnum)
+
+
+def namespace(name: str, field: str) -> str:
+    """A namespace name, or InvalidArgument worded the same wherever one is given."""
+    if not NAMESPACE_RE.match(name):
+        raise InvalidArgument(f"{name[:64]!r} is not a valid namespace: use 1..128 of A-Z a-z 0-9 _ . : -", field=field)
+    return name
 
 
 def max_bytes(s: str, limit: int, field: str) -> None:
@@ -61,4 +69,4 @@ def metadata(m: dict[str, str], limits: Limits, field: str) -> dict[str, str]:
     return dict(m)
 
 
-__all__ = ["enum_value", "in_range", "int_range", "max_bytes", "max_chars", "metadata", "unit"]
+__all__ = ["enum_value", "in_range", "int_range", "max_bytes", "max_chars", "metadata", "namespace", "unit"]

@@ -11,7 +11,7 @@ from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.types import Overrides
 from teleo_server.spaces.base import QueryContext, Space
-from teleo_server.spaces.registry import resolve_name
+from teleo_server.spaces.registry import resolve_name, space_classes
 
 if TYPE_CHECKING:
     from teleo_server.index.purpose import GoalView
@@ -26,7 +26,8 @@ def _space(name: str, field_name: str) -> str:
     try:
         return resolve_name(name)
     except KeyError:
-        raise InvalidArgument(f"unknown space {name!r}", field=field_name) from None
+        raise InvalidArgument(f"unknown space {name[:64]!r}; expected one of {list(space_classes())} "
+                              "(or a code such as 'E1', or a suffix such as 'semantic')", field=field_name) from None
 
 
 def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_updates: dict[str, Any]) -> PipelineSettings:
