@@ -7,15 +7,20 @@ Each command group registers its subcommands with ``add_commands(sub)``: ``serve
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import grpc
 
+from teleo_server import __version__
 from teleo_server.cli import admin, client, serve
+from teleo_server.cli.common import StrictParser
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="teleo", description="Teleo memory retrieval service")
+    """The ``teleo`` parser: no abbreviated options, unknown options are errors in every subcommand."""
+    p = StrictParser(prog="teleo", description="Teleo memory retrieval service")
+    p.add_argument("--version", action="version", version=f"teleo {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     serve.add_commands(sub)
     admin.add_commands(sub)
@@ -36,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`teleo list --all | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 __all__ = ["main", "parser"]

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
+import signal
 import sys
 import time
-from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+MEMORY_TYPES = ("episodic", "semantic", "procedural", "working", "reflective")
+AGGREGATIONS = ("weighted-average", "rrf", "max", "min", "geometric-mean")
+HEALTH_COMPONENTS = ("", "teleo.v1.MemoryService", "embedding", "index", "store")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_INGEST_ALIASES = ("text", "client_ref")  # ingest-only keys: content under another name, the echoed reference
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -46,15 +54,262 @@ def _stub(args: argparse.Namespace):
     return memory_pb2_grpc.MemoryServiceStub(_channel(args))
 
 
+# --- JSON output -------------------------------------------------------------------------------
+
+
+def _as_dict(msg) -> dict:
+    """``msg`` as a JSON-ready dict: camelCase names, enums by name, zero values written out, 64-bit
+    integers as numbers (protobuf's JSON mapping writes them as strings)."""
+    from google.protobuf import json_format
+
+    return _int64_as_int(json_format.MessageToDict(msg, always_print_fields_with_no_presence=True), msg.DESCRIPTOR)
+
+
+def _int64_as_int(d: dict, desc) -> dict:
+    """Turn the strings protobuf's JSON mapping writes for int64 fields of ``d`` back into ints, in place."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    wide = {F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_SINT64, F.TYPE_FIXED64, F.TYPE_SFIXED64}
+    for f in desc.fields:
+        value = d.get(f.json_name)
+        if value is None:
+            continue
+        if f.message_type is None:
+            if f.type in wide:
+                d[f.json_name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        elif f.message_type.GetOptions().map_entry:
+            inner = f.message_type.fields_by_name["value"]
+            if inner.type in wide:
+                d[f.json_name] = {k: int(v) for k, v in value.items()}
+            elif inner.message_type is not None:
+                for v in value.values():
+                    _int64_as_int(v, inner.message_type)
+        elif not f.message_type.full_name.startswith("google.protobuf."):
+            for v in value if isinstance(value, list) else [value]:
+                _int64_as_int(v, f.message_type)
+    return d
+
+
+def _print_json(msg) -> None:
+    print(json.dumps(_as_dict(msg), ensure_ascii=False), flush=True)
+
+
+# --- argument types ----------------------------------------------------------------------------
+
+
+def _meta_item(text: str) -> tuple[str, str]:
+    """``--meta KEY=VALUE`` as a pair; anything else is a usage error that names the fix."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not key=value; write it as --meta KEY=VALUE, e.g. --meta team=ops")
+    return key, value
+
+
+def _space_weight(text: str) -> tuple[str, float]:
+    """``--space-weight SPACE=WEIGHT`` as a pair."""
+    key, sep, value = text.partition("=")
+    try:
+        if sep and key:
+            return key, float(value)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not space=weight; write it as e.g. --space-weight E1_semantic=2")
+
+
+def _moment(text: str) -> datetime:
+    """An ISO 8601 date or date and time; without a UTC offset it is local time."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date or time; write e.g. 2024-05-01, 2024-05-01T13:30 or 2024-05-01T13:30:00Z"
+        ) from None
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+def _unit(text: str) -> float:
+    """A number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 1")
+    return value
+
+
+def _timestamp(moment: datetime, ts) -> None:
+    """Set the protobuf Timestamp ``ts`` to ``moment`` exactly (to the microsecond)."""
+    ts.FromMicroseconds((moment - _EPOCH) // timedelta(microseconds=1))
+
+
+def _memory_type(name: str) -> int:
+    from teleo.v1 import memory_pb2 as pb
+
+    return pb.MemoryType.Value(f"MEMORY_TYPE_{name.upper()}")
+
+
+# --- filters -----------------------------------------------------------------------------------
+
+
+def _filter_options(c: argparse.ArgumentParser, namespace_required: bool = False) -> None:
+    """The hard filters of Retrieve, List, Export and DeleteWhere as options of ``c``."""
+    what = "namespace to delete from" if namespace_required else "only this namespace"
+    c.add_argument("--namespace", action="append", required=namespace_required, help=f"{what} (repeatable)")
+    c.add_argument("--type", action="append", choices=MEMORY_TYPES, help="only this memory type (repeatable)")
+    c.add_argument("--since", type=_moment, metavar="WHEN",
+                   help="only memories whose event time is at or after WHEN (ISO 8601; local time without an offset)")
+    c.add_argument("--until", type=_moment, metavar="WHEN", help="only memories whose event time is before WHEN")
+    c.add_argument("--session", help="only this session")
+    c.add_argument("--meta", action="append", type=_meta_item, metavar="KEY=VALUE",
+                   help="metadata that must match (repeatable)")
+    c.add_argument("--min-confidence", type=_unit, metavar="X", help="only memories with confidence at least X (0..1)")
+
+
+def _where(args: argparse.Namespace):
+    """The RetrieveFilters of the options that ``_filter_options`` added."""
+    from teleo.v1 import memory_pb2 as pb
+
+    filters = pb.RetrieveFilters(namespaces=args.namespace or [], session_id=args.session or "",
+                                 metadata=_meta_pairs(args.meta),
+                                 memory_types=[_memory_type(t) for t in args.type or []])
+    if args.since is not None:
+        _timestamp(args.since, filters.event_time.start)
+    if args.until is not None:
+        _timestamp(args.until, filters.event_time.end)
+    if args.min_confidence is not None:
+        filters.min_confidence = args.min_confidence
+    return filters
+
+
+def _meta_pairs(items: list[tuple[str, str]] | None) -> dict[str, str]:
+    return dict(items or [])
+
+
+# --- memories from JSON ------------------------------------------------------------------------
+
+
 def _memory_input(d: dict, default_ns: str | None):
+    """A MemoryInput from a JSON object; ValueError names the first bad field and the fix.
+
+    Enum values may also be given by their short name in any case (``"episodic"``, ``"public"``).
+    """
     from google.protobuf import json_format
     from teleo.v1 import memory_pb2 as pb
 
     msg = pb.MemoryInput()
-    json_format.ParseDict(d, msg)
+    _check_fields(d, msg.DESCRIPTOR, "")
+    fields = _fields(msg.DESCRIPTOR)
+    for key, value in d.items():
+        part = pb.MemoryInput()
+        try:
+            json_format.ParseDict({key: value}, part)
+        except json_format.ParseError as exc:
+            raise ValueError(_bad_value(key, value, fields[key], exc)) from None
+        msg.MergeFrom(part)
     if default_ns and not msg.namespace:
         msg.namespace = default_ns
     return msg
+
+
+def _check_fields(d: object, desc, where: str) -> None:
+    """Raise ValueError for the first unknown field or enum value of the JSON object ``d`` (message
+    ``desc``); short enum names are replaced by full ones in place."""
+    if not isinstance(d, dict):
+        raise ValueError(f'field "{where}": expected an object, got {_json_kind(d)}')
+    fields = _fields(desc)
+    for key, value in d.items():
+        name = f"{where}.{key}" if where else key
+        f = fields.get(key)
+        if f is None:
+            known = [f.name for f in desc.fields] + ([] if where else list(_INGEST_ALIASES))
+            close = difflib.get_close_matches(key, known, n=1)
+            fix = f'did you mean "{close[0]}"?' if close else f"use one of {', '.join(known)}"
+            raise ValueError(f'unknown field "{name}"; {fix}')
+        if f.enum_type is not None:
+            d[key] = [_enum_name(v, f.enum_type, name) for v in value] if isinstance(value, list) \
+                else _enum_name(value, f.enum_type, name)
+        elif f.message_type is not None and not f.message_type.GetOptions().map_entry \
+                and not f.message_type.full_name.startswith("google.protobuf."):
+            if not f.is_repeated:
+                _check_fields(value, f.message_type, name)
+            elif not isinstance(value, list):
+                raise ValueError(f'field "{name}": expected a list of objects, got {_shown(value)}')
+            else:
+                for i, item in enumerate(value):
+                    _check_fields(item, f.message_type, f"{name}[{i}]")
+
+
+def _shown(value: object) -> str:
+    """A JSON value as quoted in an error line, cut at 40 characters."""
+    shown = json.dumps(value, ensure_ascii=False)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
+
+
+def _fields(desc) -> dict:
+    """The fields of a message by both the names JSON may use: proto (snake_case) and camelCase."""
+    return {**{f.name: f for f in desc.fields}, **{f.json_name: f for f in desc.fields}}
+
+
+def _enum_name(value: object, enum, field: str) -> object:
+    """The enum value's full name for a full or short name (any case), or the valid number itself."""
+    prefix = enum.values[0].name.removesuffix("UNSPECIFIED")
+    if isinstance(value, str):
+        wanted = value.strip().upper().replace("-", "_")
+        for name in (wanted, prefix + wanted):
+            if name in enum.values_by_name:
+                return name
+    elif isinstance(value, int) and not isinstance(value, bool) and value in enum.values_by_number:
+        return value
+    valid = ", ".join(v.name.removeprefix(prefix).lower() for v in enum.values if v.number)
+    raise ValueError(f'field "{field}": unknown value {json.dumps(value)}; use one of {valid}')
+
+
+def _bad_value(key: str, value: object, f, exc: Exception) -> str:
+    """One line for a value protobuf could not parse: the field, what it expects, what it got."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    if f.message_type is not None and f.message_type.full_name == "google.protobuf.Timestamp":
+        expected = 'an RFC 3339 time such as "2024-05-01T13:30:00Z"'
+    elif f.message_type is not None and f.message_type.GetOptions().map_entry:
+        expected = 'an object of string values such as {"team": "ops"}'
+    elif f.message_type is not None:
+        return f'field "{key}": {str(exc).splitlines()[0]}'
+    else:
+        expected = {F.CPPTYPE_STRING: "a string", F.CPPTYPE_BOOL: "true or false", F.CPPTYPE_FLOAT: "a number",
+                    F.CPPTYPE_DOUBLE: "a number"}.get(f.cpp_type, "a whole number")
+    return f'field "{key}": expected {expected}, got {_shown(value)}'
+
+
+def _json_kind(value: object) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "true or false",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _batch_item(raw: bytes, number: int, default_ns: str | None):
+    """The StoreBatchRequest of one JSONL line; ValueError says what is wrong with it and how to fix it."""
+    from teleo.v1 import memory_pb2 as pb
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                         "save the file as UTF-8") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno}); write one JSON object per line") from None
+    if not isinstance(record, dict):
+        raise ValueError(f'got {_json_kind(record)}, expected an object; write one JSON object per line, '
+                         'e.g. {"content": "..."}')
+    ref = record.pop("client_ref", number)
+    if "text" in record and "content" not in record:
+        record["content"] = record.pop("text")
+    return pb.StoreBatchRequest(memory=_memory_input(record, default_ns), client_ref=str(ref))
+
+
+# --- commands ----------------------------------------------------------------------------------
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -62,110 +317,205 @@ def cmd_store(args: argparse.Namespace) -> int:
 
     content = args.content if args.content != "-" else sys.stdin.read()
     mem = _memory_input({"content": content}, args.namespace)
-    for kv in args.meta or []:
-        k, _, val = kv.partition("=")
-        mem.metadata[k] = val
+    mem.metadata.update(_meta_pairs(args.meta))
     if args.type:
-        mem.memory_type = pb.MemoryType.Value(f"MEMORY_TYPE_{args.type.upper()}")
+        mem.memory_type = _memory_type(args.type)
     resp = _stub(args).Store(pb.StoreRequest(memory=mem), metadata=_metadata(args), timeout=args.timeout)
     print(f"{resp.id}{'  (duplicate)' if resp.duplicate else ''}")
     return 0
 
 
-def _jsonl(path: str) -> Iterator[dict]:
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
-    with stream:
-        for n, line in enumerate(stream, 1):
-            line = line.strip()
-            if line:
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise SystemExit(f"teleo: {path}:{n}: not JSON ({exc.msg})") from None
+class _Progress:
+    """A progress line on stderr, ended before any other line is written so that none is glued to it."""
+
+    def __init__(self, total: int | None) -> None:
+        self.total, self.t0, self.shown = total, time.perf_counter(), False
+        self.tty = sys.stderr.isatty()
+
+    def show(self, done: int) -> None:
+        rate = done / max(time.perf_counter() - self.t0, 1e-9)
+        if self.total:
+            filled = int(30 * done / self.total)
+            line = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total}  {rate:,.0f}/s"
+        else:
+            line = f"{done}  {rate:,.0f}/s"
+        if self.shown:
+            line = ("\r\033[K" if self.tty else "\r") + line
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        self.shown = True
+
+    def end(self, keep: bool = True) -> None:
+        """Finish the progress line (``keep``), or wipe it on a terminal, so the next line starts clean."""
+        if self.shown:
+            sys.stderr.write("\n" if keep or not self.tty else "\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
+
+    def note(self, text: str) -> None:
+        """Write ``text`` as a line of its own; the next ``show`` draws the progress again."""
+        self.end(keep=False)
+        print(text, file=sys.stderr, flush=True)
 
 
-def _progress(done: int, total: int | None, t0: float) -> None:
-    rate = done / max(time.perf_counter() - t0, 1e-9)
-    if total:
-        filled = int(30 * done / total)
-        bar = "#" * filled + "." * (30 - filled)
-        sys.stderr.write(f"\r[{bar}] {done}/{total}  {rate:,.0f}/s")
-    else:
-        sys.stderr.write(f"\r{done}  {rate:,.0f}/s")
-    sys.stderr.flush()
+class _Ingest:
+    """One ``teleo ingest`` run: JSONL lines in batches of StoreBatch, counted and reported by line number."""
+
+    def __init__(self, args: argparse.Namespace, total: int | None) -> None:
+        self.args, self.stub, self.metadata = args, _stub(args), _metadata(args)
+        self.name = "stdin" if args.file == "-" else args.file
+        self.progress = _Progress(total)
+        self.pending: list[tuple[int, object]] = []  # (line number, StoreBatchRequest)
+        self.read = self.stored = self.dups = self.failed = self.batches = self.committed = self.last_line = 0
+
+    def add(self, number: int, raw: bytes) -> None:
+        self.read += 1
+        try:
+            item = _batch_item(raw, number, self.args.namespace)
+        except ValueError as exc:
+            self.failed += 1
+            self.progress.note(f"teleo: {self.name} line {number}: {exc}")
+            return
+        self.pending.append((number, item))
+        if len(self.pending) >= self.args.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        numbers = [n for n, _ in self.pending]
+        resp = self.stub.StoreBatch(iter([item for _, item in self.pending]), metadata=self.metadata,
+                                    timeout=self.args.timeout)
+        self.pending.clear()
+        self.batches, self.committed, self.last_line = self.batches + 1, self.committed + len(numbers), numbers[-1]
+        self.stored, self.dups = self.stored + resp.stored, self.dups + resp.duplicates
+        self.failed += resp.failed
+        for item in resp.items:
+            if item.error:
+                where = numbers[item.index] if 0 <= item.index < len(numbers) else "?"
+                self.progress.note(f"teleo: {self.name} line {where}: {item.error_code}: {item.error}")
+        self.progress.show(self.read)
+
+    def acknowledged(self) -> str:
+        """What the server has acknowledged so far, for a run cut short."""
+        if not self.batches:
+            return "no batch was acknowledged"
+        batches = "1 acknowledged batch" if self.batches == 1 else f"{self.batches} acknowledged batches"
+        return f"{batches} ({self.committed} items, through line {self.last_line})"
+
+    def summary(self) -> str:
+        elapsed = time.perf_counter() - self.progress.t0
+        return f"stored {self.stored}, duplicates {self.dups}, failed {self.failed} in {elapsed:.1f}s"
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigterm():
+    """Make SIGTERM interrupt as Ctrl-C does; returns the handler it replaced (None off the main thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:
+        return None
+
+
+def _blank(raw: bytes) -> bool:
+    return not raw.strip()
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    """Store every line of a JSONL file; a bad line is reported (by line number) and skipped."""
+    try:
+        stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
+        total = None
+        if args.file != "-":
+            total = sum(1 for raw in stream if not _blank(raw))
+            stream.seek(0)
+    except OSError as exc:
+        print(f"teleo: cannot read {args.file}: {exc.strerror or exc}; give the path of a JSONL file, or - for stdin",
+              file=sys.stderr)
+        return 2
+    run = _Ingest(args, total)
+    previous = _interrupt_on_sigterm()
+    try:
+        with stream:
+            for number, raw in enumerate(stream, 1):
+                raw = raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw  # a UTF-8 byte order mark
+                if not _blank(raw):
+                    run.add(number, raw)
+            run.flush()
+    except KeyboardInterrupt:
+        run.progress.end()
+        print(f"teleo: interrupted after {run.acknowledged()}; later lines may not be stored. Run the command "
+              "again to finish: memories already stored come back as duplicates.", file=sys.stderr)
+        print(run.summary())
+        return 130
+    except grpc.RpcError as exc:
+        run.progress.end()
+        print(f"teleo: {exc.code().name}: {exc.details()} (stopped after {run.acknowledged()})", file=sys.stderr)
+        print(run.summary())
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    run.progress.end()
+    print(run.summary())
+    return 1 if run.failed else 0
+
+
+def _space_key(name: str) -> tuple[int, str]:
+    """Spaces in their numeric order: E1_semantic before E6_lexical before E13_splade."""
+    m = re.match(r"E(\d+)_", name)
+    return (int(m.group(1)) if m else 1 << 30, name)
+
+
+def _found_by(spaces) -> str:
+    """The spaces that found a result, by their short names: E6+E13+E1."""
+    return "+".join(name.split("_", 1)[0] for name in spaces)[:18]
+
+
+def _breakdown_lines(b) -> list[str]:
+    """The per-result score breakdown as two lines: the components, then each space's score and rank."""
+    parts = [f"content {b.content:.3f}", f"purpose {b.purpose_alignment:.3f}", f"goal {b.goal_alignment:.3f}",
+             f"late {b.late_interaction:.3f}", f"temporal {b.temporal:.3f}"]
+    spaces = [f"{name} {b.spaces[name]:.3f}" + (f" #{b.space_ranks[name]}" if name in b.space_ranks else "")
+              for name in sorted(b.spaces, key=_space_key)]
+    return ["  ".join(parts), "spaces " + ("  ".join(spaces) or "-")]
+
+
+def _retrieve_request(args: argparse.Namespace):
     from teleo.v1 import memory_pb2 as pb
 
-    total = None
-    if args.file != "-":
-        with open(args.file, encoding="utf-8") as f:
-            total = sum(1 for line in f if line.strip())
-    t0 = time.perf_counter()
-    sent = 0
-    stored = dups = failed = 0
-    stub = _stub(args)
-
-    def batch(records: list[dict]) -> Iterator[pb.StoreBatchRequest]:
-        for i, rec in enumerate(records):
-            ref = str(rec.pop("client_ref", sent + i))
-            if "text" in rec and "content" not in rec:
-                rec["content"] = rec.pop("text")
-            yield pb.StoreBatchRequest(memory=_memory_input(rec, args.namespace), client_ref=ref)
-
-    pending: list[dict] = []
-
-    def flush() -> None:
-        nonlocal sent, stored, dups, failed
-        resp = stub.StoreBatch(batch(pending), metadata=_metadata(args), timeout=args.timeout)
-        stored, dups, failed = stored + resp.stored, dups + resp.duplicates, failed + resp.failed
-        for item in resp.items:
-            if item.error:
-                sys.stderr.write(f"\nitem {item.client_ref}: {item.error_code}: {item.error}")
-        sent += len(pending)
-        pending.clear()
-        _progress(sent, total, t0)
-
-    for rec in _jsonl(args.file):
-        pending.append(rec)
-        if len(pending) >= args.batch_size:
-            flush()
-    if pending:
-        flush()
-    sys.stderr.write("\n")
-    print(f"stored {stored}, duplicates {dups}, failed {failed} in {time.perf_counter() - t0:.1f}s")
-    return 1 if failed else 0
+    return pb.RetrieveRequest(text=args.text, top_k=args.top_k, profile=args.profile, explain=True,
+                              include_breakdown=args.breakdown, filters=_where(args))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from teleo.v1 import memory_pb2 as pb
-
-    req = pb.RetrieveRequest(text=args.text, top_k=args.top_k, profile=args.profile, explain=True, include_breakdown=args.breakdown)
-    if args.namespace:
-        req.filters.namespaces.append(args.namespace)
-    stages, results, summary = [], [], None
-    for ev in _stub(args).Retrieve(req, metadata=_metadata(args), timeout=args.timeout):
-        kind = ev.WhichOneof("event")
-        if kind == "stage":
-            stages.append(ev.stage)
-        elif kind == "result":
-            results.append(ev.result)
-        else:
-            summary = ev.summary
+    """Results as a table (with ``--breakdown``, each result's scores under it), or every event as JSON lines."""
+    events = _stub(args).Retrieve(_retrieve_request(args), metadata=_metadata(args), timeout=args.timeout)
     if args.json:
-        from google.protobuf import json_format
-
-        print(json.dumps([json_format.MessageToDict(r) for r in results], indent=2))
+        for ev in events:
+            _print_json(ev)
         return 0
-    width = 60
-    print(f"{'#':>3}  {'SCORE':>6}  {'ID':<12}  {'FOUND BY':<18}  CONTENT")
+    results, summary = [], None
+    for ev in events:
+        kind = ev.WhichOneof("event")
+        if kind == "result":
+            results.append(ev.result)
+        elif kind == "summary":
+            summary = ev.summary
+    width, indent = 50, " " * 13
+    print(f"{'#':>3}  {'SCORE':>6}  {'ID':<32}  {'FOUND BY':<18}  CONTENT")
     for r in results:
         content = " ".join(r.memory.input.content.split())
         content = content[: width - 1] + "…" if len(content) > width else content
-        print(f"{r.rank:>3}  {r.score:6.3f}  {r.memory.id[:12]:<12}  {'+'.join(r.found_by)[:18]:<18}  {content}")
+        print(f"{r.rank:>3}  {r.score:6.3f}  {r.memory.id:<32}  {_found_by(r.found_by):<18}  {content}")
         if r.explanation:
-            print(f"{'':>25}{r.explanation}")
+            print(f"{indent}{r.explanation}")
+        if args.breakdown:
+            for line in _breakdown_lines(r.breakdown):
+                print(f"{indent}{line}")
     if summary is not None:
         timing = ", ".join(f"{s.stage} {s.elapsed_ms:.1f}ms ({s.candidates_out})" for s in summary.stages if not s.skipped)
         flag = f"  DEGRADED: {summary.degraded_reason}" if summary.degraded else ""
@@ -174,12 +524,11 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from google.protobuf import json_format
     from teleo.v1 import memory_pb2 as pb
 
     resp = _stub(args).Get(pb.GetRequest(ids=args.ids), metadata=_metadata(args), timeout=args.timeout)
     for m in resp.memories:
-        print(json.dumps(json_format.MessageToDict(m), ensure_ascii=False))
+        _print_json(m)
     return 0
 
 
@@ -191,26 +540,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(args: argparse.Namespace):
-    from teleo.v1 import memory_pb2 as pb
-
-    return pb.RetrieveFilters(namespaces=args.namespace or [], session_id=args.session or "",
-                              metadata=_meta_pairs(args.meta))
-
-
-def _meta_pairs(items: list[str] | None) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"teleo: --meta {item!r} needs key=value")
-        out[key] = value
-    return out
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     """One memory per line (JSON), oldest first; every page with --all, else the first."""
-    from google.protobuf import json_format
     from teleo.v1 import memory_pb2 as pb
 
     stub, cursor = _stub(args), ""
@@ -218,7 +549,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         resp = stub.List(pb.ListRequest(filters=_where(args), page_size=args.page_size, cursor=cursor),
                          metadata=_metadata(args), timeout=args.timeout)
         for m in resp.memories:
-            print(json.dumps(json_format.MessageToDict(m), ensure_ascii=False))
+            _print_json(m)
         cursor = resp.next_cursor
         if not cursor or not args.all:
             break
@@ -229,7 +560,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_update(args: argparse.Namespace) -> int:
     """Change the given fields of one memory; prints it as stored (JSON)."""
-    from google.protobuf import json_format
     from teleo.v1 import memory_pb2 as pb
 
     memory, fields = pb.MemoryInput(), []
@@ -244,19 +574,18 @@ def cmd_update(args: argparse.Namespace) -> int:
         raise SystemExit("teleo: nothing to change: give --content, --meta or --importance")
     resp = _stub(args).Update(pb.UpdateRequest(id=args.id, memory=memory, fields=fields, keep_previous=args.keep_previous),
                               metadata=_metadata(args), timeout=args.timeout)
-    print(json.dumps(json_format.MessageToDict(resp), ensure_ascii=False))
+    _print_json(resp)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """One exported memory per line (JSON) on stdout, oldest first."""
-    from google.protobuf import json_format
     from teleo.v1 import memory_pb2 as pb
 
     n = 0
     for item in _stub(args).Export(pb.ExportRequest(filters=_where(args), with_embeddings=args.with_embeddings),
                                    metadata=_metadata(args), timeout=args.timeout):
-        print(json.dumps(json_format.MessageToDict(item), ensure_ascii=False))
+        _print_json(item)
         n += 1
     print(f"exported {n}", file=sys.stderr)
     return 0
@@ -267,7 +596,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from google.protobuf import json_format
     from teleo.v1 import memory_pb2 as pb
 
-    items = []
+    items, numbers = [], []
     with (sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")) as f:
         for number, line in enumerate(f, 1):
             if line.strip():
@@ -275,11 +604,13 @@ def cmd_import(args: argparse.Namespace) -> int:
                     items.append(json_format.ParseDict(json.loads(line), pb.ExportedMemory()))
                 except (ValueError, json_format.ParseError) as exc:
                     raise SystemExit(f"teleo: {args.file} line {number}: not an exported memory ({exc})") from None
+                numbers.append(number)
     resp = _stub(args).Import(iter(pb.ImportRequest(item=i) for i in items), metadata=_metadata(args),
                               timeout=args.timeout)
     for item in resp.items:
         if item.error:
-            print(f"line {item.index + 1}: {item.error_code}: {item.error}", file=sys.stderr)
+            where = numbers[item.index] if 0 <= item.index < len(numbers) else "?"
+            print(f"teleo: {args.file} line {where}: {item.error_code}: {item.error}", file=sys.stderr)
     print(f"stored {resp.stored}, duplicates {resp.duplicates}, failed {resp.failed}, "
           f"vectors reused {resp.vectors_reused}")
     return 1 if resp.failed else 0
@@ -294,12 +625,71 @@ def cmd_delete_where(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table(header: list[str], rows: list[list[object]]) -> list[str]:
+    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
+    cells = [header, *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    numeric = [all(isinstance(row[i], (int, float)) for row in rows) for i in range(len(header))]
+    return ["  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric)).rstrip()
+            for row in cells]
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
-    from google.protobuf import json_format
+    """Corpus and server facts as a table, or as JSON (``--json``) with integers as numbers."""
     from teleo.v1 import memory_pb2 as pb
 
-    resp = _stub(args).Stats(pb.StatsRequest(), metadata=_metadata(args), timeout=args.timeout)
-    print(json.dumps(json_format.MessageToDict(resp), indent=2))
+    resp = _stub(args).Stats(pb.StatsRequest(namespaces=args.namespace or []), metadata=_metadata(args),
+                             timeout=args.timeout)
+    if args.json:
+        print(json.dumps(_as_dict(resp), indent=2, ensure_ascii=False))
+        return 0
+    ready = "ready" if resp.embedder_ready else "NOT READY: stores are refused, retrieval is lexical only"
+    for label, value in [("server", resp.server_version), ("model", resp.model_version), ("backend", resp.backend),
+                         ("embedder", f"{resp.embedder}, {ready}"), ("goals", resp.goals),
+                         ("memories", resp.memories)]:
+        print(f"{label:<10}{value}")
+    print()
+    namespaces = [[n.namespace, n.memories, n.chunks] for n in resp.namespaces]
+    heads = [[h.name, h.kind, h.dimension, h.dtype] for h in resp.heads]
+    print("\n".join(_table(["NAMESPACE", "MEMORIES", "CHUNKS"], namespaces)))
+    print()
+    print("\n".join(_table(["HEAD", "KIND", "DIMENSION", "DTYPE"], heads)))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """How similar two memories are in each space, and those similarities aggregated."""
+    from teleo.v1 import memory_pb2 as pb
+
+    aggregation = pb.Aggregation.Value("AGGREGATION_" + args.aggregation.upper().replace("-", "_"))
+    req = pb.CompareRequest(id_a=args.id_a, id_b=args.id_b, aggregation=aggregation,
+                            space_weights=dict(args.space_weight or []))
+    resp = _stub(args).Compare(req, metadata=_metadata(args), timeout=args.timeout)
+    if args.json:
+        _print_json(resp)
+        return 0
+    rows = [[name, f"{resp.spaces[name]:.3f}"] for name in sorted(resp.spaces, key=_space_key)]
+    print("\n".join(_table(["SPACE", "SIMILARITY"], rows)))
+    aggregation = pb.Aggregation.Name(resp.aggregation).removeprefix("AGGREGATION_").lower().replace("_", "-")
+    print(f"\naggregate ({aggregation}): {resp.aggregate:.3f}")
+    return 0
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    """Record that a memory was used, helped or misled; prints its counters afterwards."""
+    from teleo.v1 import memory_pb2 as pb
+
+    if not (args.used or args.helpful is not None):
+        raise SystemExit("teleo: nothing to record: give --used, --helpful or --misled")
+    req = pb.FeedbackRequest(id=args.id, used=args.used, request_id=args.request_id or "")
+    if args.helpful is not None:
+        req.helpful = args.helpful
+    m = _stub(args).Feedback(req, metadata=_metadata(args), timeout=args.timeout).memory
+    if args.json:
+        _print_json(m)
+        return 0
+    print(f"{m.id}: retrieved {m.retrieved_count}, used {m.used_count}, helpful {m.helpful_count}, "
+          f"misled {m.misled_count}")
     return 0
 
 
@@ -311,7 +701,12 @@ def cmd_health(args: argparse.Namespace) -> int:
     try:
         resp = stub.Check(health_pb2.HealthCheckRequest(service=args.component), timeout=args.timeout)
     except grpc.RpcError as exc:
-        print(f"{args.component or 'server'}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        if exc.code() == grpc.StatusCode.NOT_FOUND:
+            valid = ", ".join(repr(c) if not c else c for c in HEALTH_COMPONENTS)
+            print(f"teleo: no component {args.component!r}; use one of {valid} ('' is the whole server)",
+                  file=sys.stderr)
+        else:
+            print(f"{args.component or 'server'}: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 2
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
     print(f"{args.component or 'server'}: {status}")
@@ -319,8 +714,8 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``store``, ``ingest``, ``query``, ``get``, ``delete``, ``update``, ``list``,
-    ``export``, ``import``, ``delete-where``, ``stats`` and ``health``."""
+    """Register ``store``, ``ingest``, ``query``, ``get``, ``delete``, ``update``, ``list``, ``export``,
+    ``import``, ``delete-where``, ``compare``, ``feedback``, ``stats`` and ``health``."""
 
     def client(name: str, help: str, fn) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help)
@@ -334,8 +729,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = client("store", "store one memory", cmd_store)
     c.add_argument("content", help="text, or - for stdin")
     c.add_argument("--namespace")
-    c.add_argument("--type", choices=["episodic", "semantic", "procedural", "working", "reflective"])
-    c.add_argument("--meta", action="append", help="key=value metadata (repeatable)")
+    c.add_argument("--type", choices=MEMORY_TYPES)
+    c.add_argument("--meta", action="append", type=_meta_item, metavar="KEY=VALUE", help="metadata (repeatable)")
     c = client("ingest", "bulk-store a JSONL file of MemoryInput objects", cmd_ingest)
     c.add_argument("file", help="JSONL path or -; each line {\"content\": ..., ...}")
     c.add_argument("--namespace")
@@ -345,9 +740,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("text")
     c.add_argument("-k", "--top-k", type=int, default=10)
     c.add_argument("--profile", default="teleological")
-    c.add_argument("--namespace")
-    c.add_argument("--breakdown", action="store_true")
-    c.add_argument("--json", action="store_true")
+    _filter_options(c)
+    c.add_argument("--breakdown", action="store_true", help="show each result's component and per-space scores")
+    c.add_argument("--json", action="store_true",
+                   help="print every stream event (stages, results, summary) as a JSON line")
     c = client("get", "fetch memories by id", cmd_get)
     c.add_argument("ids", nargs="+")
     c = client("delete", "delete memories by id", cmd_delete)
@@ -355,41 +751,60 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = client("update", "change fields of one memory (a new content is re-embedded)", cmd_update)
     c.add_argument("id")
     c.add_argument("--content", help="the new text")
-    c.add_argument("--meta", action="append", help="key=value; replaces the metadata (repeatable)")
+    c.add_argument("--meta", action="append", type=_meta_item, metavar="KEY=VALUE",
+                   help="replaces the metadata (repeatable)")
     c.add_argument("--importance", type=float)
     c.add_argument("--keep-previous", action="store_true", help="keep the old version; the new one supersedes it")
     c = client("list", "list memories you may read, oldest first (JSON lines)", cmd_list)
-    c.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
-    c.add_argument("--session", help="only this session")
-    c.add_argument("--meta", action="append", help="key=value metadata that must match (repeatable)")
+    _filter_options(c)
     c.add_argument("--page-size", type=int, default=100)
     c.add_argument("--all", action="store_true", help="read every page")
     c = client("export", "write the memories you may read as JSON lines (a namespace's backup or move)", cmd_export)
-    c.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
-    c.add_argument("--session", help="only this session")
-    c.add_argument("--meta", action="append", help="key=value metadata that must match (repeatable)")
+    _filter_options(c)
     c.add_argument("--with-embeddings", action="store_true", help="include the vectors (no re-embedding on import)")
     c.set_defaults(timeout=600.0)
     c = client("import", "store the memories of an export file (new ids)", cmd_import)
     c.add_argument("file", help="file written by `teleo export`, or -")
     c.set_defaults(timeout=600.0)
     c = client("delete-where", "delete every memory of the named namespaces matching the filters", cmd_delete_where)
-    c.add_argument("--namespace", action="append", required=True, help="namespace to delete from (repeatable)")
-    c.add_argument("--session", help="only this session")
-    c.add_argument("--meta", action="append", help="key=value metadata that must match (repeatable)")
+    _filter_options(c, namespace_required=True)
     c.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
-    client("stats", "corpus statistics", cmd_stats)
+    c = client("compare", "similarity of two memories in each space", cmd_compare)
+    c.add_argument("id_a", metavar="ID_A")
+    c.add_argument("id_b", metavar="ID_B")
+    c.add_argument("--aggregation", choices=AGGREGATIONS, default="weighted-average",
+                   help="how the per-space similarities are combined")
+    c.add_argument("--space-weight", action="append", type=_space_weight, metavar="SPACE=WEIGHT",
+                   help="weight of a space in the weighted average, 0..10 (repeatable)")
+    c.add_argument("--json", action="store_true")
+    c = client("feedback", "record that a retrieved memory was used, helpful or misleading", cmd_feedback)
+    c.add_argument("id")
+    c.add_argument("--used", action="store_true", help="the agent used it")
+    verdict = c.add_mutually_exclusive_group()
+    verdict.add_argument("--helpful", dest="helpful", action="store_const", const=True, help="it helped")
+    verdict.add_argument("--misled", dest="helpful", action="store_const", const=False, help="it misled")
+    c.add_argument("--request-id", help="the request_id of the query it came from")
+    c.add_argument("--json", action="store_true", help="print the memory with its counters as JSON")
+    c = client("stats", "corpus statistics", cmd_stats)
+    c.add_argument("--namespace", action="append", help="only this namespace (repeatable)")
+    c.add_argument("--json", action="store_true", help="print the response as JSON (integers as numbers)")
     c = client("health", "exit 0 if SERVING (probe)", cmd_health)
-    c.add_argument("component", nargs="?", default="", help="'', teleo.v1.MemoryService, embedding, index or store")
+    c.add_argument("component", nargs="?", default="",
+                   help=f"one of {', '.join(repr(x) if not x else x for x in HEALTH_COMPONENTS)} ('' = the server)")
     c.set_defaults(timeout=5.0)
 
 
 __all__ = [
+    "AGGREGATIONS",
     "DEFAULT_ADDRESS",
+    "HEALTH_COMPONENTS",
+    "MEMORY_TYPES",
     "add_commands",
+    "cmd_compare",
     "cmd_delete",
     "cmd_delete_where",
     "cmd_export",
+    "cmd_feedback",
     "cmd_get",
     "cmd_health",
     "cmd_import",

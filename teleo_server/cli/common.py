@@ -3,7 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 from pathlib import Path
+
+
+class StrictParser(argparse.ArgumentParser):
+    """An argument parser that takes no abbreviated options and rejects unknown ones where they occur.
+
+    Subcommand parsers (``add_subparsers`` makes them of the same class) report an unknown option
+    themselves, naming it and the closest known option, instead of leaving it to the top level.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self._unrecognized(extras))
+        return namespace, extras
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        options = [a for a in extras if a.startswith("-") and len(a) > 1]
+        if not options:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        known = sorted(self._option_string_actions)
+        name = options[0].split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; see {self.prog} --help"
+        return f"unrecognized option {name}{hint}"
 
 
 def local_settings(args: argparse.Namespace, **extra: object):
@@ -16,4 +45,4 @@ def local_settings(args: argparse.Namespace, **extra: object):
     return load_settings(getattr(args, "config", None), **overrides)
 
 
-__all__ = ["local_settings"]
+__all__ = ["StrictParser", "local_settings"]
