@@ -5,15 +5,20 @@
 #                      ablation -> bench/results/eval.{json,md}. Embeddings are cached under
 #                      var/eval/cache (the first run embeds SciFact: ~15 min on 2 cores, more when shared).
 #   make eval-latency  retrieve latency on a synthetic 100,000-memory corpus -> bench/results/latency.json
+#   make calibrate     refit the calibrated relevance on SciFact train + LoCoMo dev ->
+#                      teleo_server/pipeline/relevance.json and bench/results/calibration.json
 #   EVAL_ARGS="--only scifact --quick" narrows a run.
 
 EVAL_ARGS ?=
 EVAL_NICE ?= nice -n 10
 
-.PHONY: eval eval-latency
+.PHONY: eval eval-latency calibrate
 
 eval: $(STAMP) $(MODELS_STAMP)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.run --data $(DATA) $(EVAL_ARGS)
 
 eval-latency: $(STAMP)
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.latency $(EVAL_ARGS)
+
+calibrate: $(STAMP) $(MODELS_STAMP)
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.calibrate --data $(DATA)

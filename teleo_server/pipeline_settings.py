@@ -128,6 +128,8 @@ class PipelineSettings(BaseModel):
     mmr_lambda: float = Field(1.0, ge=0, le=1)      # 1 = relevance only
     mmr_depth: int = Field(50, ge=1)
     min_score: float = Field(0.0, ge=0, le=1)
+    # calibrated relevance floor (pipeline/relevance.py): drops results unlikely to be relevant at all
+    min_relevance: float = Field(0.0, ge=0, le=1)
     # importance prior: score *= 1 + w * (2 * importance - 1), so a memory at the default
     # importance (0.5) is unchanged, importance 1 gains up to w and importance 0 loses up to w.
     # Off by default: the evaluation sets carry no importance, so no gain could be measured there.

@@ -34,6 +34,7 @@ class Overrides:
     decay_half_life_days: float | None = None
     mmr_lambda: float | None = None
     min_score: float | None = None
+    min_relevance: float | None = None
     misalignment_threshold: float | None = None
     filter_misaligned: bool | None = None
     space_weights: tuple[tuple[str, float], ...] = ()

@@ -427,6 +427,7 @@ def _overrides(msg: pb.StageOverrides) -> Overrides:
         decay_half_life_days=opt("decay_half_life_days", lambda x, f: v.in_range(x, 0.0, 1e6, f)),
         mmr_lambda=opt("mmr_lambda", v.unit),
         min_score=opt("min_score", v.unit),
+        min_relevance=opt("min_relevance", v.unit),
         misalignment_threshold=opt("misalignment_threshold", v.unit),
         filter_misaligned=msg.filter_misaligned if msg.HasField("filter_misaligned") else None,
         space_weights=tuple(sorted(weights)),
@@ -467,6 +468,7 @@ def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool) -
         johari=int(hit.johari),
         chunk_index=hit.chunk_index,
         unique_contribution=hit.unique_contribution,
+        relevance=hit.relevance,
     )
     if include_breakdown:
         b = hit.breakdown

@@ -6,6 +6,7 @@ import numpy as np
 
 from teleo_server.domain import MemoryType
 from teleo_server.pipeline.alignment import johari_filter
+from teleo_server.pipeline.relevance import relevance
 from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import State
 
@@ -76,12 +77,13 @@ def finalize(state: State) -> str:
     c, cfg = state.cands, state.cfg
     n_in = c.size
     assert c.score is not None
-    keep = np.flatnonzero(c.score >= cfg.min_score) if cfg.min_score > 0 else np.arange(c.size)
+    c.columns["relevance"] = relevance(c.spaces, c.size)
+    keep = np.flatnonzero((c.score >= cfg.min_score) & (c.columns["relevance"] >= cfg.min_relevance))
     state.cands = c = c.take(keep)
     below = n_in - c.size
     picked = mmr(state, state.top_k)
     state.cands = c.take(picked)
-    return (f"half_life_days={cfg.decay_half_life_days:g} importance_weight={cfg.importance_weight:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} "
+    return (f"half_life_days={cfg.decay_half_life_days:g} importance_weight={cfg.importance_weight:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} min_relevance={cfg.min_relevance:g} "
             f"below_min={below} johari_removed={removed_johari}")
 
 

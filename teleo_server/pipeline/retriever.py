@@ -20,6 +20,7 @@ from teleo_server.pipeline.explain import explanation
 from teleo_server.pipeline import profiles
 from teleo_server.pipeline.fusion import no_fusion, ranks
 from teleo_server.pipeline.ops import resolve_ops
+from teleo_server.pipeline.relevance import relevance
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import Candidates, State, resolve_config
@@ -241,6 +242,7 @@ class TeleologicalRetriever:
         temporal_of = None if c.temporal is None else c.temporal.tolist()
         chunk_of = None if c.chunk is None else c.chunk.tolist()
         unique_of = c.columns["unique_contribution"].tolist() if "unique_contribution" in c.columns else None
+        relevance_of = (c.columns["relevance"] if "relevance" in c.columns else relevance(c.spaces, c.size)).tolist()
         for i in range(c.size):
             found = tuple(n for n in names if found_of[n][i])
             spaces = {n: v for n in names if not math.isnan(v := value_of[n][i])}
@@ -255,7 +257,8 @@ class TeleologicalRetriever:
             yield Hit(memory=self.catalog.memory(rows[i]), score=scores[i], breakdown=breakdown, found_by=found,
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text,
                       chunk_index=chunk_of[i] if chunk_of is not None else 0,
-                      unique_contribution=unique_of[i] if unique_of is not None else "")
+                      unique_contribution=unique_of[i] if unique_of is not None else "",
+                      relevance=relevance_of[i])
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)

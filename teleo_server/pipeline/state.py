@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 _OVERRIDABLE = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k",
                 "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score",
-                "misalignment_threshold", "filter_misaligned")
+                "misalignment_threshold", "filter_misaligned", "min_relevance")
 
 
 def _space(name: str, field_name: str) -> str:

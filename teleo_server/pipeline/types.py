@@ -44,6 +44,7 @@ class Hit:
     explanation: str = ""
     chunk_index: int = 0
     unique_contribution: str = ""              # additive_rrf: the only space that found it, if one
+    relevance: float = 0.0                     # calibrated, absolute (pipeline/relevance.py)
 
 
 @dataclass(slots=True)

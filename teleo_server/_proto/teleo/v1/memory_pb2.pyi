@@ -400,7 +400,7 @@ class RetrieveFilters(_message.Message):
     def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., memory_types: _Optional[_Iterable[_Union[MemoryType, str]]] = ..., event_time: _Optional[_Union[TimeRange, _Mapping]] = ..., min_confidence: _Optional[float] = ..., session_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class StageOverrides(_message.Message):
-    __slots__ = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score", "misalignment_threshold", "filter_misaligned", "space_weights", "disable_stages")
+    __slots__ = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score", "misalignment_threshold", "filter_misaligned", "space_weights", "disable_stages", "min_relevance")
     class SpaceWeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -421,6 +421,7 @@ class StageOverrides(_message.Message):
     FILTER_MISALIGNED_FIELD_NUMBER: _ClassVar[int]
     SPACE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     DISABLE_STAGES_FIELD_NUMBER: _ClassVar[int]
+    MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     sparse_weight: float
     max_candidates: int
     dense_dimension: int
@@ -434,7 +435,8 @@ class StageOverrides(_message.Message):
     filter_misaligned: bool
     space_weights: _containers.ScalarMap[str, float]
     disable_stages: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ...) -> None: ...
+    min_relevance: float
+    def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
     __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain")
@@ -511,7 +513,7 @@ class ScoreBreakdown(_message.Message):
     def __init__(self, content: _Optional[float] = ..., purpose_alignment: _Optional[float] = ..., goal_alignment: _Optional[float] = ..., late_interaction: _Optional[float] = ..., temporal: _Optional[float] = ..., spaces: _Optional[_Mapping[str, float]] = ..., space_ranks: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution")
+    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution", "relevance")
     RANK_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -522,6 +524,7 @@ class Result(_message.Message):
     EXPLANATION_FIELD_NUMBER: _ClassVar[int]
     CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
     UNIQUE_CONTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     rank: int
     memory: Memory
     score: float
@@ -532,7 +535,8 @@ class Result(_message.Message):
     explanation: str
     chunk_index: int
     unique_contribution: str
-    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ...) -> None: ...
+    relevance: float
+    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ..., relevance: _Optional[float] = ...) -> None: ...
 
 class RetrieveSummary(_message.Message):
     __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size")
