@@ -113,6 +113,11 @@ def test_cli_round_trip_with_the_dev_token(server_process, tmp_path):
     dump.write_text('{"memory": {"input": {"content": "fine"}}}\n[1, 2]\n')
     broken = _cli(srv, "import", str(dump))
     assert broken.returncode == 1 and "line 2: not an exported memory" in broken.stderr
+    dump.write_bytes(b'{"memory": {"input": {"content": "fine"}}}\n\xff\xfe bad bytes\n')
+    binary = _cli(srv, "import", str(dump))
+    assert binary.returncode == 1 and "line 2: not UTF-8 text" in binary.stderr and "Traceback" not in binary.stderr
+    missing = _cli(srv, "import", str(tmp_path / "absent.jsonl"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_oversized_batch_is_resource_exhausted_and_server_stays_up(server_process):

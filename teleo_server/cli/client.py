@@ -597,8 +597,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     from teleo.v1 import memory_pb2 as pb
 
     items, numbers = [], []
-    with (sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")) as f:
-        for number, line in enumerate(f, 1):
+    try:
+        source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
+    except OSError as exc:
+        raise SystemExit(f"teleo: cannot read {args.file}: {exc.strerror}") from None
+    with source as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise SystemExit(f"teleo: {args.file} line {number}: not UTF-8 text; an export file is "
+                                 "written by `teleo export`") from None
             if line.strip():
                 try:
                     items.append(json_format.ParseDict(json.loads(line), pb.ExportedMemory()))
