@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # The fusion methods (pipeline/fusion.py documents each); API validation derives from this.
-FusionMethod = Literal["rrf", "weighted", "relative", "rrf_relative_mean", "additive_rrf"]
+FusionMethod = Literal["rrf", "weighted", "relative", "rrf_relative_mean", "additive_rrf", "vector_text"]
 
 # What the stages need a space for, and which space plays that part. Stages ask for a role
 # (``State.role``), never for an E-name, so a deployment can point a role at another space.
@@ -51,6 +51,15 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
         settings={"fusion": "rrf", "space_weights": {"E1_semantic": 1.0, "E6_lexical": 1.0, "E13_splade": 1.0},
                   "hdc_candidates": 0},
         description="BM25 + SPLADE + dense, equal-weight RRF"),
+    # OpenClaw's memory search: a 0.7 vector / 0.3 text merge of absolute scores, 30-day decay of
+    # dated notes (a date in the source or metadata; evergreen and undated ones exempt), MMR over
+    # word-set Jaccard with lambda 0.7, a 0.35 score floor
+    "openclaw": ProfileSpec(
+        stages=("sparse_recall", "dense", "fusion", "finalize"),
+        settings={"fusion": "vector_text", "vector_weight": 0.7, "text_weight": 0.3, "sparse_weight": 0.0,
+                  "hdc_candidates": 0, "max_candidates": 200, "dense_candidates": 200,
+                  "decay_half_life_days": 30.0, "decay_clock": "dated", "mmr_lambda": 0.7, "mmr_similarity": "jaccard", "min_score": 0.35},
+        description="OpenClaw: 0.7 vector + 0.3 BM25, 30-day decay, Jaccard MMR, 0.35 floor"),
     "entry_point": ProfileSpec(
         stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),
         description="start from the space the others corroborate most"),
@@ -105,6 +114,9 @@ class PipelineSettings(BaseModel):
     fusion: FusionMethod = "rrf_relative_mean"
     rrf_k: float = Field(60.0, gt=0)
     unique_boost: float = Field(0.1, ge=0, le=1)  # additive_rrf: boost of a candidate only one space found
+    # vector_text: vector_weight * cosine + text_weight * BM25 / (1 + BM25), weights normalised to sum 1
+    vector_weight: float = Field(0.7, ge=0)
+    text_weight: float = Field(0.3, ge=0)
     space_weights: dict[str, float] = Field(
         default_factory=lambda: {"E1_semantic": 0.5, "E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.3}
     )
@@ -125,8 +137,12 @@ class PipelineSettings(BaseModel):
 
     # finalize
     decay_half_life_days: float = Field(0.0, ge=0)  # 0 disables temporal decay
+    # what a memory's age runs from: its event time, or (OpenClaw) a YYYY-MM-DD date in its source or
+    # metadata, undated memories not decaying
+    decay_clock: Literal["event_time", "dated"] = "event_time"
     mmr_lambda: float = Field(1.0, ge=0, le=1)      # 1 = relevance only
     mmr_depth: int = Field(50, ge=1)
+    mmr_similarity: Literal["dense", "jaccard"] = "dense"  # memory vectors, or word-set Jaccard of the texts
     min_score: float = Field(0.0, ge=0, le=1)
     # calibrated relevance floor (pipeline/relevance.py): drops results unlikely to be relevant at all
     min_relevance: float = Field(0.0, ge=0, le=1)

@@ -33,7 +33,7 @@ log = structlog.get_logger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 PRINCIPAL = Principal("eval", "eval", frozenset({"*"}), frozenset({"*"}), AccessLevel.RESTRICTED, "eval")
 SINGLE = ("E1_semantic", "E6_lexical", "E13_splade", "E9_hdc", "E12_late", "E2_recency", "E4_sequence")
-PROFILES = ("teleological", "hybrid", "entry_point")
+PROFILES = ("teleological", "hybrid", "entry_point", "openclaw")
 ABLATE = ("sparse_recall", "dense", "fusion", "alignment", "late_interaction")
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timezone
+
 import numpy as np
 
-from teleo_server.domain import MemoryType
+from teleo_server.domain import Memory, MemoryType
 from teleo_server.pipeline.alignment import johari_filter
 from teleo_server.pipeline.relevance import relevance
 from teleo_server.pipeline.stages import stage
@@ -13,13 +16,37 @@ from teleo_server.pipeline.state import State
 DAY = 86_400.0
 
 
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+
+
+def dated(memory: Memory) -> float:
+    """POSIX seconds of the first YYYY-MM-DD date in a memory's source or metadata values (UTC
+    midnight), NaN when there is none (OpenClaw: an undated note does not decay)."""
+    for text in (memory.source, *memory.metadata.values()):
+        for m in _DATE.finditer(text):
+            try:
+                return datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=timezone.utc).timestamp()
+            except ValueError:
+                continue
+    return float("nan")
+
+
 def decay(state: State) -> None:
-    """score *= 0.5 ** (age / half_life); evergreen and procedural memories are exempt."""
+    """score *= 0.5 ** (age / half_life); evergreen and procedural memories are exempt.
+
+    Age runs from the event time, or with ``decay_clock = "dated"`` from a date in the memory's
+    source or metadata, memories without one not decaying at all.
+    """
     c, cfg, cat = state.cands, state.cfg, state.ctx.catalog
     c.temporal = np.ones(c.size, dtype=np.float32)
     if cfg.decay_half_life_days <= 0 or c.size == 0:
         return
-    age = np.maximum(state.ctx.now - cat.event_time[c.rows], 0.0) / DAY
+    if cfg.decay_clock == "dated":
+        when = np.array([dated(cat.memory(int(r))) for r in c.rows], dtype=np.float64)
+        when = np.where(np.isnan(when), state.ctx.now, when)  # undated: age 0
+    else:
+        when = cat.event_time[c.rows]
+    age = np.maximum(state.ctx.now - when, 0.0) / DAY
     factor = np.power(0.5, age / cfg.decay_half_life_days)
     exempt = cat.evergreen[c.rows] | (cat.mtype[c.rows] == int(MemoryType.PROCEDURAL))
     c.temporal = np.where(exempt, 1.0, factor).astype(np.float32)
@@ -27,11 +54,28 @@ def decay(state: State) -> None:
     c.score = (c.score * c.temporal).astype(np.float32)
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def jaccard_matrix(texts: list[str]) -> np.ndarray:
+    """float64 (n, n): Jaccard similarity of the lower-cased alphanumeric word sets of ``texts``."""
+    sets = [set(_WORD.findall(t.lower())) for t in texts]
+    n = len(sets)
+    out = np.eye(n)
+    for i in range(n):
+        for j in range(i + 1, n):
+            union = len(sets[i] | sets[j])
+            out[i, j] = out[j, i] = len(sets[i] & sets[j]) / union if union else 0.0
+    return out
+
+
 def mmr(state: State, k: int) -> np.ndarray:
     """Greedy maximal marginal relevance over the top ``mmr_depth``; returns positions in order.
 
-    Similarity between candidates is the cosine of their memory vectors (E1); without vectors the
-    order is relevance only. The loop runs over selected results (k), never over candidates.
+    Similarity between candidates is the cosine of their memory vectors (E1), or with
+    ``mmr_similarity = "jaccard"`` the Jaccard similarity of their lower-cased alphanumeric word sets;
+    without vectors (dense) the order is relevance only. The loop runs over selected results (k),
+    never over candidates.
     """
     c, cfg = state.cands, state.cfg
     assert c.score is not None
@@ -39,12 +83,16 @@ def mmr(state: State, k: int) -> np.ndarray:
     lam = cfg.mmr_lambda
     dense = state.role("dense")
     semantic = state.spaces[dense] if dense is not None else None
-    if lam >= 1.0 or c.size <= 1 or semantic is None or getattr(semantic, "index", None) is None:
+    jaccard = cfg.mmr_similarity == "jaccard"
+    if lam >= 1.0 or c.size <= 1 or (not jaccard and (semantic is None or getattr(semantic, "index", None) is None)):
         return order[:k]
     pool = order[: max(cfg.mmr_depth, k)]
-    vecs = semantic.memory_vectors(c.rows[pool])
     rel = c.score[pool].astype(np.float64)
-    sims = vecs @ vecs.T
+    if jaccard:
+        sims = jaccard_matrix([state.ctx.catalog.memory(int(r)).content for r in c.rows[pool]])
+    else:
+        vecs = semantic.memory_vectors(c.rows[pool])
+        sims = vecs @ vecs.T
     chosen: list[int] = []
     max_sim = np.full(pool.size, -np.inf)
     available = np.ones(pool.size, dtype=bool)
@@ -87,4 +135,4 @@ def finalize(state: State) -> str:
             f"below_min={below} johari_removed={removed_johari}")
 
 
-__all__ = ["decay", "finalize", "importance", "mmr"]
+__all__ = ["dated", "decay", "finalize", "importance", "jaccard_matrix", "mmr"]

@@ -6,6 +6,9 @@ Methods (weights w_s per space; spaces without a weight or without scores are le
 - ``relative``: sum_s w_s * (score_s - min_s) / (max_s - min_s) (relative-score fusion).
 - ``rrf_relative_mean``: the mean of normalised RRF and relative-score fusion: RRF's robustness
   to score scales (it keeps deep recall) plus the magnitudes' precision at the top.
+- ``vector_text`` (OpenClaw's merge): ``vector_weight`` x the dense cosine (clipped to [0, 1]) +
+  ``text_weight`` x BM25 / (1 + BM25), the weights normalised to sum to 1. Absolute, not
+  rank-based, so a score floor keeps its meaning across queries.
 - ``additive_rrf`` (the seed's algorithm): RRF, with a candidate that exactly one space's own
   candidate list found boosted by ``unique_boost`` (10%): the blind-spot discoveries a single
   perspective makes are kept rather than outvoted. The space is recorded per result
@@ -51,6 +54,8 @@ def fuse(spaces: dict[str, np.ndarray], weights: dict[str, float], method: str, 
         rrf, used = fuse(spaces, weights, "rrf", k, rank_cols)
         rel, _ = fuse(spaces, weights, "relative", k)
         return ((rrf + rel) / 2.0).astype(np.float32), used
+    if method == "vector_text":
+        raise ValueError("vector_text needs the roles' spaces: use vector_text()")
     if method == "additive_rrf":
         raise ValueError("additive_rrf needs each space's own candidate list: use additive_rrf()")
     used = [n for n, s in spaces.items() if weights.get(n, 0.0) > 0 and not np.all(np.isnan(s))]
@@ -93,6 +98,16 @@ def additive_rrf(spaces: dict[str, np.ndarray], found: dict[str, np.ndarray], we
     return (rrf * np.where(only, 1.0 + boost, 1.0) / (1.0 + boost)).astype(np.float32), used, unique
 
 
+def vector_text(vector: np.ndarray | None, text: np.ndarray | None, wv: float, wt: float, n: int) -> np.ndarray:
+    """OpenClaw's merge: float32 (n,) = (wv * clip(cos) + wt * bm25 / (1 + bm25)) / (wv + wt)."""
+    total = wv + wt
+    if total <= 0:
+        return np.zeros(n, dtype=np.float32)
+    v = np.zeros(n) if vector is None else np.clip(np.nan_to_num(vector.astype(np.float64), nan=0.0), 0.0, 1.0)
+    t = np.zeros(n) if text is None else np.maximum(np.nan_to_num(text.astype(np.float64), nan=0.0), 0.0)
+    return ((wv * v + wt * t / (1.0 + t)) / total).astype(np.float32)
+
+
 def no_fusion(state: State) -> None:
     """When fusion is disabled, the content score is the first available space's relative score
     (dense, learned sparse, lexical, n-gram: the roles in that order)."""
@@ -118,7 +133,12 @@ def fusion(state: State) -> str:
             if feats is not None:
                 c.set_space(name, space.score(state.ctx, feats, c.rows), np.zeros(c.size, dtype=bool))
     c.ranks = {name: ranks(s.astype(np.float64)) for name, s in c.spaces.items()}
-    if cfg.fusion == "additive_rrf":
+    if cfg.fusion == "vector_text":
+        dense, lexical = state.role("dense"), state.role("lexical")
+        content = vector_text(c.spaces.get(dense or ""), c.spaces.get(lexical or ""), cfg.vector_weight,
+                              cfg.text_weight, c.size)
+        used = [n for n in (dense, lexical) if n is not None and n in c.spaces]
+    elif cfg.fusion == "additive_rrf":
         content, used, unique = additive_rrf(c.spaces, c.found, weights, cfg.rrf_k, cfg.unique_boost, c.ranks)
         names = np.array(used + [""], dtype=object)
         c.columns["unique_contribution"] = names[unique]  # -1 picks the trailing ""
@@ -132,4 +152,4 @@ def fusion(state: State) -> str:
     return f"method={cfg.fusion} k={cfg.rrf_k:g} spaces=" + "+".join(u.split("_")[0] for u in used)
 
 
-__all__ = ["additive_rrf", "fuse", "fusion", "no_fusion", "ranks"]
+__all__ = ["additive_rrf", "fuse", "fusion", "no_fusion", "ranks", "vector_text"]
