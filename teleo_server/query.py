@@ -54,6 +54,8 @@ class Query:
     overrides: Overrides = field(default_factory=Overrides)
     include_breakdown: bool = False
     explain: bool = False
+    snippets: bool = False                     # results carry their best-matching chunk, cut to 700 characters
+    omit_content: bool = False                 # results leave the memory's content out
     now: float = 0.0                           # POSIX seconds used for temporal decay
 
 

@@ -9,21 +9,14 @@ from teleo.v1 import memory_pb2 as pb
 
 from teleo_server.auth import create_token
 from teleo_server.domain import AccessLevel
+from tests._rpc import status as _code
+from tests._rpc import token_auth as _token
 
 _IDENTITY = {"request_serializer": None, "response_deserializer": None}
 # bytes that cannot parse: a field with wire type 7, and a string field holding invalid UTF-8
 GARBAGE = [b"\xff\xff\xff\xff", b"\x0a\x03\x0a\x01\xff"]
 
 
-def _token(api_server, agent, read, write, level=AccessLevel.INTERNAL, ns="default"):
-    _, token = create_token(api_server.app.core.store, agent, read, write, level, ns)
-    return [("authorization", f"Bearer {token}")]
-
-
-def _code(fn):
-    with pytest.raises(grpc.RpcError) as err:
-        fn()
-    return err.value.code(), err.value.details()
 
 
 @pytest.mark.parametrize("body", GARBAGE, ids=["wire-type-7", "bad-utf8"])

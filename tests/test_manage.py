@@ -7,22 +7,14 @@ import grpc
 import pytest
 from teleo.v1 import memory_pb2 as pb
 
-from teleo_server.auth import create_token
 from teleo_server.domain import AccessLevel
+from tests._rpc import status as _code
+from tests._rpc import token_auth as _token
 
 LEVEL = {AccessLevel.PUBLIC: pb.ACCESS_LEVEL_PUBLIC, AccessLevel.INTERNAL: pb.ACCESS_LEVEL_INTERNAL,
          AccessLevel.RESTRICTED: pb.ACCESS_LEVEL_RESTRICTED}
 
 
-def _token(api_server, agent, read, write, level=AccessLevel.INTERNAL, ns="default"):
-    _, token = create_token(api_server.app.core.store, agent, read, write, level, ns)
-    return [("authorization", f"Bearer {token}")]
-
-
-def _code(fn):
-    with pytest.raises(grpc.RpcError) as err:
-        fn()
-    return err.value.code(), err.value.details()
 
 
 def _store(stub, auth, content, ns, level=AccessLevel.INTERNAL, **kw) -> str:

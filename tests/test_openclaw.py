@@ -98,3 +98,27 @@ def test_a_note_is_dated_by_a_date_in_its_source_or_metadata():
     assert dated(syn.memory("b", "x", metadata={"day": "2024-02-29"})) == 1709164800.0
     assert np.isnan(dated(syn.memory("c", "x", source="notes.md")))
     assert np.isnan(dated(syn.memory("d", "x", source="2025-02-30 is no date")))
+
+
+def test_a_snippet_is_cut_at_word_boundaries_within_its_span():
+    from teleo_server.api.convert import snippet
+
+    text = "alpha beta gamma delta " * 60
+    got, start, end = snippet(text, (6, len(text)), limit=30)
+    assert got == text[start:end] and start == 6 and len(got) <= 30 and not got.endswith(" ")
+    assert text[end] == " " and got.split()[-1] in {"alpha", "beta", "gamma", "delta"}  # whole words
+    assert snippet("short note", None) == ("short note", 0, 10)
+
+
+def test_results_can_carry_the_matching_chunk_instead_of_the_whole_memory(stub, claw):
+    auth, _ = claw
+    filler = " ".join(f"Routine status line {i} about nothing in particular." for i in range(60))
+    long_text = filler + " The backup generator is tested on the first Sunday of every month. " + filler
+    mid = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=long_text, namespace="claw")), metadata=auth, timeout=60).id
+    events = list(stub.Retrieve(pb.RetrieveRequest(text="when is the backup generator tested", top_k=1, snippets=True,
+                                                   omit_content=True, filters=pb.RetrieveFilters(namespaces=["claw"])),
+                                metadata=auth, timeout=60))
+    (r,) = [e.result for e in events if e.WhichOneof("event") == "result"]
+    assert r.memory.id == mid and r.memory.input.content == "" and r.chunk_index >= 1
+    assert 0 < len(r.snippet) <= 700 and "backup generator" in r.snippet
+    assert r.snippet == long_text[r.snippet_start:r.snippet_end]

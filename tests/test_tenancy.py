@@ -15,24 +15,16 @@ import pytest
 from teleo.v1 import memory_pb2 as pb
 from teleo.v1 import memory_pb2_grpc
 
-from teleo_server.auth import create_token
 from teleo_server.domain import AccessLevel
+from tests._rpc import status as _code
+from tests._rpc import token_auth as _token
 
-
-def _token(api_server, agent, read, write, level=AccessLevel.INTERNAL, ns="default"):
-    _, token = create_token(api_server.app.core.store, agent, read, write, level, ns)
-    return [("authorization", f"Bearer {token}")]
 
 
 def _results(stub, auth, **kw):
     events = list(stub.Retrieve(pb.RetrieveRequest(**kw), metadata=auth, timeout=60))
     return [e.result for e in events if e.WhichOneof("event") == "result"], events[-1].summary
 
-
-def _code(fn):
-    with pytest.raises(grpc.RpcError) as err:
-        fn()
-    return err.value.code(), err.value.details()
 
 
 # -- poison input: timestamps outside what a protobuf Timestamp may hold --------------------------

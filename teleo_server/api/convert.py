@@ -340,6 +340,8 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
             overrides=_overrides(req.overrides),
             include_breakdown=req.include_breakdown,
             explain=req.explain,
+            snippets=req.snippets,
+            omit_content=req.omit_content,
             now=now,
         ),
         vectors,
@@ -458,7 +460,26 @@ def stage_to_proto(s: StageReport) -> pb.StageEvent:
     )
 
 
-def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool) -> pb.Result:
+SNIPPET_CHARS = 700
+
+
+def snippet(content: str, span: tuple[int, int] | None, limit: int = SNIPPET_CHARS) -> tuple[str, int, int]:
+    """At most ``limit`` characters of ``content[span]`` (the whole content without a span), cut at
+    word boundaries where it must be cut; returns (text, start, end) with offsets into ``content``."""
+    start, end = span if span is not None else (0, len(content))
+    start, end = max(0, min(start, len(content))), max(0, min(end, len(content)))
+    while start < end and content[start].isspace():
+        start += 1
+    if end - start > limit:
+        cut = content.rfind(" ", start, start + limit + 1)
+        end = cut if cut > start else start + limit
+    while end > start and content[end - 1].isspace():
+        end -= 1
+    return content[start:end], start, end
+
+
+def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool, snippets: bool = False,
+                  omit_content: bool = False) -> pb.Result:
     r = pb.Result(
         rank=rank,
         memory=memory_to_proto(hit.memory),
@@ -485,6 +506,10 @@ def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool) -
         )
     if explain:
         r.explanation = hit.explanation
+    if snippets:
+        r.snippet, r.snippet_start, r.snippet_end = snippet(hit.memory.content, hit.chunk_span)
+    if omit_content:
+        r.memory.input.content = ""
     return r
 
 
@@ -512,6 +537,7 @@ __all__ = [
     "now",
     "page_from",
     "query_from_request",
+    "snippet",
     "stage_to_proto",
     "ts_to_float",
     "updated_memory",

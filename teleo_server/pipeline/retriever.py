@@ -42,6 +42,7 @@ class TeleologicalRetriever:
         self.catalog = Catalog()
         self.spaces = build_spaces(settings, self.catalog, self.ops)
         self.purpose = PurposeIndex(settings.goals)
+        self._spans: dict[str, tuple[tuple[int, int], ...]] = {}  # memory id -> its chunks' character spans
 
     @property
     def backend(self) -> str:
@@ -55,6 +56,7 @@ class TeleologicalRetriever:
         if memory.id in self.catalog.row_of:
             self.remove([memory.id])
         row, chunk_rows = self.catalog.add(memory, len(embeddings.chunks))
+        self._spans[memory.id] = tuple((c.start, c.end) for c in embeddings.chunks)
         for space in self.spaces.values():
             space.add(row, chunk_rows, memory, embeddings)
 
@@ -77,7 +79,9 @@ class TeleologicalRetriever:
         for space in self.spaces.values():
             space.remove(arr, chunks)  # before the catalog forgets them: spaces may read the memories
         for r in rows:
-            self.catalog.remove(self.catalog.memory(r).id)
+            memory_id = self.catalog.memory(r).id
+            self._spans.pop(memory_id, None)
+            self.catalog.remove(memory_id)
 
     def update(self, memory: Memory) -> None:
         self.catalog.update(memory)
@@ -254,11 +258,13 @@ class TeleologicalRetriever:
             gi = goal_index[i]
             goal = state.purpose.goals[gi] if gi >= 0 else None
             text = explanation(found, goal, goal_score[i], late, misaligned[i], temporal) if query.explain else ""
-            yield Hit(memory=self.catalog.memory(rows[i]), score=scores[i], breakdown=breakdown, found_by=found,
-                      misaligned=misaligned[i], johari=quadrant[i], explanation=text,
-                      chunk_index=chunk_of[i] if chunk_of is not None else 0,
+            memory = self.catalog.memory(rows[i])
+            chunk = chunk_of[i] if chunk_of is not None else 0
+            spans = self._spans.get(memory.id, ())
+            yield Hit(memory=memory, score=scores[i], breakdown=breakdown, found_by=found,
+                      misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk,
                       unique_contribution=unique_of[i] if unique_of is not None else "",
-                      relevance=relevance_of[i])
+                      relevance=relevance_of[i], chunk_span=spans[chunk] if 0 <= chunk < len(spans) else None)
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)

@@ -45,6 +45,7 @@ class Hit:
     chunk_index: int = 0
     unique_contribution: str = ""              # additive_rrf: the only space that found it, if one
     relevance: float = 0.0                     # calibrated, absolute (pipeline/relevance.py)
+    chunk_span: tuple[int, int] | None = None  # character span of the best-matching chunk
 
 
 @dataclass(slots=True)

@@ -439,7 +439,7 @@ class StageOverrides(_message.Message):
     def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain")
+    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -450,6 +450,8 @@ class RetrieveRequest(_message.Message):
     OVERRIDES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_BREAKDOWN_FIELD_NUMBER: _ClassVar[int]
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
+    SNIPPETS_FIELD_NUMBER: _ClassVar[int]
+    OMIT_CONTENT_FIELD_NUMBER: _ClassVar[int]
     text: str
     vectors: QueryVectors
     top_k: int
@@ -460,7 +462,9 @@ class RetrieveRequest(_message.Message):
     overrides: StageOverrides
     include_breakdown: bool
     explain: bool
-    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ...) -> None: ...
+    snippets: bool
+    omit_content: bool
+    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ..., snippets: _Optional[bool] = ..., omit_content: _Optional[bool] = ...) -> None: ...
 
 class StageEvent(_message.Message):
     __slots__ = ("stage", "elapsed_ms", "candidates_in", "candidates_out", "backend", "detail", "skipped")
@@ -513,7 +517,7 @@ class ScoreBreakdown(_message.Message):
     def __init__(self, content: _Optional[float] = ..., purpose_alignment: _Optional[float] = ..., goal_alignment: _Optional[float] = ..., late_interaction: _Optional[float] = ..., temporal: _Optional[float] = ..., spaces: _Optional[_Mapping[str, float]] = ..., space_ranks: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution", "relevance")
+    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution", "relevance", "snippet", "snippet_start", "snippet_end")
     RANK_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -525,6 +529,9 @@ class Result(_message.Message):
     CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
     UNIQUE_CONTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_START_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_END_FIELD_NUMBER: _ClassVar[int]
     rank: int
     memory: Memory
     score: float
@@ -536,7 +543,10 @@ class Result(_message.Message):
     chunk_index: int
     unique_contribution: str
     relevance: float
-    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ..., relevance: _Optional[float] = ...) -> None: ...
+    snippet: str
+    snippet_start: int
+    snippet_end: int
+    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ..., relevance: _Optional[float] = ..., snippet: _Optional[str] = ..., snippet_start: _Optional[int] = ..., snippet_end: _Optional[int] = ...) -> None: ...
 
 class RetrieveSummary(_message.Message):
     __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size")
