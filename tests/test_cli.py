@@ -75,9 +75,10 @@ def test_version():
 def test_query_prints_full_ids_that_get_and_delete_accept(srv):
     memory_id = _ok(_cli(srv, "store", "The staging cluster runs in eu-west-1.", "--namespace", "ids")).split()[0]
     table = _ok(_cli(srv, "query", "which region is staging in", "--namespace", "ids"))
+    assert table.splitlines()[0].split()[:4] == ["#", "SCORE", "REL", "ID"]
     row = next(line for line in table.splitlines() if "eu-west-1" in line)
-    shown = row.split()[2]
-    assert shown == memory_id
+    shown = row.split()[3]
+    assert shown == memory_id and 0.0 < float(row.split()[2]) <= 1.0  # the calibrated relevance
     assert json.loads(_ok(_cli(srv, "get", shown)))["id"] == memory_id
     assert _ok(_cli(srv, "delete", shown)).strip() == "deleted 1"
 

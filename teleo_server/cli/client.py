@@ -506,11 +506,11 @@ def cmd_query(args: argparse.Namespace) -> int:
         elif kind == "summary":
             summary = ev.summary
     width, indent = 50, " " * 13
-    print(f"{'#':>3}  {'SCORE':>6}  {'ID':<32}  {'FOUND BY':<18}  CONTENT")
+    print(f"{'#':>3}  {'SCORE':>6}  {'REL':>5}  {'ID':<32}  {'FOUND BY':<18}  CONTENT")
     for r in results:
         content = " ".join(r.memory.input.content.split())
         content = content[: width - 1] + "…" if len(content) > width else content
-        print(f"{r.rank:>3}  {r.score:6.3f}  {r.memory.id:<32}  {_found_by(r.found_by):<18}  {content}")
+        print(f"{r.rank:>3}  {r.score:6.3f}  {r.relevance:5.3f}  {r.memory.id:<32}  {_found_by(r.found_by):<18}  {content}")
         if r.explanation:
             print(f"{indent}{r.explanation}")
         if args.breakdown:
