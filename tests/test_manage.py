@@ -75,7 +75,10 @@ def test_a_cursor_survives_deletes_and_a_forged_one_is_refused(api_server, stub)
     stub.Delete(pb.DeleteRequest(ids=[ids[2]]), metadata=auth, timeout=30)  # the next page's first item
     rest = stub.List(pb.ListRequest(page_size=10, cursor=first.next_cursor), metadata=auth, timeout=30)
     assert [m.id for m in rest.memories] == ids[3:] and rest.next_cursor == ""
-    for bad in ("xyz", "c1.!!!", "c1.LTE="):  # garbage, bad base64, a negative position
+    import base64
+
+    huge = "c1." + base64.urlsafe_b64encode(str(2**63).encode()).decode()
+    for bad in ("xyz", "c1.!!!", "c1.LTE=", huge):  # garbage, bad base64, a negative position, past int64
         code, details = _code(lambda: stub.List(pb.ListRequest(cursor=bad), metadata=auth, timeout=30))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("cursor: not a cursor this server issued")
     code, details = _code(lambda: stub.List(pb.ListRequest(page_size=5000), metadata=auth, timeout=30))

@@ -8,8 +8,10 @@ while the server runs and one revoked through the CLI, plus one probe token per 
 counts its goals. The harness keeps its own model of every memory and of every token's scope (it
 does not use the server's code to decide what a caller may see) and checks, for each call:
 
-- nothing outside the caller's scope is returned: results, Get, Compare, Feedback, duplicates;
-- nothing is counted: Stats totals and per-namespace counts, goal counts, ``summary.corpus_size``;
+- nothing outside the caller's scope is returned: results, Get, Compare, Feedback, duplicates; List and
+  Export return exactly the readable matches, oldest first (List paged with small pages);
+- nothing is counted: Stats totals and per-namespace counts, goal counts, ``summary.corpus_size``, what a
+  DeleteWhere dry run matched (refused exactly when a readable match is not writable);
 - nothing is labelled: no marker of an unreadable partition anywhere in a response, goal labels included;
 - nothing is distinguishable: an unreadable id answers exactly like an unknown one (same status,
   same message once ids are blanked), a target goal the caller may not see acts like an unknown one,
@@ -152,9 +154,15 @@ CALLS = {
     "Feedback": st.fixed_dictionaries({"ref": ref, "used": st.booleans(), "helpful": st.sampled_from((None, True, False))}),
     "Stats": st.fixed_dictionaries({"namespaces": st.lists(st.sampled_from(NAMESPACES), max_size=3, unique=True)}),
     "NonInterference": st.fixed_dictionaries({"words": st.lists(word_ref, min_size=2, max_size=4), "pick": idx}),
+    "List": st.fixed_dictionaries({"namespaces": st.lists(st.sampled_from(NAMESPACES), max_size=2, unique=True),
+                                   "own": st.booleans(), "page_size": st.integers(4, 40)}),
+    "Export": st.fixed_dictionaries({"namespaces": st.lists(st.sampled_from(NAMESPACES), max_size=2, unique=True),
+                                     "own": st.booleans()}),
+    "DeleteWhere": st.fixed_dictionaries({"namespaces": st.lists(st.sampled_from(NAMESPACES), max_size=2, unique=True),
+                                          "own": st.booleans()}),
 }
 WEIGHTS = {"Store": 3, "StoreBatch": 2, "Get": 3, "Delete": 2, "Retrieve": 5, "Compare": 2, "Feedback": 2, "Stats": 2,
-           "NonInterference": 1}
+           "NonInterference": 1, "List": 2, "Export": 1, "DeleteWhere": 2}
 call = st.tuples(caller, st.sampled_from([k for k, w in WEIGHTS.items() for _ in range(w)])).flatmap(
     lambda cm: st.tuples(st.just(cm[0]), st.just(cm[1]), CALLS[cm[1]]))
 
@@ -184,7 +192,7 @@ class Checker:
         """(status name, details, response or list of stream events)."""
         fn = getattr(self.s, method)
         try:
-            if method == "Retrieve":
+            if method in ("Retrieve", "Export"):
                 return "OK", "", list(fn(req, metadata=c.md, timeout=60))
             if method == "StoreBatch":
                 return "OK", "", fn(iter(req), metadata=c.md, timeout=120)
@@ -459,6 +467,89 @@ class Checker:
             expected = self.goals_of(c)
             self.check("goal counts cover only readable partitions", resp.goals == expected, caller=c.name,
                        method="Stats", input=what, expected=expected, got=resp.goals)
+
+    @staticmethod
+    def _namespaces(c: Caller, a: dict) -> tuple[str, ...]:
+        """The drawn namespaces; with ``own``, only those the caller may read (its first one if none is)."""
+        if not a["own"]:
+            return tuple(a["namespaces"])
+        mine = [ns for ns in NAMESPACES if c.can_read(ns, 1)]
+        return tuple(ns for ns in a["namespaces"] if ns in mine) or tuple(mine[:1])
+
+    def _listed(self, c: Caller, method: str, nss: tuple[str, ...], code: str, details: str, got: list, what: str) -> None:
+        """``got`` (memories of a List or Export) must be exactly the readable memories in ``nss``, oldest first."""
+        expected = "OK" if all(c.can_read(ns, 1) for ns in nss) else "PERMISSION_DENIED"
+        ok = self.check(f"{method} answers by the caller's scope", code == expected, caller=c.name, method=method,
+                        input=what, expected=expected, status=code, message=details[:200])
+        self.no_leak(c, method, what, details, "".join(str(m) for m in got))
+        if not ok or code != "OK":
+            return
+        for m in got:
+            mem = self.model.mems.get(m.id)
+            self.check(f"{method} returns only what the caller can read",
+                       mem is not None and c.can_read(mem.ns, mem.lvl) and (not nss or mem.ns in nss)
+                       and m.input.content == mem.content, caller=c.name, method=method, input=what, result=m.id,
+                       partition=f"{m.input.namespace}/{m.input.access_level}")
+        want, ids = self.model.readable(c, nss), [m.id for m in got]
+        self.check(f"{method} returns every readable match, oldest first", ids == want, caller=c.name, method=method,
+                   input=what, expected=len(want), got=len(ids), same_set=set(ids) == set(want),
+                   missing=[i for i in want if i not in set(ids)][:3], extra=[i for i in ids if i not in set(want)][:3])
+
+    def do_List(self, c: Caller, a: dict) -> None:
+        nss = self._namespaces(c, a)
+        what = f"List namespaces={list(nss)} page_size={a['page_size']}"
+        got: list = []
+        cursor, code, details = "", "OK", ""
+        for _ in range(len(self.model.mems) // a["page_size"] + 3):  # a bound on the pages, in case the cursor loops
+            code, details, resp = self.rpc("List", pb.ListRequest(filters=pb.RetrieveFilters(namespaces=nss),
+                                                                  page_size=a["page_size"], cursor=cursor), c)
+            if code != "OK":
+                break
+            self.check("List pages are at most page_size", len(resp.memories) <= a["page_size"], caller=c.name,
+                       method="List", input=what, page=len(resp.memories))
+            got += resp.memories
+            cursor = resp.next_cursor
+            if not cursor:
+                break
+        else:
+            self.check("List reaches its last page", False, caller=c.name, method="List", input=what, listed=len(got))
+        if self.revoked(c, "List", code, details):
+            return
+        self._listed(c, "List", nss, code, details, got, what)
+
+    def do_Export(self, c: Caller, a: dict) -> None:
+        nss = self._namespaces(c, a)
+        what = f"Export namespaces={list(nss)}"
+        code, details, events = self.rpc("Export", pb.ExportRequest(filters=pb.RetrieveFilters(namespaces=nss)), c)
+        if self.revoked(c, "Export", code, details):
+            return
+        self.check("Export without embeddings carries no chunks", not any(e.chunks for e in events or []),
+                   caller=c.name, method="Export", input=what)
+        self._listed(c, "Export", nss, code, details, [e.memory for e in events or []], what)
+
+    def do_DeleteWhere(self, c: Caller, a: dict) -> None:
+        """Dry runs only: the seed keeps the goals, and the model's count is checked without changing it."""
+        nss = self._namespaces(c, a)
+        what = f"DeleteWhere dry run namespaces={list(nss)}"
+        code, details, resp = self.rpc("DeleteWhere", pb.DeleteWhereRequest(
+            filters=pb.RetrieveFilters(namespaces=nss), dry_run=True), c)
+        if self.revoked(c, "DeleteWhere", code, details):
+            return
+        matches = self.model.readable(c, nss)
+        if not nss:
+            expected = "INVALID_ARGUMENT"
+        elif not all(c.can_read(ns, 1) for ns in nss):
+            expected = "PERMISSION_DENIED"
+        elif not all(c.can_write(self.model.mems[i].ns, self.model.mems[i].lvl) for i in matches):
+            expected = "PERMISSION_DENIED"
+        else:
+            expected = "OK"
+        if self.check("DeleteWhere answers by the caller's scope", code == expected, caller=c.name, method="DeleteWhere",
+                      input=what, expected=expected, status=code, message=details[:200]) and code == "OK":
+            self.check("DeleteWhere counts only readable matches and deletes nothing on a dry run",
+                       (resp.matched, resp.deleted) == (len(matches), 0), caller=c.name, method="DeleteWhere",
+                       input=what, expected=len(matches), matched=resp.matched, deleted=resp.deleted)
+        self.no_leak(c, "DeleteWhere", what, details, str(resp))
 
     def _retrieve_request(self, a: dict, words: list[str], targets: list[str]) -> pb.RetrieveRequest:
         return pb.RetrieveRequest(text=" ".join(words), top_k=a["top_k"], profile=a["profile"], target_goals=targets,

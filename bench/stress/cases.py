@@ -44,6 +44,13 @@ class Pools:
     scoped: str = ""
     revoked: str = ""
     namespaces: list[str] = field(default_factory=lambda: ["fuzz", "fuzz-b", "fuzz-scoped"])
+    cursor: str = ""                                   # a List cursor the server issued
+    exported: list[pb.ExportedMemory] = field(default_factory=list)  # with their vectors
+
+# Imports land here and DeleteWhere deletes only here: the pools' memories (fuzz, fuzz-b) stay.
+SPARE = "fuzz-spare"
+UPDATABLE = ("content", "namespace", "access_level", "memory_type", "source", "confidence", "importance",
+             "event_time", "session_id", "session_position", "links", "metadata", "evergreen")
 
 
 def setup(srv: Server, work: Path, create_cli, revoke_cli) -> Pools:
@@ -57,10 +64,14 @@ def setup(srv: Server, work: Path, create_cli, revoke_cli) -> Pools:
                 for _ in range(40)]
         ids = [i.id for i in s.StoreBatch(iter(reqs), metadata=auth, timeout=120).items if i.id]
         version = s.Stats(pb.StatsRequest(), metadata=auth, timeout=30).model_version
+        cursor = s.List(pb.ListRequest(page_size=1), metadata=auth, timeout=30).next_cursor
+        exported = list(s.Export(pb.ExportRequest(filters=pb.RetrieveFilters(namespaces=["fuzz"]), with_embeddings=True),
+                                 metadata=auth, timeout=120))[:4]
     _, scoped = create_cli(srv.data_dir, "fuzz-scoped", ["fuzz-scoped"], ["fuzz-scoped"], 1, "fuzz-scoped")
     revoked_id, revoked = create_cli(srv.data_dir, "fuzz-revoked", ["*"], ["*"], 4, "fuzz")
     revoke_cli(srv.data_dir, revoked_id)
-    return Pools(ids=ids, model_version=version, token=srv.token, scoped=scoped, revoked=revoked)
+    return Pools(ids=ids, model_version=version, token=srv.token, scoped=scoped, revoked=revoked, cursor=cursor,
+                 exported=exported)
 
 
 def still_serving(srv: Server) -> bool:
@@ -114,6 +125,45 @@ def valid(method: str, rng: random.Random, pools: Pools, cheap: bool = False) ->
         if rng.random() < 0.5:
             req.helpful = rng.random() < 0.5
         return req
+    if method == "Update":
+        names = rng.sample(("importance", "confidence", "metadata", "evergreen", "source", "content"), rng.randint(1, 2))
+        mem = pb.MemoryInput(content=_sentence(rng), importance=rng.random(), confidence=rng.random(), source="fuzz",
+                             metadata={"k": str(rng.randint(0, 9))}, evergreen=rng.random() < 0.5)
+        return pb.UpdateRequest(id=_id(rng, pools), memory=mem, fields=names, keep_previous=rng.random() < 0.1)
+    if method == "List":
+        req = pb.ListRequest(page_size=rng.randint(1, 20), cursor=pools.cursor if rng.random() < 0.3 else "")
+        if rng.random() < 0.7:
+            req.filters.namespaces.extend(rng.sample(pools.namespaces[:2] + [SPARE], rng.randint(1, 2)))
+        if rng.random() < 0.2:
+            req.filters.session_id = "s1"
+        return req
+    if method == "DeleteWhere":
+        # only the spare namespace: a mutation may clear dry_run or drop a filter
+        req = pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=[SPARE]), dry_run=cheap or rng.random() < 0.8)
+        if rng.random() < 0.3:
+            req.filters.memory_types.append(rng.randint(1, 5))
+        return req
+    if method == "Export":
+        # small: the spare namespace, or a session that matches few memories of the pools
+        req = pb.ExportRequest(with_embeddings=rng.random() < 0.3)
+        req.filters.namespaces.append(SPARE)
+        if rng.random() < 0.4:
+            req.filters.namespaces.append(rng.choice(pools.namespaces[:2]))
+            req.filters.session_id = f"s{rng.randint(2, 9)}"
+        return req
+    if method == "Import":
+        out = []
+        for i in range(1 if cheap else rng.randint(1, 3)):
+            item = pb.ExportedMemory()
+            if pools.exported and rng.random() < 0.5:  # carries its vectors: stored without re-embedding
+                item.CopyFrom(rng.choice(pools.exported))
+            else:
+                item.memory.id = secrets.token_hex(16)
+                item.memory.model_version = pools.model_version
+                item.memory.input.content = _sentence(rng)
+            item.memory.input.namespace = SPARE
+            out.append(pb.ImportRequest(item=item))
+        return out
     return pb.StatsRequest(namespaces=rng.sample(pools.namespaces, rng.randint(0, 2)))
 
 
@@ -194,15 +244,34 @@ def _show(v) -> str:
 
 def extreme(method: str, rng: random.Random, pools: Pools) -> tuple[Message | list[Message], str]:
     notes: list[str] = []
-    if method == "StoreBatch":
-        items = [randomize(pb.StoreBatchRequest(), rng, pools, notes, prefix=f"[{i}].") for i in range(rng.randint(1, 4))]
+    if method in ("StoreBatch", "Import"):
+        cls = pb.StoreBatchRequest if method == "StoreBatch" else pb.ImportRequest
+        items = [randomize(cls(), rng, pools, notes, prefix=f"[{i}].") for i in range(rng.randint(1, 4))]
+        if method == "Import":
+            for it in items:
+                if pools.exported and rng.random() < 0.3:  # real vectors under random values elsewhere
+                    it.item.chunks.extend(rng.choice(pools.exported).chunks)
         return items, "random extremes: " + ", ".join(notes)[:300]
     cls = {"Store": pb.StoreRequest, "Get": pb.GetRequest, "Delete": pb.DeleteRequest, "Retrieve": pb.RetrieveRequest,
-           "Compare": pb.CompareRequest, "Feedback": pb.FeedbackRequest, "Stats": pb.StatsRequest}[method]
+           "Compare": pb.CompareRequest, "Feedback": pb.FeedbackRequest, "Stats": pb.StatsRequest,
+           "Update": pb.UpdateRequest, "List": pb.ListRequest, "DeleteWhere": pb.DeleteWhereRequest,
+           "Export": pb.ExportRequest}[method]
     msg = randomize(cls(), rng, pools, notes)
     if method == "Delete" and rng.random() < 0.9:
         del msg.ids[:]  # keep the seeded memories for the other cases
         msg.ids.append(secrets.token_hex(16))
+    if method == "Update" and rng.random() < 0.6:  # field names the server knows, so the values are checked
+        del msg.fields[:]
+        msg.fields.extend(rng.sample(UPDATABLE, rng.randint(1, 4)))
+        notes.append(f"fields={list(msg.fields)}")
+    if method == "List" and rng.random() < 0.3:
+        msg.cursor = pools.cursor
+    if method == "DeleteWhere" and not msg.dry_run:
+        kept = [n for n in msg.filters.namespaces if n not in pools.namespaces]
+        del msg.filters.namespaces[:]
+        msg.filters.namespaces.extend(kept)
+    if method == "Export" and msg.with_embeddings and rng.random() < 0.8:  # keep it cheap
+        msg.filters.namespaces.append(SPARE)
     return msg, "random extremes: " + (", ".join(notes)[:300] or "empty message")
 
 
@@ -373,6 +442,142 @@ def fixed(pools: Pools):
                         ("NaN confidence among good", [pb.StoreBatchRequest(memory=_mem(content="good one")),
                                                        pb.StoreBatchRequest(memory=_mem(content="bad", confidence=NAN))])):
         out.append(("StoreBatch", items, f"StoreBatch {what}"))
+
+    for what, req in (("no fields", pb.UpdateRequest(id=a, memory=_mem())), ("no memory", pb.UpdateRequest(id=a, fields=["content"])),
+                      ("empty id", pb.UpdateRequest(fields=["importance"], memory=_mem(importance=0.3))),
+                      ("unknown id", pb.UpdateRequest(id=secrets.token_hex(16), fields=["importance"], memory=_mem(importance=0.3))),
+                      ("129-char id", pb.UpdateRequest(id="i" * 129, fields=["importance"], memory=_mem())),
+                      ("unknown field", pb.UpdateRequest(id=a, fields=["nope"], memory=_mem())),
+                      ("bookkeeping field", pb.UpdateRequest(id=a, fields=["id"], memory=_mem())),
+                      ("field named twice", pb.UpdateRequest(id=a, fields=["importance", "importance"], memory=_mem(importance=0.4))),
+                      ("1000 fields", pb.UpdateRequest(id=a, fields=["importance"] * 1000, memory=_mem(importance=0.4))),
+                      ("empty content", pb.UpdateRequest(id=a, fields=["content"], memory=_mem(content=""))),
+                      ("content 64 KiB + 1", pb.UpdateRequest(id=a, fields=["content"], memory=_mem(content="x" * 65537))),
+                      ("invalid namespace", pb.UpdateRequest(id=a, fields=["namespace"], memory=_mem(namespace="a b"))),
+                      ("namespace the scoped token owns", pb.UpdateRequest(id=b, fields=["namespace"], memory=_mem(namespace="fuzz-scoped"))),
+                      ("namespace cleared", pb.UpdateRequest(id=b, fields=["namespace"], memory=_mem(namespace=""))),
+                      ("access_level 99", pb.UpdateRequest(id=a, fields=["access_level"], memory=_mem(access_level=99))),
+                      ("confidence nan", pb.UpdateRequest(id=a, fields=["confidence"], memory=_mem(confidence=NAN))),
+                      ("event_time past 9999", pb.UpdateRequest(id=a, fields=["event_time"], memory=_mem(event_time=_ts(LATEST + 1)))),
+                      ("link to itself", pb.UpdateRequest(id=a, fields=["links"], memory=_mem(links=[pb.Link(target_id=a, type=1)]))),
+                      ("65 links", pb.UpdateRequest(id=a, fields=["links"], memory=_mem(links=[pb.Link(target_id=b, type=1)] * 65))),
+                      ("65 metadata entries", pb.UpdateRequest(id=a, fields=["metadata"], memory=_mem(metadata={f"k{i}": "v" for i in range(65)}))),
+                      ("keep_previous twice over", pb.UpdateRequest(id=b, fields=["content"], keep_previous=True, memory=_mem(content="kept once"))),
+                      ("keep_previous without change", pb.UpdateRequest(id=b, fields=["importance"], keep_previous=True, memory=_mem()))):
+        out.append(("Update", req, f"Update {what}"))
+    for what, req in (("page_size -1", pb.ListRequest(page_size=-1)), ("page_size 1001", pb.ListRequest(page_size=1001)),
+                      ("page_size 2^31-1", pb.ListRequest(page_size=2**31 - 1)), ("page_size 1000", pb.ListRequest(page_size=1000)),
+                      ("garbage cursor", pb.ListRequest(cursor="not a cursor")),
+                      ("cursor prefix only", pb.ListRequest(cursor="c1.")),
+                      ("cursor -1", pb.ListRequest(cursor="c1.LTE=")),
+                      ("cursor 2^63", pb.ListRequest(cursor="c1.OTIyMzM3MjAzNjg1NDc3NTgwOA==")),
+                      ("cursor 10^40", pb.ListRequest(cursor="c1.MTAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMA==")),
+                      ("cursor not base64", pb.ListRequest(cursor="c1.***")),
+                      ("cursor of invalid UTF-8 bytes", pb.ListRequest(cursor="c1.__8=")),
+                      ("cursor 10 KiB", pb.ListRequest(cursor="c1." + "A" * 10240)),
+                      ("cursor with other filters", pb.ListRequest(cursor=pools.cursor, page_size=5, filters=pb.RetrieveFilters(namespaces=["fuzz-b"]))),
+                      ("invalid namespace", pb.ListRequest(filters=pb.RetrieveFilters(namespaces=["a b"]))),
+                      ("1000 namespaces", pb.ListRequest(filters=pb.RetrieveFilters(namespaces=[f"ns{i}" for i in range(1000)]))),
+                      ("start after end", pb.ListRequest(filters=pb.RetrieveFilters(event_time=pb.TimeRange(start=_ts(10), end=_ts(5))))),
+                      ("min_confidence nan", pb.ListRequest(filters=pb.RetrieveFilters(min_confidence=NAN)))):
+        out.append(("List", req, f"List {what}"))
+    for what, req in (("no namespaces (dry run)", pb.DeleteWhereRequest(dry_run=True)),
+                      ("no namespaces", pb.DeleteWhereRequest()),
+                      ("invalid namespace", pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=["a b"]))),
+                      ("star namespace", pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=["*"]))),
+                      ("empty namespace", pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=[""]))),
+                      ("1000 namespaces (dry run)", pb.DeleteWhereRequest(dry_run=True, filters=pb.RetrieveFilters(namespaces=[f"ns{i}" for i in range(1000)]))),
+                      ("the pools (dry run)", pb.DeleteWhereRequest(dry_run=True, filters=pb.RetrieveFilters(namespaces=pools.namespaces))),
+                      ("unknown namespace", pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=["fuzz-none"]))),
+                      ("memory_types [99]", pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=[SPARE], memory_types=[99]))),
+                      ("start after end", pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=[SPARE], event_time=pb.TimeRange(start=_ts(10), end=_ts(5))))),
+                      ("min_confidence 2", pb.DeleteWhereRequest(filters=pb.RetrieveFilters(namespaces=[SPARE], min_confidence=2)))):
+        out.append(("DeleteWhere", req, f"DeleteWhere {what}"))
+    for what, req in (("everything", pb.ExportRequest()), ("everything with embeddings", pb.ExportRequest(with_embeddings=True)),
+                      ("invalid namespace", pb.ExportRequest(filters=pb.RetrieveFilters(namespaces=["a b"]))),
+                      ("memory_types [99]", pb.ExportRequest(filters=pb.RetrieveFilters(memory_types=[99]))),
+                      ("end past 9999", pb.ExportRequest(filters=pb.RetrieveFilters(event_time=pb.TimeRange(end=_ts(LATEST + 1))))),
+                      ("65 metadata pairs", pb.ExportRequest(filters=pb.RetrieveFilters(metadata={f"k{i}": "v" for i in range(65)})))):
+        out.append(("Export", req, f"Export {what}"))
+
+    def imported(**kw) -> pb.ImportRequest:
+        item = pb.ExportedMemory()
+        if pools.exported:
+            item.CopyFrom(pools.exported[0])
+        else:
+            item.memory.id, item.memory.model_version = secrets.token_hex(16), pools.model_version
+            item.memory.input.content = "imported edge case"
+        item.memory.input.namespace = SPARE
+        for k, v in kw.items():
+            v(item)
+        return pb.ImportRequest(item=item)
+
+    def heads(f):
+        def edit(item: pb.ExportedMemory) -> None:
+            for ch in item.chunks:
+                for name in list(ch.heads):
+                    f(name, ch.heads[name])
+        return edit
+
+    def clear(fieldname: str):
+        return lambda item: item.ClearField(fieldname)
+
+    def setm(**kw):
+        return lambda item: [setattr(item.memory, k, v) for k, v in kw.items()]
+
+    def seti(**kw):
+        return lambda item: [getattr(item.memory.input, k).extend(v) if isinstance(v, list) else setattr(item.memory.input, k, v)
+                             for k, v in kw.items()]
+
+    def chunks(*spans):
+        def edit(item: pb.ExportedMemory) -> None:
+            base = item.chunks[0] if item.chunks else pb.ExportedChunk()
+            del item.chunks[:]
+            for s0, e0 in spans:
+                item.chunks.add().CopyFrom(base)
+                item.chunks[-1].start, item.chunks[-1].end = s0, e0
+        return edit
+
+    for what, items in (("no items", []), ("item without memory", [pb.ImportRequest()]),
+                        ("empty item", [pb.ImportRequest(item=pb.ExportedMemory())]),
+                        ("as exported", [imported()]), ("as exported, twice", [imported(), imported()]),
+                        ("without chunks", [imported(c=clear("chunks"))]),
+                        ("other model version", [imported(m=setm(model_version="other"))]),
+                        ("no model version", [imported(m=setm(model_version=""))]),
+                        ("empty exported id", [imported(m=setm(id=""))]),
+                        ("129-char exported id", [imported(m=setm(id="i" * 129))]),
+                        ("same exported id twice", [imported(m=setm(id="dup")), imported(m=setm(id="dup"), c=seti(content="other text"))]),
+                        ("empty content", [imported(c=seti(content=""))]),
+                        ("content changed, vectors kept", [imported(c=seti(content="quite different words now"))]),
+                        ("invalid namespace", [imported(c=seti(namespace="a b"))]),
+                        ("namespace the scoped token owns", [imported(c=seti(namespace="fuzz-scoped"))]),
+                        ("access_level 99", [imported(c=seti(access_level=99))]),
+                        ("confidence nan", [imported(c=seti(confidence=NAN))]),
+                        ("negative counters", [imported(m=setm(retrieved_count=-1, used_count=-(2**63), chunk_count=-1))]),
+                        ("chunk_count 2^31-1", [imported(m=setm(chunk_count=2**31 - 1))]),
+                        ("ingestion_time past 9999", [imported(m=lambda it: it.memory.ingestion_time.CopyFrom(_ts(LATEST + 1)))]),
+                        ("chunk end before start", [imported(c=chunks((5, 2)))]),
+                        ("chunk past the content", [imported(c=chunks((0, 10**6)))]),
+                        ("negative chunk span", [imported(c=chunks((-5, -1)))]),
+                        ("overlapping chunks", [imported(c=chunks((0, 5), (2, 8)))]),
+                        ("1000 chunks", [imported(c=chunks(*[(0, 1)] * 1000))]),
+                        ("NaN vectors", [imported(c=heads(lambda n, h: h.values.__setitem__(slice(None), [NAN] * len(h.values))))]),
+                        ("inf vectors", [imported(c=heads(lambda n, h: h.values.__setitem__(slice(None), [INF] * len(h.values))))]),
+                        ("one value short", [imported(c=heads(lambda n, h: h.values.pop() if len(h.values) else None))]),
+                        ("one value over", [imported(c=heads(lambda n, h: h.values.append(0.5)))]),
+                        ("rows -1", [imported(c=heads(lambda n, h: setattr(h, "rows", -1)))]),
+                        ("rows 2^31-1", [imported(c=heads(lambda n, h: setattr(h, "rows", 2**31 - 1)))]),
+                        ("sparse id -1", [imported(c=heads(lambda n, h: (h.ids.append(-1), h.weights.append(1.0))))]),
+                        ("sparse lengths differ", [imported(c=heads(lambda n, h: h.ids.append(3)))]),
+                        ("sparse weight nan", [imported(c=heads(lambda n, h: (h.ids.append(4), h.weights.append(NAN))))]),
+                        ("unknown head", [imported(c=lambda it: [ch.heads["nope"].values.extend([0.1] * 4) for ch in it.chunks])]),
+                        ("one head missing", [imported(c=lambda it: [ch.heads.pop(next(iter(ch.heads))) for ch in it.chunks if ch.heads])]),
+                        ("link to an unknown id", [imported(c=seti(links=[pb.Link(target_id=secrets.token_hex(16), type=1)]))]),
+                        ("link to an imported item in another namespace",
+                         [imported(m=setm(id="ia")), imported(m=setm(id="ib"), c=seti(namespace="fuzz-b", content="linked across",
+                                                                                       links=[pb.Link(target_id="ia", type=1)]))]),
+                        ("10001 items", [pb.ImportRequest(item=pb.ExportedMemory(memory=pb.Memory(input=pb.MemoryInput(content=""))))] * 10001)):
+        out.append(("Import", items, f"Import {what}"))
     return out
 
 

@@ -282,7 +282,7 @@ def page_from(msg: pb.ListRequest, limits: Limits) -> tuple[int, int]:
             if text.startswith(_CURSOR_PREFIX) else -1
     except (ValueError, UnicodeDecodeError):
         after = -1
-    if after < 0:
+    if not 0 <= after < 2**63:  # a sequence number the store can hold
         raise InvalidArgument("not a cursor this server issued; pass next_cursor from the previous page, "
                               "or nothing for the first page", field="cursor")
     return after, size
