@@ -59,4 +59,35 @@ class Query:
     now: float = 0.0                           # POSIX seconds used for temporal decay
 
 
-__all__ = ["Filters", "Overrides", "Query"]
+def visible(principal: Principal, filters: Filters) -> tuple:
+    """What ``principal`` may read and ``filters`` admit, as a boolean expression over row
+    attributes: ``("and" | "or", *nodes)``, ``("not", node)``, ``("in", attribute, values)``,
+    ``("prefix", attribute, text)``, ``(op, attribute, value)`` for op in ``== <= >= < >``, and
+    ``("true",)``. The index evaluates it (``Catalog.expression``), the store renders it as SQL,
+    a remote engine receives its text: one definition of the ACL and the hard filters."""
+    scope = principal.read_namespaces
+    if "*" in scope:
+        ns_scope: tuple = ("true",)
+    else:
+        exact = sorted(n for n in scope if not n.endswith("*"))
+        ns_scope = ("or", ("in", "namespace", exact),
+                    *(("prefix", "namespace", n[:-1]) for n in sorted(scope) if n.endswith("*")))
+    parts: list[tuple] = [("==", "alive", True), ("<=", "access_level", int(principal.access_level)), ns_scope]
+    if filters.namespaces:
+        parts.append(("in", "namespace", list(filters.namespaces)))
+    if filters.memory_types:
+        parts.append(("in", "memory_type", [int(t) for t in filters.memory_types]))
+    if filters.event_start is not None:
+        parts.append((">=", "event_time", float(filters.event_start)))
+    if filters.event_end is not None:
+        parts.append(("<", "event_time", float(filters.event_end)))
+    if filters.min_confidence is not None:
+        parts.append((">=", "confidence", float(filters.min_confidence)))
+    if filters.session_id:
+        parts.append(("==", "session_id", filters.session_id))
+    for key, value in filters.metadata:
+        parts.append(("==", f"metadata.{key}", value))
+    return ("and", *parts)
+
+
+__all__ = ["Filters", "Overrides", "Query", "visible"]

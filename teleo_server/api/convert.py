@@ -34,7 +34,7 @@ from teleo_server.domain import (
     content_hash,
 )
 from teleo_server.errors import InvalidArgument, PermissionDenied
-from teleo_server.heads import DENSE, SPLADE, HeadKind, SparseVector, get_head, heads
+from teleo_server.heads import DENSE, SPLADE, Head, HeadKind, SparseVector, Vector, get_head, heads
 from teleo_server.pipeline_settings import FusionMethod
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
@@ -247,19 +247,7 @@ def imported(msg: pb.ExportedMemory, principal: Principal, limits: Limits, now: 
             raise InvalidArgument(f"span [{c.start}, {c.end}) is not within the content", field=where)
         if set(c.heads) != set(heads()):
             raise InvalidArgument(f"needs every head {sorted(heads())}, has {sorted(c.heads)}", field=f"{where}.heads")
-        vectors: dict[str, Any] = {}
-        for name, hv in c.heads.items():
-            head, at = get_head(name), f"{where}.heads[{name!r}]"
-            if head.kind is HeadKind.SPARSE:
-                value: Any = SparseVector(np.asarray(hv.ids, np.int64), np.asarray(hv.weights, np.float32))
-            elif head.kind is HeadKind.TOKENS:
-                values = np.asarray(hv.values, np.float32)
-                if values.size != hv.rows * head.dim:
-                    raise InvalidArgument(f"needs rows x {head.dim} values", field=at)
-                value = values.reshape(hv.rows, head.dim)
-            else:
-                value = np.asarray(hv.values, np.float32)
-            vectors[name] = head.coerce(value, at)
+        vectors = {name: head_vector(hv, get_head(name), f"{where}.heads[{name!r}]") for name, hv in c.heads.items()}
         chunks.append(ChunkEmbedding(vectors, c.start, c.end))
     return memory, EmbeddingSet(model_version, chunks)
 
@@ -361,25 +349,29 @@ def _vectors(msg: pb.QueryVectors) -> QueryVectors:
         if name in given:
             raise InvalidArgument(f"head {name!r} is given twice (a shorthand field and heads)",
                                   field=where)
-        head = get_head(name, where)
-        if head.kind is HeadKind.SPARSE:
-            value: object = SparseVector(np.asarray(hv.ids, dtype=np.int64),
-                                         np.asarray(hv.weights, dtype=np.float32))
-        elif head.kind is HeadKind.TOKENS:
-            values = np.asarray(hv.values, dtype=np.float32)
-            if hv.rows <= 0 or values.size != hv.rows * head.dim:
-                raise InvalidArgument(f"needs rows > 0 and rows * {head.dim} values (has rows "
-                                      f"{hv.rows}, {values.size} values)", field=where)
-            value = values.reshape(hv.rows, head.dim)
-        else:
-            value = np.asarray(hv.values, dtype=np.float32)
-        given[name] = (where, value)
+        given[name] = (where, head_vector(hv, get_head(name, where), where, min_rows=1))
     if not given:
         raise InvalidArgument("no query vector given (set dense, sparse_ids or heads)",
                               field="vectors")
     heads = {name: get_head(name, where).coerce(value, where)
              for name, (where, value) in given.items()}
     return QueryVectors(heads=heads, model_version=msg.model_version)
+
+
+def head_vector(hv: pb.HeadVector, head: Head, where: str, min_rows: int = 0) -> Vector:
+    """A ``HeadVector`` message as ``head``'s vector, checked (``head.coerce``); a per-token head
+    needs ``rows`` >= ``min_rows`` and rows x dimension values."""
+    if head.kind is HeadKind.SPARSE:
+        value: Any = SparseVector(np.asarray(hv.ids, dtype=np.int64), np.asarray(hv.weights, dtype=np.float32))
+    elif head.kind is HeadKind.TOKENS:
+        values = np.asarray(hv.values, dtype=np.float32)
+        if hv.rows < min_rows or values.size != hv.rows * head.dim:
+            raise InvalidArgument(f"needs rows >= {min_rows} and rows * {head.dim} values (has rows "
+                                  f"{hv.rows}, {values.size} values)", field=where)
+        value = values.reshape(hv.rows, head.dim)
+    else:
+        value = np.asarray(hv.values, dtype=np.float32)
+    return head.coerce(value, where)
 
 
 def _filters(msg: pb.RetrieveFilters, principal: Principal, limits: Limits) -> Filters:
@@ -529,6 +521,7 @@ __all__ = [
     "exported",
     "filters_from",
     "float_to_ts",
+    "head_vector",
     "hit_to_result",
     "imported",
     "ids_from",

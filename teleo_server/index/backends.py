@@ -65,6 +65,14 @@ class Removed:
             self._dead = np.concatenate([self._dead, np.zeros(n - self._dead.size, dtype=bool)])
         self._dead[np.asarray(rows, dtype=np.int64)] = True
 
+    def kept(self, ids: np.ndarray) -> np.ndarray:
+        """bool (len(ids),): which of ``ids`` were not removed (no allocation of the whole index)."""
+        out = np.ones(ids.size, dtype=bool)
+        if self._dead.size:
+            inside = ids < self._dead.size
+            out[inside] = ~self._dead[ids[inside]]
+        return out
+
     def alive(self, n: int) -> np.ndarray:
         """bool (n,): rows not removed."""
         alive = np.ones(n, dtype=bool)
@@ -112,7 +120,7 @@ class SparseBackend:
     def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         s = self.all_scores(query)[ids]
-        return np.where((s > 0) & self.removed.alive(self.n)[ids], s, np.nan).astype(np.float32)
+        return np.where((s > 0) & self.removed.kept(ids), s, np.nan).astype(np.float32)
 
 
 class TokenBackend:
@@ -147,7 +155,7 @@ class TokenBackend:
             return out
         q = self.store.transform(query.tokens)
         has = self.store.count(ids) > 0
-        has &= self.removed.alive(self.n)[ids]
+        has &= self.removed.kept(ids)
         if has.any() and q.shape[0]:
             out[has] = self.ops.maxsim(q, self.store.offsets, self.store.tokens, ids[has].astype(np.int32)) / q.shape[0]
         return out

@@ -11,7 +11,7 @@ import numpy as np
 
 from teleo_server.domain import AccessLevel, Memory, Principal
 from teleo_server.index.base import Expression
-from teleo_server.query import Filters
+from teleo_server.query import Filters, visible
 
 
 class Column:
@@ -286,29 +286,7 @@ class Catalog:
     def expression(self, principal: Principal, filters: Filters) -> Expression:
         """The rows of :meth:`mask` as a boolean expression over row attributes, for an index that
         filters on attributes it stores itself; evaluable here through :meth:`column`."""
-        scope = principal.read_namespaces
-        if "*" in scope:
-            ns_scope: tuple = ("true",)
-        else:
-            exact = sorted(n for n in scope if not n.endswith("*"))
-            ns_scope = ("or", ("in", "namespace", exact),
-                        *(("prefix", "namespace", n[:-1]) for n in sorted(scope) if n.endswith("*")))
-        parts: list[tuple] = [("==", "alive", True), ("<=", "access_level", int(principal.access_level)), ns_scope]
-        if filters.namespaces:
-            parts.append(("in", "namespace", list(filters.namespaces)))
-        if filters.memory_types:
-            parts.append(("in", "memory_type", [int(t) for t in filters.memory_types]))
-        if filters.event_start is not None:
-            parts.append((">=", "event_time", float(filters.event_start)))
-        if filters.event_end is not None:
-            parts.append(("<", "event_time", float(filters.event_end)))
-        if filters.min_confidence is not None:
-            parts.append((">=", "confidence", float(np.float32(filters.min_confidence))))
-        if filters.session_id:
-            parts.append(("==", "session_id", filters.session_id))
-        for key, value in filters.metadata:
-            parts.append(("==", f"metadata.{key}", value))
-        return Expression(("and", *parts), self.column)
+        return Expression(visible(principal, filters), self.column)
 
     def column(self, name: str) -> np.ndarray:
         """One attribute per memory row, by the names :meth:`expression` uses."""

@@ -125,8 +125,11 @@ def finalize(state: State) -> str:
     c, cfg = state.cands, state.cfg
     n_in = c.size
     assert c.score is not None
-    c.columns["relevance"] = relevance(c.spaces, c.size)
-    keep = np.flatnonzero((c.score >= cfg.min_score) & (c.columns["relevance"] >= cfg.min_relevance))
+    keep = c.score >= cfg.min_score
+    if cfg.min_relevance > 0:  # otherwise only the results get a relevance (in the retriever)
+        c.columns["relevance"] = relevance(c.spaces, c.size)
+        keep &= c.columns["relevance"] >= cfg.min_relevance
+    keep = np.flatnonzero(keep)
     state.cands = c = c.take(keep)
     below = n_in - c.size
     picked = mmr(state, state.top_k)

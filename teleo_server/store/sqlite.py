@@ -32,7 +32,7 @@ from teleo_server.domain import (
 )
 from teleo_server.errors import ResourceExhausted, TeleoError, Unavailable
 from teleo_server.heads import SparseVector, Vector
-from teleo_server.query import Filters
+from teleo_server.query import Filters, visible
 from teleo_server.store.base import StoredToken
 from teleo_server.store.schema import migrate
 
@@ -251,11 +251,10 @@ class SQLiteStore:
     def list_page(self, principal: Principal, filters: Filters, after: int, limit: int) -> list[tuple[int, Memory]]:
         """Up to ``limit`` servable memories ``principal`` may read that match ``filters``, with
         their sequence number (> ``after``), oldest first. Filters mean what the index's mask means."""
-        where, args = _scope_sql(principal)
-        more, more_args = _filters_sql(filters)
+        where, args = _sql(visible(principal, filters))
         rows = self._reader().execute(
-            f"SELECT pk, {_MEMORY_COLUMNS} FROM memories WHERE quarantine IS NULL AND pk > ? AND {where}{more} "
-            "ORDER BY pk LIMIT ?", [after, *args, *more_args, limit]).fetchall()
+            f"SELECT pk, {_MEMORY_COLUMNS} FROM memories WHERE quarantine IS NULL AND pk > ? AND {where} "
+            "ORDER BY pk LIMIT ?", [after, *args, limit]).fetchall()
         out = []
         for row in rows:
             memory = self._servable(row[1:])
@@ -525,46 +524,38 @@ def _row_to_token(r: tuple) -> StoredToken:
     )
 
 
-def _scope_sql(principal: Principal) -> tuple[str, list[Any]]:
-    """SQL for "``principal`` may read it" (``Principal.can_read``), and its arguments."""
-    where, args = "access_level <= ?", [int(principal.access_level)]
-    scope = principal.read_namespaces
-    if "*" in scope:
-        return where, args
-    exact = sorted(n for n in scope if not n.endswith("*"))
-    prefixes = sorted(n[:-1] for n in scope if n.endswith("*"))
-    ors = [f"namespace IN ({','.join('?' * len(exact))})"] if exact else []
-    ors += ["substr(namespace, 1, ?) = ?"] * len(prefixes)
-    args += exact + [a for p in prefixes for a in (len(p), p)]
-    return f"{where} AND ({' OR '.join(ors) or '0'})", args
+# the row attributes of ``query.visible`` as SQL over the memories table
+_SQL_COLUMNS = {"namespace": "namespace", "access_level": "access_level", "memory_type": "memory_type",
+                "confidence": "confidence", "session_id": "session_id",
+                # the index's event time: the event time, else the ingestion time
+                "event_time": "(CASE WHEN event_time != 0 THEN event_time ELSE ingestion_time END)"}
 
 
-def _filters_sql(f: Filters) -> tuple[str, list[Any]]:
-    """SQL (each clause prefixed by AND) for Retrieve's hard filters, as ``Catalog.mask`` applies them."""
-    sql, args = "", []
-    if f.namespaces:
-        sql += f" AND namespace IN ({','.join('?' * len(f.namespaces))})"
-        args += list(f.namespaces)
-    if f.memory_types:
-        sql += f" AND memory_type IN ({','.join('?' * len(f.memory_types))})"
-        args += [int(t) for t in f.memory_types]
-    event = "(CASE WHEN event_time != 0 THEN event_time ELSE ingestion_time END)"  # the index's event time
-    if f.event_start is not None:
-        sql += f" AND {event} >= ?"
-        args.append(f.event_start)
-    if f.event_end is not None:
-        sql += f" AND {event} < ?"
-        args.append(f.event_end)
-    if f.min_confidence is not None:
-        sql += " AND confidence >= ?"
-        args.append(float(f.min_confidence))
-    if f.session_id:
-        sql += " AND session_id = ?"
-        args.append(f.session_id)
-    for key, value in f.metadata:
-        sql += " AND EXISTS (SELECT 1 FROM json_each(memories.metadata) WHERE key = ? AND value = ?)"
-        args += [key, value]
-    return sql, args
+def _sql(node: tuple) -> tuple[str, list[Any]]:
+    """SQL (and its arguments) for a ``query.visible`` expression over the memories table."""
+    op = node[0]
+    if op in ("true", "false"):
+        return ("1" if op == "true" else "0"), []
+    if op in ("and", "or"):
+        parts = [_sql(n) for n in node[1:]]
+        return "(" + f" {op.upper()} ".join(p for p, _ in parts) + ")", [a for _, args in parts for a in args]
+    if op == "not":
+        inner, args = _sql(node[1])
+        return f"NOT {inner}", args
+    attribute, value = node[1], node[2]
+    if attribute == "alive":
+        return ("1" if value else "0"), []  # every stored row is alive; quarantine is checked apart
+    if attribute.startswith("metadata."):
+        if op != "==":
+            raise ValueError(f"metadata supports ==, not {op}")
+        return ("EXISTS (SELECT 1 FROM json_each(memories.metadata) WHERE key = ? AND value = ?)",
+                [attribute.removeprefix("metadata."), value])
+    column = _SQL_COLUMNS[attribute]
+    if op == "in":
+        return (f"{column} IN ({','.join('?' * len(value))})" if value else "0"), list(value)
+    if op == "prefix":
+        return f"substr({column}, 1, ?) = ?", [len(value), value]
+    return f"{column} {'=' if op == '==' else op} ?", [value]
 
 
 def _insert_chunks(conn: sqlite3.Connection, memory_pk: int, emb: EmbeddingSet) -> None:
