@@ -368,9 +368,13 @@ class MemoryCore:
         return stored, previous_id
 
     async def _update(self, new: Memory, emb: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
-        kept_emb = await self._on_store(self.store.embeddings_of, new.id)
+        # the vectors as stored now: still the memory's own when its content is unchanged, and the
+        # kept version's; a new content without a kept version needs no read
+        kept_emb = None
+        if emb is None or previous_id is not None:
+            kept_emb = await self._on_store(self.store.embeddings_of, new.id)
         stored = await self._on_store(self.store.update, new, emb, previous_id)
-        if stored is None or kept_emb is None:
+        if stored is None or (emb is None and kept_emb is None):
             return stored
         kept = None
         if previous_id is not None:
@@ -379,7 +383,7 @@ class MemoryCore:
         def reindex() -> None:
             self.retriever.remove([new.id])
             self.retriever.add(stored, emb if emb is not None else kept_emb)
-            if kept is not None:
+            if kept is not None and kept_emb is not None:
                 self.retriever.add(kept, kept_emb)
 
         await self._on_index(reindex)
