@@ -15,21 +15,11 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from teleo_server.errors import InvalidArgument
+from teleo_server.paths import default_data_dir, default_token_file
 
 
 # The TOML file given to load_settings(); TELEO_CONFIG is read when none is.
 _config_file: ContextVar[str | None] = ContextVar("teleo_config_file", default=None)
-
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "teleo"
-
-
-def default_token_file() -> Path:
-    """Where the CLI looks for a token when ``TELEO_TOKEN`` is unset."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "teleo" / "token"
 
 
 class Limits(BaseModel):
@@ -57,6 +47,9 @@ class Limits(BaseModel):
     # Calls of any kind in flight at once; past it gRPC itself refuses (RESOURCE_EXHAUSTED) before
     # any Python runs, so a flood costs the server almost nothing.
     max_concurrent_rpcs: int = Field(2048, ge=1)
+    # How many nice steps below the event loop the embedding and index worker threads run (Linux),
+    # so that under a burst of calls accepting and refusing them is not starved by computation.
+    worker_nice: int = Field(10, ge=0, le=19)
 
 
 class TLSSettings(BaseModel):

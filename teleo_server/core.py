@@ -31,6 +31,7 @@ from teleo_server.errors import (
 )
 from teleo_server.pipeline.types import Filters, Hit, Outcome, Query, Retriever, StageReport
 from teleo_server.store.base import MemoryStore
+from teleo_server.workers import DEFAULT_NICE, worker_pool
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -90,6 +91,11 @@ class Ticket:
                 del a.per_token[self.token_id]
 
 
+# How long a client refused for saturation is told to wait before retrying (a retrieval takes tens
+# of milliseconds to a few hundred under load).
+SATURATED_RETRY_S = 0.2
+
+
 class Admission:
     """Decides, before any work is spent (embedding included), whether a retrieval may start.
 
@@ -116,7 +122,7 @@ class Admission:
     def admit(self, principal: Principal) -> Ticket:
         reason = self.saturated()
         if reason is not None:
-            raise ResourceExhausted(reason)
+            raise ResourceExhausted(reason, retry_after=SATURATED_RETRY_S)
         mine = self.per_token.get(principal.token_id, 0)
         if mine >= self.max_per_token:
             raise ResourceExhausted(
@@ -135,12 +141,13 @@ class MemoryCore:
         embedder: Embedder,
         retriever: Retriever,
         admission: Admission | None = None,
+        worker_nice: int = DEFAULT_NICE,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.retriever = retriever
         self._store_ex = ThreadPoolExecutor(1, thread_name_prefix="teleo-store")
-        self._index_ex = ThreadPoolExecutor(1, thread_name_prefix="teleo-index")
+        self._index_ex = worker_pool("teleo-index", worker_nice)
         self.admission = admission or Admission()
         self.embedder_ready = False
         self._background: set[asyncio.Task] = set()
@@ -610,6 +617,7 @@ def new_memory_id() -> str:
 
 
 __all__ = [
+    "SATURATED_RETRY_S",
     "Admission",
     "MemoryCore",
     "QueryVectors",

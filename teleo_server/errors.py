@@ -39,8 +39,20 @@ class PermissionDenied(TeleoError):
     pass
 
 
+# Trailing metadata of a refusal that did nothing and may be retried after this many milliseconds
+# (the server was saturated); clients retry RESOURCE_EXHAUSTED only when it is present.
+RETRY_AFTER_KEY = "teleo-retry-after-ms"
+
+
 class ResourceExhausted(TeleoError):
+    """A limit was reached. ``retry_after`` (seconds) is set when the refusal did nothing and the same
+    call may succeed after that long (saturation); None when it must change first (too large)."""
+
     retryable = True
+
+    def __init__(self, message: str, *, field: str | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after = retry_after
 
 
 class Unavailable(TeleoError):
@@ -52,6 +64,7 @@ class Internal(TeleoError):
 
 
 __all__ = [
+    "RETRY_AFTER_KEY",
     "TeleoError",
     "InvalidArgument",
     "NotFound",

@@ -157,6 +157,7 @@ def _default_embedder(settings: Settings) -> Embedder:
     options = dict(settings.embedding)
     # The cache lives beside the database unless configured, so one data_dir holds all state.
     options.setdefault("cache_dir", settings.data_dir / "embed-cache")
+    options.setdefault("worker_nice", settings.limits.worker_nice)
     try:
         embedding = EmbeddingSettings(**options)
     except ValidationError as exc:
@@ -204,7 +205,7 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
         raise
     limits = settings.limits
     admission = Admission(limits.max_concurrent_retrieves, limits.max_open_streams, limits.max_streams_per_token)
-    core = MemoryCore(store, embedder, retriever, admission)
+    core = MemoryCore(store, embedder, retriever, admission, worker_nice=limits.worker_nice)
     if metrics is not None:
         metrics.watch(core)
     server = grpc.aio.server(

@@ -30,6 +30,13 @@ def test_tls_server_accepts_tls_and_refuses_plaintext(tmp_path):
         with grpc.secure_channel(srv.address, creds) as ch:
             status = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10).status
             assert status == health_pb2.HealthCheckResponse.SERVING
+        from teleo_server.client import Client, ClientError
+
+        with Client(f"localhost:{srv.address.rsplit(':', 1)[1]}", token=srv.token, ca_cert=cert) as client:
+            assert client.stats().embedder_ready is not None and client.health() == "SERVING"
+        with Client(srv.address, token=srv.token, timeout=3) as plain, pytest.raises(ClientError) as refused:
+            plain.health(timeout=3)
+        assert refused.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
         with grpc.insecure_channel(srv.address) as ch, pytest.raises(grpc.RpcError) as err:
             health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=3)
         assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)

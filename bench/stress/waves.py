@@ -7,6 +7,13 @@ two writer threads keep storing. Each stream is served (its summary arrives) or 
 client's own event-loop lag is recorded beside it, so a slow client is not mistaken for a slow
 server.
 
+A client that starts a thousand streams at once cannot time them apart from itself: the last call
+it starts waits for it to send the 999 before, and the same client against a server that refuses
+every call in its gRPC core (before any Python runs) measures hundreds of milliseconds. So while
+each wave runs, a separate process (four connections, each one call at a time, unique query texts) times
+what a client arriving at the saturated server waits for its answer: that is the refusal latency
+the target is judged on, and the wave client's own figure is reported beside it.
+
 Slow consumers: 64 clients, each on its own connection, open Retrieve streams whose results are
 several megabytes (top_k 1000 over memories with 128 KiB of metadata each, explanations and
 breakdowns on) and never read them. The stream stays open only if gRPC flow control stopped the
@@ -18,6 +25,7 @@ other clients measure Retrieve latency first on the idle server, then while the 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import re
 import threading
 import time
@@ -100,7 +108,7 @@ async def _lag_monitor(samples: list[float], stop: asyncio.Event, step: float = 
         samples.append(loop.time() - t0 - step)
 
 
-async def _wave(address: str, tokens: list[str], n: int, ctx: Context) -> dict:
+async def _wave(address: str, tokens: list[str], n: int, ctx: Context, arrivals: _Arrivals | None = None) -> dict:
     rng = ctx.rng(f"waves-{n}")
     texts = [f"{ctx.sentence(rng, rng.randint(3, 8))} {i}" for i in range(n)]
     channels = [grpc.aio.insecure_channel(address) for _ in range(WAVE_CHANNELS)]
@@ -124,10 +132,13 @@ async def _wave(address: str, tokens: list[str], n: int, ctx: Context) -> dict:
 
     monitor = asyncio.create_task(_lag_monitor(lag, stop))
     t0 = time.perf_counter()
+    if arrivals is not None:
+        arrivals.start.set()
     try:
         await asyncio.gather(*(one(i) for i in range(n)))
     finally:
         wall = time.perf_counter() - t0
+        arrived = arrivals.finish() if arrivals is not None else None
         stop.set()
         await monitor
         for ch in channels:
@@ -144,7 +155,81 @@ async def _wave(address: str, tokens: list[str], n: int, ctx: Context) -> dict:
         "served_ms_p50": _ms(percentile(served, 50)), "served_ms_p99": _ms(percentile(served, 99)),
         "wall_s": round(wall, 2), "client_loop_lag_ms_p99": _ms(percentile(lag, 99)),
         "messages": dict(messages.most_common(4)),
+        **({"arrivals": arrived} if arrived is not None else {}),
     }
+
+
+ARRIVAL_CLIENTS = 4
+
+
+def _arrivals(address: str, token: str, start: "multiprocessing.synchronize.Event",
+              stop: "multiprocessing.synchronize.Event", out: "multiprocessing.Queue", gap_s: float = 0.005) -> None:
+    """Runs in its own process: ``ARRIVAL_CLIENTS`` threads, each on its own connection, send one
+    Retrieve at a time from ``start`` until ``stop``; puts (code, seconds until the status of a refused
+    call or the first event of an admitted one, which is then cancelled). Several threads, so that
+    one whose call was admitted and waits for its first event does not stop the sampling."""
+    results: list[tuple[str, float]] = []
+    lock = threading.Lock()
+
+    def client(c: int) -> None:
+        with grpc.insecure_channel(address) as ch:
+            s = memory_pb2_grpc.MemoryServiceStub(ch)
+            grpc.channel_ready_future(ch).result(timeout=30)
+            start.wait(120)
+            n = 0
+            while not stop.is_set():
+                n += 1
+                req = pb.RetrieveRequest(text=f"arrival probe {c} {n} harbour lantern orchard", top_k=10)
+                t0 = time.perf_counter()
+                call = s.Retrieve(req, metadata=bearer(token), timeout=10)
+                try:
+                    next(call)  # admitted: its first event came; the rest is not waited for
+                    got = ("OK", time.perf_counter() - t0)
+                    call.cancel()
+                except StopIteration:
+                    got = ("OK", time.perf_counter() - t0)
+                except grpc.RpcError as exc:
+                    got = (exc.code().name, time.perf_counter() - t0)
+                if not stop.is_set() or got[0] != "CANCELLED":
+                    with lock:
+                        results.append(got)
+                time.sleep(gap_s)
+
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(ARRIVAL_CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    with lock:
+        out.put(list(results))
+
+
+class _Arrivals:
+    """A separate process timing single calls that arrive while a wave runs (see the module doc)."""
+
+    def __init__(self, address: str, token: str) -> None:
+        mp = multiprocessing.get_context("spawn")
+        self.start, self.stop, self.queue = mp.Event(), mp.Event(), mp.Queue()
+        self.proc = mp.Process(target=_arrivals, args=(address, token, self.start, self.stop, self.queue), daemon=True)
+        self.proc.start()
+
+    def finish(self) -> dict:
+        self.stop.set()
+        self.start.set()
+        try:
+            results = self.queue.get(timeout=120)
+        finally:
+            self.proc.join(30)
+            if self.proc.is_alive():
+                self.proc.kill()
+        refused = [t for c, t in results if c == "RESOURCE_EXHAUSTED"]
+        served = [t for c, t in results if c == "OK"]
+        return {"calls": len(results), "refused": len(refused), "admitted": len(served),
+                "other": dict(Counter(c for c, _ in results if c not in ("OK", "RESOURCE_EXHAUSTED"))),
+                "refusal_ms_p50": _ms(percentile(refused, 50)), "refusal_ms_p99": _ms(percentile(refused, 99)),
+                "refusal_ms_max": _ms(max(refused, default=None)),
+                "admitted_first_event_ms_p50": _ms(percentile(served, 50)),
+                "refusals_ms": [_ms(t) for c, t in results if c == "RESOURCE_EXHAUSTED"][:200]}
 
 
 async def _probe(address: str, token: str, texts: list[str], clients: int, per_client: int) -> dict:
@@ -272,7 +357,8 @@ def run(ctx: Context) -> Part:
         _corpus(srv, admin, ctx)
         for n in sizes:
             with _Writers(srv.address, admin, ctx, f"wave{n}") as writers:
-                waves[str(n)] = asyncio.run(_wave(srv.address, wave_tokens, n, ctx))
+                arrivals = _Arrivals(srv.address, probe_token)
+                waves[str(n)] = asyncio.run(_wave(srv.address, wave_tokens, n, ctx, arrivals))
             waves[str(n)]["writers"] = writers.figures()
             time.sleep(1.0)
         rng = ctx.rng("waves-probe")
@@ -302,12 +388,17 @@ def run(ctx: Context) -> Part:
     part.figures.update({"waves": waves, "idle": idle, "slow_consumers": slow, "client_floor": floor})
 
     big = waves.get(str(sizes[-1]), {})
-    p99 = big.get("refusal_ms_p99")
+    arrived = big.get("arrivals", {})
+    p99 = arrived.get("refusal_ms_p99")
+    enough = arrived.get("refused", 0) >= 20
     part.target("refusal_p99", f"refusals under the {sizes[-1]:,}-stream wave arrive in <= 50 ms (p99)",
-                None if p99 is None else f"{p99} ms (p50 {big.get('refusal_ms_p50')} ms, client loop lag p99 "
-                f"{big.get('client_loop_lag_ms_p99')} ms; the same client against a server refusing every call in "
-                f"its gRPC core: p99 {floor.get('refusal_ms_p99')} ms)",
-                None if p99 is None else p99 <= 50.0, "" if p99 is not None else "no stream was refused")
+                None if p99 is None else
+                f"{p99} ms p99 (p50 {arrived.get('refusal_ms_p50')} ms, {arrived.get('refused')} refusals) for calls "
+                f"arriving from another process during the wave; the wave client itself measures p99 "
+                f"{big.get('refusal_ms_p99')} ms, and {floor.get('refusal_ms_p99')} ms against a server refusing every "
+                f"call in its gRPC core (its own floor)",
+                (p99 <= 50.0) if p99 is not None and enough else None,
+                "" if enough else f"only {arrived.get('refused', 0)} arriving calls were refused during the wave (20 needed)")
     others = {n: w["other"] for n, w in waves.items() if w.get("other")}
     part.target("answered", "every wave stream is served or refused with RESOURCE_EXHAUSTED",
                 "; ".join(f"{n}: {o}" for n, o in others.items()) or (f"all {sum(w['streams'] for w in waves.values())}" if waves else None),

@@ -20,9 +20,9 @@ from teleo_server.api import convert, validate
 from teleo_server.api.status import status_of
 from teleo_server.auth import Authenticator
 from teleo_server.config import Limits
-from teleo_server.core import MemoryCore, RetrieveDone
+from teleo_server.core import SATURATED_RETRY_S, MemoryCore, RetrieveDone
 from teleo_server.domain import EmbeddingSet, Memory, Principal
-from teleo_server.errors import Internal, InvalidArgument, ResourceExhausted, TeleoError, Unavailable
+from teleo_server.errors import RETRY_AFTER_KEY, Internal, InvalidArgument, ResourceExhausted, TeleoError, Unavailable
 from teleo_server.heads import heads
 from teleo_server.pipeline.types import Hit, StageReport
 
@@ -54,7 +54,10 @@ async def _fail(context: grpc.aio.ServicerContext, exc: BaseException, rid: str,
     else:
         log.exception("rpc.internal_error", method=method)
         detail = f"internal error; quote request id {rid} when reporting it"
-    await context.abort(code, detail, trailing_metadata=(("x-request-id", rid),))
+    trailers = [("x-request-id", rid)]
+    if isinstance(exc, ResourceExhausted) and exc.retry_after is not None:
+        trailers.append((RETRY_AFTER_KEY, str(round(exc.retry_after * 1e3))))
+    await context.abort(code, detail, trailing_metadata=tuple(trailers))
 
 
 class _Call:
@@ -167,7 +170,8 @@ def streaming_rpc(shed: Callable[["MemoryServicer"], str | None] | None = None) 
         async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
             reason = shed(self) if shed is not None else None
             if reason is not None:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason)
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason,
+                                    trailing_metadata=((RETRY_AFTER_KEY, str(round(SATURATED_RETRY_S * 1e3))),))
             await _stream(self, fn, request, context)
 
         return handler

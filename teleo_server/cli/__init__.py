@@ -15,6 +15,7 @@ import grpc
 from teleo_server import __version__
 from teleo_server.cli import admin, client, serve
 from teleo_server.cli.common import StrictParser
+from teleo_server.client import ClientError
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         logs.configure("console", quiet=True)
     try:
         return args.fn(args)
-    except grpc.RpcError as exc:
+    except ClientError as exc:
+        print(f"teleo: {exc}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as exc:  # commands that talk gRPC without the client library
         print(f"teleo: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -10,88 +10,28 @@ import re
 import signal
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 
-import grpc
+from teleo_server.client import convert
+from teleo_server.client.connection import DEFAULT_ADDRESS, ClientError
+from teleo_server.client.types import Filters, MemoryInput
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
 MEMORY_TYPES = ("episodic", "semantic", "procedural", "working", "reflective")
 AGGREGATIONS = ("weighted-average", "rrf", "max", "min", "geometric-mean")
 HEALTH_COMPONENTS = ("", "teleo.v1.MemoryService", "embedding", "index", "store")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _INGEST_ALIASES = ("text", "client_ref")  # ingest-only keys: content under another name, the echoed reference
 
 
-def _token(args: argparse.Namespace) -> str | None:
-    from teleo_server.config import default_token_file
+def _client(args: argparse.Namespace):
+    """A client library ``Client`` for the connection options of a command."""
+    from teleo_server.client import Client
 
-    if args.token:
-        return args.token
-    if os.environ.get("TELEO_TOKEN"):
-        return os.environ["TELEO_TOKEN"]
-    path = Path(os.environ.get("TELEO_DEV_TOKEN_FILE") or default_token_file())
-    if path.is_file():
-        return path.read_text().strip()
-    return None
+    return Client(args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout)
 
 
-def _channel(args: argparse.Namespace) -> grpc.Channel:
-    if args.ca_cert:
-        creds = grpc.ssl_channel_credentials(Path(args.ca_cert).read_bytes())
-        return grpc.secure_channel(args.address, creds)
-    return grpc.insecure_channel(args.address)
-
-
-def _metadata(args: argparse.Namespace) -> list[tuple[str, str]]:
-    token = _token(args)
-    return [("authorization", f"Bearer {token}")] if token else []
-
-
-def _stub(args: argparse.Namespace):
-    from teleo.v1 import memory_pb2_grpc
-
-    return memory_pb2_grpc.MemoryServiceStub(_channel(args))
-
-
-# --- JSON output -------------------------------------------------------------------------------
-
-
-def _as_dict(msg) -> dict:
-    """``msg`` as a JSON-ready dict: camelCase names, enums by name, zero values written out, 64-bit
-    integers as numbers (protobuf's JSON mapping writes them as strings)."""
-    from google.protobuf import json_format
-
-    return _int64_as_int(json_format.MessageToDict(msg, always_print_fields_with_no_presence=True), msg.DESCRIPTOR)
-
-
-def _int64_as_int(d: dict, desc) -> dict:
-    """Turn the strings protobuf's JSON mapping writes for int64 fields of ``d`` back into ints, in place."""
-    from google.protobuf.descriptor import FieldDescriptor as F
-
-    wide = {F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_SINT64, F.TYPE_FIXED64, F.TYPE_SFIXED64}
-    for f in desc.fields:
-        value = d.get(f.json_name)
-        if value is None:
-            continue
-        if f.message_type is None:
-            if f.type in wide:
-                d[f.json_name] = [int(v) for v in value] if isinstance(value, list) else int(value)
-        elif f.message_type.GetOptions().map_entry:
-            inner = f.message_type.fields_by_name["value"]
-            if inner.type in wide:
-                d[f.json_name] = {k: int(v) for k, v in value.items()}
-            elif inner.message_type is not None:
-                for v in value.values():
-                    _int64_as_int(v, inner.message_type)
-        elif not f.message_type.full_name.startswith("google.protobuf."):
-            for v in value if isinstance(value, list) else [value]:
-                _int64_as_int(v, f.message_type)
-    return d
-
-
-def _print_json(msg) -> None:
-    print(json.dumps(_as_dict(msg), ensure_ascii=False), flush=True)
+def _print_json(d: dict) -> None:
+    print(json.dumps(d, ensure_ascii=False), flush=True)
 
 
 # --- argument types ----------------------------------------------------------------------------
@@ -139,17 +79,6 @@ def _unit(text: str) -> float:
     return value
 
 
-def _timestamp(moment: datetime, ts) -> None:
-    """Set the protobuf Timestamp ``ts`` to ``moment`` exactly (to the microsecond)."""
-    ts.FromMicroseconds((moment - _EPOCH) // timedelta(microseconds=1))
-
-
-def _memory_type(name: str) -> int:
-    from teleo.v1 import memory_pb2 as pb
-
-    return pb.MemoryType.Value(f"MEMORY_TYPE_{name.upper()}")
-
-
 # --- filters -----------------------------------------------------------------------------------
 
 
@@ -167,20 +96,10 @@ def _filter_options(c: argparse.ArgumentParser, namespace_required: bool = False
     c.add_argument("--min-confidence", type=_unit, metavar="X", help="only memories with confidence at least X (0..1)")
 
 
-def _where(args: argparse.Namespace):
-    """The RetrieveFilters of the options that ``_filter_options`` added."""
-    from teleo.v1 import memory_pb2 as pb
-
-    filters = pb.RetrieveFilters(namespaces=args.namespace or [], session_id=args.session or "",
-                                 metadata=_meta_pairs(args.meta),
-                                 memory_types=[_memory_type(t) for t in args.type or []])
-    if args.since is not None:
-        _timestamp(args.since, filters.event_time.start)
-    if args.until is not None:
-        _timestamp(args.until, filters.event_time.end)
-    if args.min_confidence is not None:
-        filters.min_confidence = args.min_confidence
-    return filters
+def _where(args: argparse.Namespace) -> Filters:
+    """The filters of the options that ``_filter_options`` added."""
+    return Filters(namespaces=args.namespace or [], memory_types=args.type or [], since=args.since, until=args.until,
+                   min_confidence=args.min_confidence, session_id=args.session or "", metadata=_meta_pairs(args.meta))
 
 
 def _meta_pairs(items: list[tuple[str, str]] | None) -> dict[str, str]:
@@ -287,10 +206,9 @@ def _json_kind(value: object) -> str:
             type(None): "null"}.get(type(value), "a number")
 
 
-def _batch_item(raw: bytes, number: int, default_ns: str | None):
-    """The StoreBatchRequest of one JSONL line; ValueError says what is wrong with it and how to fix it."""
-    from teleo.v1 import memory_pb2 as pb
-
+def _batch_item(raw: bytes, number: int, default_ns: str | None) -> tuple[str, MemoryInput]:
+    """The client reference and memory of one JSONL line; ValueError says what is wrong with it and
+    how to fix it."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -306,21 +224,18 @@ def _batch_item(raw: bytes, number: int, default_ns: str | None):
     ref = record.pop("client_ref", number)
     if "text" in record and "content" not in record:
         record["content"] = record.pop("text")
-    return pb.StoreBatchRequest(memory=_memory_input(record, default_ns), client_ref=str(ref))
+    return str(ref), convert.memory_input_from_message(_memory_input(record, default_ns))
 
 
 # --- commands ----------------------------------------------------------------------------------
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    from teleo.v1 import memory_pb2 as pb
-
     content = args.content if args.content != "-" else sys.stdin.read()
-    mem = _memory_input({"content": content}, args.namespace)
-    mem.metadata.update(_meta_pairs(args.meta))
-    if args.type:
-        mem.memory_type = _memory_type(args.type)
-    resp = _stub(args).Store(pb.StoreRequest(memory=mem), metadata=_metadata(args), timeout=args.timeout)
+    memory = MemoryInput(content=content, namespace=args.namespace or "", memory_type=args.type,
+                         metadata=_meta_pairs(args.meta))
+    with _client(args) as client:
+        resp = client.store(memory)
     print(f"{resp.id}{'  (duplicate)' if resp.duplicate else ''}")
     return 0
 
@@ -362,30 +277,29 @@ class _Ingest:
     """One ``teleo ingest`` run: JSONL lines in batches of StoreBatch, counted and reported by line number."""
 
     def __init__(self, args: argparse.Namespace, total: int | None) -> None:
-        self.args, self.stub, self.metadata = args, _stub(args), _metadata(args)
+        self.args, self.client = args, _client(args)
         self.name = "stdin" if args.file == "-" else args.file
         self.progress = _Progress(total)
-        self.pending: list[tuple[int, object]] = []  # (line number, StoreBatchRequest)
+        self.pending: list[tuple[int, str, MemoryInput]] = []  # (line number, client_ref, memory)
         self.read = self.stored = self.dups = self.failed = self.batches = self.committed = self.last_line = 0
 
     def add(self, number: int, raw: bytes) -> None:
         self.read += 1
         try:
-            item = _batch_item(raw, number, self.args.namespace)
+            ref, memory = _batch_item(raw, number, self.args.namespace)
         except ValueError as exc:
             self.failed += 1
             self.progress.note(f"teleo: {self.name} line {number}: {exc}")
             return
-        self.pending.append((number, item))
+        self.pending.append((number, ref, memory))
         if len(self.pending) >= self.args.batch_size:
             self.flush()
 
     def flush(self) -> None:
         if not self.pending:
             return
-        numbers = [n for n, _ in self.pending]
-        resp = self.stub.StoreBatch(iter([item for _, item in self.pending]), metadata=self.metadata,
-                                    timeout=self.args.timeout)
+        numbers = [n for n, _, _ in self.pending]
+        resp = self.client.store_batch([m for _, _, m in self.pending], client_refs=[r for _, r, _ in self.pending])
         self.pending.clear()
         self.batches, self.committed, self.last_line = self.batches + 1, self.committed + len(numbers), numbers[-1]
         self.stored, self.dups = self.stored + resp.stored, self.dups + resp.duplicates
@@ -451,12 +365,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
               "again to finish: memories already stored come back as duplicates.", file=sys.stderr)
         print(run.summary())
         return 130
-    except grpc.RpcError as exc:
+    except ClientError as exc:
         run.progress.end()
-        print(f"teleo: {exc.code().name}: {exc.details()} (stopped after {run.acknowledged()})", file=sys.stderr)
+        print(f"teleo: {exc} (stopped after {run.acknowledged()})", file=sys.stderr)
         print(run.summary())
         return 1
     finally:
+        run.client.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     run.progress.end()
@@ -484,36 +399,32 @@ def _breakdown_lines(b) -> list[str]:
     return ["  ".join(parts), "spaces " + ("  ".join(spaces) or "-")]
 
 
-def _retrieve_request(args: argparse.Namespace):
-    from teleo.v1 import memory_pb2 as pb
-
-    return pb.RetrieveRequest(text=args.text, top_k=args.top_k, profile=args.profile, explain=True,
-                              include_breakdown=args.breakdown, filters=_where(args))
-
-
 def cmd_query(args: argparse.Namespace) -> int:
     """Results as a table (with ``--breakdown``, each result's scores under it), or every event as JSON lines."""
-    events = _stub(args).Retrieve(_retrieve_request(args), metadata=_metadata(args), timeout=args.timeout)
-    if args.json:
+    from teleo_server.client import Result, Summary
+
+    with _client(args) as client:
+        events = client.retrieve(args.text, top_k=args.top_k, profile=args.profile, filters=_where(args),
+                                 explain=True, breakdown=args.breakdown)
+        if args.json:
+            for ev in events:
+                _print_json(convert.event_json(ev))
+            return 0
+        results, summary = [], None
         for ev in events:
-            _print_json(ev)
-        return 0
-    results, summary = [], None
-    for ev in events:
-        kind = ev.WhichOneof("event")
-        if kind == "result":
-            results.append(ev.result)
-        elif kind == "summary":
-            summary = ev.summary
+            if isinstance(ev, Result):
+                results.append(ev)
+            elif isinstance(ev, Summary):
+                summary = ev
     width, indent = 50, " " * 13
     print(f"{'#':>3}  {'SCORE':>6}  {'REL':>5}  {'ID':<32}  {'FOUND BY':<18}  CONTENT")
     for r in results:
-        content = " ".join(r.memory.input.content.split())
+        content = " ".join(r.memory.content.split())
         content = content[: width - 1] + "…" if len(content) > width else content
         print(f"{r.rank:>3}  {r.score:6.3f}  {r.relevance:5.3f}  {r.memory.id:<32}  {_found_by(r.found_by):<18}  {content}")
         if r.explanation:
             print(f"{indent}{r.explanation}")
-        if args.breakdown:
+        if r.breakdown is not None:
             for line in _breakdown_lines(r.breakdown):
                 print(f"{indent}{line}")
     if summary is not None:
@@ -524,35 +435,29 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from teleo.v1 import memory_pb2 as pb
-
-    resp = _stub(args).Get(pb.GetRequest(ids=args.ids), metadata=_metadata(args), timeout=args.timeout)
-    for m in resp.memories:
-        _print_json(m)
+    with _client(args) as client:
+        for m in client.get(args.ids):
+            _print_json(convert.memory_json(m))
     return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from teleo.v1 import memory_pb2 as pb
-
-    resp = _stub(args).Delete(pb.DeleteRequest(ids=args.ids), metadata=_metadata(args), timeout=args.timeout)
-    print(f"deleted {resp.deleted}")
+    with _client(args) as client:
+        print(f"deleted {client.delete(args.ids)}")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One memory per line (JSON), oldest first; every page with --all, else the first."""
-    from teleo.v1 import memory_pb2 as pb
-
-    stub, cursor = _stub(args), ""
-    while True:
-        resp = stub.List(pb.ListRequest(filters=_where(args), page_size=args.page_size, cursor=cursor),
-                         metadata=_metadata(args), timeout=args.timeout)
-        for m in resp.memories:
-            _print_json(m)
-        cursor = resp.next_cursor
-        if not cursor or not args.all:
-            break
+    cursor = ""
+    with _client(args) as client:
+        while True:
+            page = client.list(_where(args), page_size=args.page_size, cursor=cursor)
+            for m in page.memories:
+                _print_json(convert.memory_json(m))
+            cursor = page.next_cursor
+            if not cursor or not args.all:
+                break
     if cursor:
         print("more memories follow; pass --all to read every page", file=sys.stderr)
     return 0
@@ -560,42 +465,33 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_update(args: argparse.Namespace) -> int:
     """Change the given fields of one memory; prints it as stored (JSON)."""
-    from teleo.v1 import memory_pb2 as pb
-
-    memory, fields = pb.MemoryInput(), []
+    fields: dict = {}
     if args.content is not None:
-        memory.content, fields = args.content, [*fields, "content"]
+        fields["content"] = args.content
     if args.meta is not None:
-        memory.metadata.update(_meta_pairs(args.meta))
-        fields.append("metadata")
+        fields["metadata"] = _meta_pairs(args.meta)
     if args.importance is not None:
-        memory.importance, fields = args.importance, [*fields, "importance"]
+        fields["importance"] = args.importance
     if not fields:
         raise SystemExit("teleo: nothing to change: give --content, --meta or --importance")
-    resp = _stub(args).Update(pb.UpdateRequest(id=args.id, memory=memory, fields=fields, keep_previous=args.keep_previous),
-                              metadata=_metadata(args), timeout=args.timeout)
-    _print_json(resp)
+    with _client(args) as client:
+        _print_json(convert.update_json(client.update(args.id, keep_previous=args.keep_previous, **fields)))
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """One exported memory per line (JSON) on stdout, oldest first."""
-    from teleo.v1 import memory_pb2 as pb
-
     n = 0
-    for item in _stub(args).Export(pb.ExportRequest(filters=_where(args), with_embeddings=args.with_embeddings),
-                                   metadata=_metadata(args), timeout=args.timeout):
-        _print_json(item)
-        n += 1
+    with _client(args) as client:
+        for item in client.export(_where(args), with_embeddings=args.with_embeddings):
+            _print_json(convert.exported_json(item))
+            n += 1
     print(f"exported {n}", file=sys.stderr)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Store the memories of an export file (new ids; links among them follow)."""
-    from google.protobuf import json_format
-    from teleo.v1 import memory_pb2 as pb
-
     items, numbers = [], []
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
@@ -610,12 +506,12 @@ def cmd_import(args: argparse.Namespace) -> int:
                                  "written by `teleo export`") from None
             if line.strip():
                 try:
-                    items.append(json_format.ParseDict(json.loads(line), pb.ExportedMemory()))
-                except (ValueError, json_format.ParseError) as exc:
-                    raise SystemExit(f"teleo: {args.file} line {number}: not an exported memory ({exc})") from None
+                    items.append(convert.exported_from_json(line))
+                except ValueError as exc:
+                    raise SystemExit(f"teleo: {args.file} line {number}: {exc}") from None
                 numbers.append(number)
-    resp = _stub(args).Import(iter(pb.ImportRequest(item=i) for i in items), metadata=_metadata(args),
-                              timeout=args.timeout)
+    with _client(args) as client:
+        resp = client.import_(items)
     for item in resp.items:
         if item.error:
             where = numbers[item.index] if 0 <= item.index < len(numbers) else "?"
@@ -626,10 +522,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_delete_where(args: argparse.Namespace) -> int:
-    from teleo.v1 import memory_pb2 as pb
-
-    resp = _stub(args).DeleteWhere(pb.DeleteWhereRequest(filters=_where(args), dry_run=args.dry_run),
-                                   metadata=_metadata(args), timeout=args.timeout)
+    with _client(args) as client:
+        resp = client.delete_where(_where(args), dry_run=args.dry_run)
     print(f"matched {resp.matched}, deleted {resp.deleted}" + (" (dry run)" if args.dry_run else ""))
     return 0
 
@@ -645,12 +539,10 @@ def _table(header: list[str], rows: list[list[object]]) -> list[str]:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Corpus and server facts as a table, or as JSON (``--json``) with integers as numbers."""
-    from teleo.v1 import memory_pb2 as pb
-
-    resp = _stub(args).Stats(pb.StatsRequest(namespaces=args.namespace or []), metadata=_metadata(args),
-                             timeout=args.timeout)
+    with _client(args) as client:
+        resp = client.stats(args.namespace or [])
     if args.json:
-        print(json.dumps(_as_dict(resp), indent=2, ensure_ascii=False))
+        print(json.dumps(convert.message_json(convert.stats_message(resp)), indent=2, ensure_ascii=False))
         return 0
     ready = "ready" if resp.embedder_ready else "NOT READY: stores are refused, retrieval is lexical only"
     for label, value in [("server", resp.server_version), ("model", resp.model_version), ("backend", resp.backend),
@@ -668,34 +560,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """How similar two memories are in each space, and those similarities aggregated."""
-    from teleo.v1 import memory_pb2 as pb
-
-    aggregation = pb.Aggregation.Value("AGGREGATION_" + args.aggregation.upper().replace("-", "_"))
-    req = pb.CompareRequest(id_a=args.id_a, id_b=args.id_b, aggregation=aggregation,
-                            space_weights=dict(args.space_weight or []))
-    resp = _stub(args).Compare(req, metadata=_metadata(args), timeout=args.timeout)
+    with _client(args) as client:
+        resp = client.compare(args.id_a, args.id_b, aggregation=args.aggregation,
+                              space_weights=dict(args.space_weight or []))
     if args.json:
-        _print_json(resp)
+        _print_json(convert.message_json(convert.comparison_message(resp)))
         return 0
     rows = [[name, f"{resp.spaces[name]:.3f}"] for name in sorted(resp.spaces, key=_space_key)]
     print("\n".join(_table(["SPACE", "SIMILARITY"], rows)))
-    aggregation = pb.Aggregation.Name(resp.aggregation).removeprefix("AGGREGATION_").lower().replace("_", "-")
-    print(f"\naggregate ({aggregation}): {resp.aggregate:.3f}")
+    print(f"\naggregate ({resp.aggregation.replace('_', '-')}): {resp.aggregate:.3f}")
     return 0
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
     """Record that a memory was used, helped or misled; prints its counters afterwards."""
-    from teleo.v1 import memory_pb2 as pb
-
     if not (args.used or args.helpful is not None):
         raise SystemExit("teleo: nothing to record: give --used, --helpful or --misled")
-    req = pb.FeedbackRequest(id=args.id, used=args.used, request_id=args.request_id or "")
-    if args.helpful is not None:
-        req.helpful = args.helpful
-    m = _stub(args).Feedback(req, metadata=_metadata(args), timeout=args.timeout).memory
+    with _client(args) as client:
+        m = client.feedback(args.id, used=args.used, helpful=args.helpful, request_id=args.request_id or "")
     if args.json:
-        _print_json(m)
+        _print_json(convert.memory_json(m))
         return 0
     print(f"{m.id}: retrieved {m.retrieved_count}, used {m.used_count}, helpful {m.helpful_count}, "
           f"misled {m.misled_count}")
@@ -704,22 +588,19 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 
 def cmd_health(args: argparse.Namespace) -> int:
     """Exit 0 only when the server (or the named component) is SERVING: usable as a probe."""
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    stub = health_pb2_grpc.HealthStub(_channel(args))
-    try:
-        resp = stub.Check(health_pb2.HealthCheckRequest(service=args.component), timeout=args.timeout)
-    except grpc.RpcError as exc:
-        if exc.code() == grpc.StatusCode.NOT_FOUND:
-            valid = ", ".join(repr(c) if not c else c for c in HEALTH_COMPONENTS)
-            print(f"teleo: no component {args.component!r}; use one of {valid} ('' is the whole server)",
-                  file=sys.stderr)
-        else:
-            print(f"{args.component or 'server'}: {exc.code().name}: {exc.details()}", file=sys.stderr)
-        return 2
-    status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+    with _client(args) as client:
+        try:
+            status = client.health(args.component, timeout=args.timeout)
+        except ClientError as exc:
+            if exc.code == "NOT_FOUND":
+                valid = ", ".join(repr(c) if not c else c for c in HEALTH_COMPONENTS)
+                print(f"teleo: no component {args.component!r}; use one of {valid} ('' is the whole server)",
+                      file=sys.stderr)
+            else:
+                print(f"{args.component or 'server'}: {exc}", file=sys.stderr)
+            return 2
     print(f"{args.component or 'server'}: {status}")
-    return 0 if resp.status == health_pb2.HealthCheckResponse.SERVING else 1
+    return 0 if status == "SERVING" else 1
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -14,6 +14,7 @@ from teleo_server.embedding.batching import Coalescer, EmbedObservers
 from teleo_server.embedding.chunking import ChunkPlan
 from teleo_server.embedding.engine import Engine
 from teleo_server.errors import Unavailable
+from teleo_server.workers import DEFAULT_NICE, worker_pool
 
 log = structlog.get_logger(__name__)
 
@@ -29,14 +30,17 @@ class InProcessEmbedder:
     ----------
     model_dir : a repository materialised by ``build_repo``.
     threads : onnxruntime intra-op threads per model.
+    nice : nice steps below the event loop for the embedding thread (and the runtime's pool,
+        which it creates and which inherits it).
     max_batch : chunk texts per onnxruntime call.
     plan : chunk size and overlap in word pieces.
     query_max_terms : sparse terms kept for a query.
     """
 
     def __init__(self, model_dir: Path, *, threads: int = 2, max_batch: int = 32,
-                 plan: ChunkPlan | None = None, query_max_terms: int = 64) -> None:
+                 plan: ChunkPlan | None = None, query_max_terms: int = 64, nice: int = DEFAULT_NICE) -> None:
         self._model_dir = model_dir
+        self._nice = nice
         self._kwargs = dict(threads=threads, max_batch=max_batch, plan=plan or ChunkPlan(),
                             query_max_terms=query_max_terms)
         self._max_batch = max_batch
@@ -64,7 +68,7 @@ class InProcessEmbedder:
     async def start(self) -> None:
         if self._engine is not None:
             return
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleo-embed")
+        self._executor = worker_pool("teleo-embed", self._nice)
         loop = asyncio.get_running_loop()
         try:
             self._engine = await loop.run_in_executor(

@@ -34,6 +34,7 @@ class EmbeddingSettings(BaseModel):
     query_max_terms: int = Field(64, ge=1)
     timeout_s: float = Field(10.0, gt=0)      # every Triton call
     threads: int = Field(2, ge=1)              # onnxruntime intra-op threads (in-process)
+    worker_nice: int = Field(10, ge=0, le=19)  # nice steps below the event loop (in-process)
     max_batch: int = Field(32, ge=1, le=64)    # texts per model call / per Triton request
     batch_window_ms: float = Field(2.0, ge=0)  # how long the Triton client waits to fill a batch
 

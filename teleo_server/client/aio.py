@@ -1,0 +1,125 @@
+"""The asyncio client: the same methods as ``Client``, each awaited; ``retrieve`` and ``export``
+are async iterators.
+
+    async with AsyncClient() as teleo:
+        await teleo.store("the deploy key rotates on Mondays", namespace="ops")
+        async for event in teleo.retrieve("when does the key rotate?"):
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from teleo.v1 import memory_pb2_grpc
+
+from teleo_server.client.base import Api, Call, new_request_id
+from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials, metadata
+from teleo_server.client.types import Event, Filters, Memory, Result, SearchResponse, Summary
+
+
+class AsyncClient(Api):
+    """Teleo over a grpc.aio channel; create it inside a running event loop."""
+
+    def __init__(self, address: str | None = None, **kwargs: Any) -> None:
+        super().__init__(address, **kwargs)
+        creds = credentials(self.ca_cert)
+        self._channel = (grpc.aio.secure_channel(self.address, creds, options=CHANNEL_OPTIONS) if creds is not None
+                         else grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS))
+        self._stub = memory_pb2_grpc.MemoryServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _unary(self, call: Call) -> Any:  # type: ignore[override]
+        rid = new_request_id()
+        end = time.monotonic() + call.timeout if call.timeout is not None else None
+        attempt = 0
+        while True:
+            attempt += 1
+            left = None if end is None else end - time.monotonic()
+            try:
+                request = iter(call.request) if call.client_stream else call.request
+                response = await getattr(self._stub, call.method)(request, metadata=metadata(self.token, rid),
+                                                                  timeout=left)
+                return call.convert(response)
+            except grpc.RpcError as exc:
+                error = ClientError.from_rpc(exc)
+            await self._backoff(error, call, attempt, end)
+
+    async def _stream(self, call: Call) -> AsyncIterator[Any]:  # type: ignore[override]
+        rid = new_request_id()
+        end = time.monotonic() + call.timeout if call.timeout is not None else None
+        attempt = 0
+        while True:
+            attempt += 1
+            started = False
+            left = None if end is None else end - time.monotonic()
+            responses = getattr(self._stub, call.method)(call.request, metadata=metadata(self.token, rid), timeout=left)
+            try:
+                async for response in responses:
+                    started = True
+                    yield call.convert(response)
+                return
+            except grpc.RpcError as exc:
+                error = ClientError.from_rpc(exc)
+            finally:
+                responses.cancel()
+            if started:
+                raise error
+            await self._backoff(error, call, attempt, end)
+
+    async def _backoff(self, error: ClientError, call: Call, attempt: int, end: float | None) -> None:
+        if not self.retry.should_retry(error, call.idempotent, attempt):
+            raise error
+        wait = self.retry.delay(attempt, error)
+        if end is not None and time.monotonic() + wait >= end:
+            raise error
+        await asyncio.sleep(wait)
+
+    async def search(self, query: Any, **kwargs: Any) -> SearchResponse:
+        results: list[Result] = []
+        summary: Summary | None = None
+        async for ev in self.retrieve(query, **kwargs):
+            if isinstance(ev, Result):
+                results.append(ev)
+            elif isinstance(ev, Summary):
+                summary = ev
+        if summary is None:
+            raise ClientError("INTERNAL", "the retrieval ended without its summary")
+        return SearchResponse(tuple(results), summary)
+
+    def retrieve(self, query: Any, **kwargs: Any) -> AsyncIterator[Event]:  # type: ignore[override]
+        return super().retrieve(query, **kwargs)
+
+    async def memories(self, filters: Filters | dict | None = None, *, page_size: int = 100) -> AsyncIterator[Memory]:
+        cursor = ""
+        while True:
+            page = await self.list(filters, page_size=page_size, cursor=cursor)
+            for m in page.memories:
+                yield m
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    async def health(self, component: str = "", *, timeout: float = 5.0) -> str:
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        try:
+            resp = await stub.Check(health_pb2.HealthCheckRequest(service=component), timeout=timeout)
+        except grpc.RpcError as exc:
+            raise ClientError.from_rpc(exc) from None
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+
+__all__ = ["AsyncClient"]

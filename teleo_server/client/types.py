@@ -1,0 +1,338 @@
+"""What the client library returns and takes: plain dataclasses, no protobuf messages.
+
+Enumerations are lower-case names: memory types ``"episodic"``, ``"semantic"``, ``"procedural"``,
+``"working"``, ``"reflective"``; access levels ``"public"``, ``"internal"``, ``"confidential"``,
+``"restricted"``; link types ``"relates_to"``, ``"contradicts"``, ``"supersedes"``, ``"causes"``;
+Johari quadrants ``"open"``, ``"blind"``, ``"hidden"``, ``"unknown"``. Times are timezone-aware
+``datetime`` objects (UTC when they come from the server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+MEMORY_TYPES = ("episodic", "semantic", "procedural", "working", "reflective")
+ACCESS_LEVELS = ("public", "internal", "confidential", "restricted")
+LINK_TYPES = ("relates_to", "contradicts", "supersedes", "causes")
+JOHARI_QUADRANTS = ("open", "blind", "hidden", "unknown")
+AGGREGATIONS = ("weighted_average", "rrf", "max", "min", "geometric_mean")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A typed, directed edge to another memory of the same namespace."""
+
+    target_id: str
+    type: str = "relates_to"
+    weight: float = 1.0
+
+
+@dataclass
+class MemoryInput:
+    """A memory as the caller writes it; unset fields take the server's defaults."""
+
+    content: str
+    namespace: str = ""                    # "" = the token's default namespace
+    memory_type: str | None = None         # None = semantic
+    access_level: str | None = None        # None = internal
+    source: str = ""
+    confidence: float | None = None        # None = 1
+    importance: float | None = None        # None = 0.5
+    event_time: datetime | None = None     # None = when it is stored
+    session_id: str = ""
+    session_position: int | None = None
+    links: Sequence[Link] = ()
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    evergreen: bool = False
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A stored memory, with the server's bookkeeping."""
+
+    id: str
+    content: str
+    namespace: str
+    memory_type: str
+    access_level: str
+    source: str
+    confidence: float | None
+    importance: float | None
+    event_time: datetime | None
+    session_id: str
+    session_position: int | None
+    links: tuple[Link, ...]
+    metadata: dict[str, str]
+    evergreen: bool
+    content_hash: str
+    ingestion_time: datetime | None
+    model_version: str
+    chunk_count: int
+    retrieved_count: int
+    used_count: int
+    helpful_count: int
+    misled_count: int
+
+    def as_input(self) -> MemoryInput:
+        """The memory's fields as an input (to store it elsewhere, or change and update it)."""
+        return MemoryInput(content=self.content, namespace=self.namespace, memory_type=self.memory_type,
+                           access_level=self.access_level, source=self.source, confidence=self.confidence,
+                           importance=self.importance, event_time=self.event_time, session_id=self.session_id,
+                           session_position=self.session_position, links=self.links, metadata=dict(self.metadata),
+                           evergreen=self.evergreen)
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    id: str
+    content_hash: str
+    duplicate: bool  # the namespace already held this content: ``id`` is the existing memory
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One item of a batch store or an import, in request order."""
+
+    index: int
+    client_ref: str
+    id: str
+    content_hash: str
+    duplicate: bool
+    error: str        # why the item was rejected ("" when it was not); the others are unaffected
+    error_code: str   # the gRPC status name of the error, e.g. "INVALID_ARGUMENT"
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    items: tuple[BatchItem, ...]
+    stored: int
+    duplicates: int
+    failed: int
+    vectors_reused: int = 0  # imports: items stored with the vectors they carried
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    memory: Memory
+    previous_id: str  # the kept old version (keep_previous), else ""
+
+
+@dataclass(frozen=True)
+class Page:
+    memories: tuple[Memory, ...]
+    next_cursor: str  # "" on the last page
+
+
+@dataclass(frozen=True)
+class DeleteWhereResult:
+    matched: int
+    deleted: int
+
+
+@dataclass
+class Filters:
+    """Hard filters of search, list, export and delete_where (all of them must hold)."""
+
+    namespaces: Sequence[str] = ()
+    memory_types: Sequence[str] = ()
+    since: datetime | None = None          # event time at or after
+    until: datetime | None = None          # event time before
+    min_confidence: float | None = None
+    session_id: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Overrides:
+    """Per-request stage settings; None keeps the profile's value (see the server's README)."""
+
+    sparse_weight: float | None = None
+    max_candidates: int | None = None
+    dense_dimension: int | None = None
+    fusion: str | None = None
+    rrf_k: float | None = None
+    late_interaction_weight: float | None = None
+    decay_half_life_days: float | None = None
+    mmr_lambda: float | None = None
+    min_score: float | None = None
+    min_relevance: float | None = None
+    misalignment_threshold: float | None = None
+    filter_misaligned: bool | None = None
+    space_weights: Mapping[str, float] = field(default_factory=dict)
+    disable_stages: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class HeadVector:
+    """One embedding head's vector: dense (values), per-token (rows x dim values) or sparse (ids, weights)."""
+
+    values: tuple[float, ...] = ()
+    rows: int = 0
+    ids: tuple[int, ...] = ()
+    weights: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class QueryVectors:
+    """Precomputed query vectors, for callers that embed on their side with the server's model version."""
+
+    model_version: str
+    heads: Mapping[str, HeadVector]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A retrieval stage finished."""
+
+    stage: str
+    elapsed_ms: float
+    candidates_in: int
+    candidates_out: int
+    backend: str
+    detail: str
+    skipped: bool
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    content: float
+    purpose_alignment: float
+    goal_alignment: float
+    late_interaction: float
+    temporal: float
+    spaces: dict[str, float]
+    space_ranks: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Result:
+    """One retrieved memory, in rank order."""
+
+    rank: int
+    memory: Memory
+    score: float        # relative: the best result of a search is near 1
+    relevance: float    # absolute: a calibrated estimate in [0, 1] that it is relevant
+    found_by: tuple[str, ...]
+    misaligned: bool
+    johari: str
+    explanation: str
+    chunk_index: int
+    unique_contribution: str
+    snippet: str
+    snippet_start: int
+    snippet_end: int
+    breakdown: Breakdown | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The last event of every retrieval."""
+
+    returned: int
+    total_ms: float
+    embed_ms: float
+    stages: tuple[Stage, ...]
+    degraded: bool
+    degraded_reason: str
+    profile: str
+    request_id: str
+    corpus_size: int
+
+
+Event = Stage | Result | Summary
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    results: tuple[Result, ...]
+    summary: Summary
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self.summary.stages
+
+
+@dataclass(frozen=True)
+class Comparison:
+    spaces: dict[str, float]  # per-space similarity in [0, 1]
+    aggregate: float
+    aggregation: str
+
+
+@dataclass(frozen=True)
+class NamespaceStats:
+    namespace: str
+    memories: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Head:
+    name: str
+    kind: str        # "dense" | "tokens" | "sparse"
+    dimension: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Stats:
+    memories: int
+    namespaces: tuple[NamespaceStats, ...]
+    model_version: str
+    backend: str
+    embedder: str
+    embedder_ready: bool
+    goals: int
+    server_version: str
+    heads: tuple[Head, ...]
+
+
+@dataclass(frozen=True)
+class ExportedChunk:
+    start: int
+    end: int
+    heads: dict[str, HeadVector]
+
+
+@dataclass(frozen=True)
+class Exported:
+    """One memory as export writes it (with its vectors when exported with embeddings)."""
+
+    memory: Memory
+    chunks: tuple[ExportedChunk, ...] = ()
+
+
+__all__ = [
+    "ACCESS_LEVELS",
+    "AGGREGATIONS",
+    "BatchItem",
+    "BatchResult",
+    "Breakdown",
+    "Comparison",
+    "DeleteWhereResult",
+    "Event",
+    "Exported",
+    "ExportedChunk",
+    "Filters",
+    "Head",
+    "HeadVector",
+    "JOHARI_QUADRANTS",
+    "LINK_TYPES",
+    "Link",
+    "MEMORY_TYPES",
+    "Memory",
+    "MemoryInput",
+    "NamespaceStats",
+    "Overrides",
+    "Page",
+    "QueryVectors",
+    "Result",
+    "SearchResponse",
+    "Stage",
+    "Stats",
+    "StoreResult",
+    "Summary",
+    "UpdateResult",
+]

@@ -1,0 +1,284 @@
+"""The Python client library against a real server: typed results, every method, errors as
+ClientError with the status and message, retries only where they are safe, and the asyncio twin."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from datetime import datetime, timezone
+
+import grpc
+import pytest
+from teleo.v1 import memory_pb2 as pb
+from teleo.v1 import memory_pb2_grpc
+
+from teleo_server.client import (
+    AsyncClient,
+    Client,
+    ClientError,
+    Filters,
+    Link,
+    MemoryInput,
+    Overrides,
+    Result,
+    RetryPolicy,
+    Stage,
+    Summary,
+)
+from teleo_server.client import convert
+from teleo_server.errors import RETRY_AFTER_KEY
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def client(api_server):
+    with Client(api_server.address, token=api_server.token) as c:
+        yield c
+
+
+def test_store_get_and_search_return_typed_results(client):
+    when = datetime(2024, 3, 14, 9, 30, tzinfo=timezone.utc)
+    stored = client.store("we moved the staging cluster to us-east-2 in March", namespace="cl-basic",
+                          memory_type="episodic", metadata={"team": "ops"}, event_time=when, importance=0.8)
+    assert len(stored.id) == 32 and not stored.duplicate
+    again = client.store("we moved the staging cluster to us-east-2 in March", namespace="cl-basic")
+    assert again.duplicate and again.id == stored.id
+
+    [m] = client.get(stored.id)
+    assert (m.content, m.namespace, m.memory_type, m.metadata) == (
+        "we moved the staging cluster to us-east-2 in March", "cl-basic", "episodic", {"team": "ops"})
+    assert m.event_time == when and m.importance == pytest.approx(0.8) and m.access_level == "internal"
+    assert m.ingestion_time is not None and m.ingestion_time.tzinfo is not None
+
+    client.store("the cafeteria serves lentil soup on Fridays", namespace="cl-basic")
+    events = list(client.retrieve("which region is staging in?", top_k=2, filters={"namespaces": ["cl-basic"]},
+                                  explain=True, breakdown=True))
+    kinds = [type(e) for e in events]
+    assert kinds[-1] is Summary and Result in kinds
+    assert kinds.index(Result) > max(i for i, k in enumerate(kinds) if k is Stage)  # stages come first
+    results = [e for e in events if isinstance(e, Result)]
+    assert results[0].memory.id == stored.id and results[0].rank == 1
+    assert results[0].breakdown is not None and "E1_semantic" in results[0].breakdown.spaces
+    assert results[0].explanation and 0.0 <= results[0].relevance <= 1.0
+    summary = events[-1]
+    assert summary.returned == len(results) and summary.request_id and summary.stages
+
+    hits = client.search("which region is staging in?", top_k=1, filters=Filters(namespaces=["cl-basic"]))
+    assert [r.memory.id for r in hits.results] == [stored.id] and hits.stages == hits.summary.stages
+    assert hits.results[0].breakdown is None  # not asked for
+
+
+def test_search_options_reach_the_server(client):
+    client.store_batch([f"note {i} about the quarterly budget review" for i in range(5)], namespace="cl-opts")
+    hits = client.search("budget review", top_k=5, filters={"namespaces": ["cl-opts"]}, snippets=True,
+                         omit_content=True, overrides=Overrides(disable_stages=["late_interaction"]))
+    assert hits.results and all(r.memory.content == "" and r.snippet for r in hits.results)
+    late = [s for s in hits.stages if s.stage == "late_interaction"]
+    assert late and late[0].skipped
+    assert client.search("budget review", top_k=5, filters={"namespaces": ["cl-opts"]},
+                         overrides={"min_relevance": 1.0}).results == ()
+
+
+def test_store_batch_reports_each_item(client):
+    out = client.store_batch(["first batch note", {"content": "second batch note", "memory_type": "procedural"},
+                              MemoryInput(content="", namespace="cl-batch")],
+                             namespace="cl-batch", client_refs=["a", "b", "c"])
+    assert (out.stored, out.duplicates, out.failed) == (2, 0, 1)
+    assert [i.client_ref for i in out.items] == ["a", "b", "c"]
+    assert out.items[2].error_code == "INVALID_ARGUMENT" and "content" in out.items[2].error
+    [second] = client.get(out.items[1].id)
+    assert second.memory_type == "procedural" and second.namespace == "cl-batch"
+    with pytest.raises(ValueError, match="one per memory"):
+        client.store_batch(["x"], client_refs=["a", "b"])
+
+
+def test_update_list_and_delete_where(client):
+    first = client.store("the on-call rotation changes every Monday", namespace="cl-manage")
+    upd = client.update(first.id, content="the on-call rotation changes every Tuesday", keep_previous=True)
+    assert upd.memory.id == first.id and upd.memory.content.endswith("Tuesday") and upd.previous_id
+    assert any(link.type == "supersedes" and link.target_id == upd.previous_id for link in upd.memory.links)
+    meta = client.update(first.id, metadata={"owner": "sre"})
+    assert meta.memory.metadata == {"owner": "sre"} and meta.previous_id == ""
+    with pytest.raises(ValueError, match="cannot update colour"):
+        client.update(first.id, colour="blue")
+
+    for i in range(5):
+        client.store(f"paging note number {i}", namespace="cl-manage", metadata={"kind": "page"})
+    page = client.list({"namespaces": ["cl-manage"]}, page_size=2)
+    assert len(page.memories) == 2 and page.next_cursor
+    everything = list(client.memories({"namespaces": ["cl-manage"]}, page_size=2))
+    assert len(everything) == 7 and len({m.id for m in everything}) == 7
+    assert [m.ingestion_time for m in everything] == sorted(m.ingestion_time for m in everything)
+
+    dry = client.delete_where({"namespaces": ["cl-manage"], "metadata": {"kind": "page"}}, dry_run=True)
+    assert (dry.matched, dry.deleted) == (5, 0)
+    done = client.delete_where(Filters(namespaces=["cl-manage"], metadata={"kind": "page"}))
+    assert (done.matched, done.deleted) == (5, 5)
+    assert client.delete(upd.previous_id) == 1
+    assert [m.id for m in client.memories({"namespaces": ["cl-manage"]})] == [first.id]
+
+
+def test_export_and_import_move_a_namespace_without_reembedding(client):
+    ids = [client.store(f"exported fact {i}: the build cache lives on disk {i}", namespace="cl-src").id for i in range(3)]
+    client.update(ids[0], links=[Link(ids[1], "relates_to", 0.5)])
+    items = list(client.export({"namespaces": ["cl-src"]}, with_embeddings=True))
+    assert [e.memory.id for e in items] == ids and all(e.chunks and "dense" in e.chunks[0].heads for e in items)
+    moved = [dataclasses.replace(e, memory=dataclasses.replace(e.memory, namespace="cl-dst")) for e in items]
+    out = client.import_(moved)
+    assert (out.stored, out.failed, out.vectors_reused) == (3, 0, 3)
+    copies = list(client.memories({"namespaces": ["cl-dst"]}))
+    assert sorted(m.content for m in copies) == sorted(e.memory.content for e in items)
+    first = next(m for m in copies if m.content.startswith("exported fact 0"))
+    second = next(m for m in copies if m.content.startswith("exported fact 1"))
+    assert [(link.target_id, link.type) for link in first.links] == [(second.id, "relates_to")]
+    # the JSON form is the export file format, and reads back to the same item
+    line = convert.exported_json(items[0])
+    assert line["memory"]["id"] == ids[0] and convert.exported_from_json(line) == items[0]
+
+
+def test_compare_feedback_stats_and_health(client):
+    a = client.store("the database backups run nightly at 02:00", namespace="cl-misc").id
+    b = client.store("nightly database backups start at 2 am", namespace="cl-misc").id
+    c = client.store("the office plants need water on Thursdays", namespace="cl-misc").id
+    near, far = client.compare(a, b), client.compare(a, c, aggregation="max")
+    assert near.aggregate > client.compare(a, c).aggregate and near.aggregation == "weighted_average"
+    assert far.aggregation == "max" and "E1_semantic" in far.spaces
+    m = client.feedback(a, used=True, helpful=True)
+    assert (m.used_count, m.helpful_count, m.misled_count) == (1, 1, 0)
+    with pytest.raises(ValueError, match="nothing to record"):
+        client.feedback(a)
+    s = client.stats(["cl-misc"])
+    assert [(n.namespace, n.memories) for n in s.namespaces] == [("cl-misc", 3)]
+    assert {h.name for h in s.heads} >= {"dense", "tokens", "splade"} and s.embedder_ready
+    assert client.health() == "SERVING" and client.health("store") == "SERVING"
+    with pytest.raises(ClientError) as err:
+        client.health("bogus")
+    assert err.value.code == "NOT_FOUND"
+
+
+def test_errors_carry_status_message_and_request_id(api_server, client):
+    with pytest.raises(ClientError) as err:
+        client.get("0" * 32)
+    assert err.value.code == "NOT_FOUND" and "0" * 32 in err.value.message and err.value.request_id
+    with pytest.raises(ClientError) as err:
+        client.store("x", namespace="bad namespace!")
+    assert err.value.code == "INVALID_ARGUMENT" and "namespace" in err.value.message
+    with Client(api_server.address, token="not-a-token") as stranger, pytest.raises(ClientError) as err:
+        stranger.stats()
+    assert err.value.code == "UNAUTHENTICATED"
+    with pytest.raises(ValueError, match="unknown memory type 'dream'; use one of episodic"):
+        client.store("x", memory_type="dream")
+    with pytest.raises(ClientError) as err:
+        list(client.retrieve("x", top_k=5000))
+    assert err.value.code == "INVALID_ARGUMENT" and "top_k" in err.value.message
+
+
+def test_the_token_comes_from_the_places_the_cli_reads(api_server, tmp_path, monkeypatch):
+    path = tmp_path / "token"
+    path.write_text(api_server.token + "\n")
+    monkeypatch.delenv("TELEO_TOKEN", raising=False)
+    monkeypatch.setenv("TELEO_DEV_TOKEN_FILE", str(path))
+    with Client(api_server.address) as c:
+        assert c.token == api_server.token and c.stats().embedder_ready
+    monkeypatch.setenv("TELEO_TOKEN", "from-the-environment")
+    assert Client(api_server.address).token == "from-the-environment"
+    assert Client(api_server.address, token="given").token == "given"
+
+
+def test_a_saturated_server_says_when_to_retry_and_the_client_does(api_server, client):
+    admission = api_server.app.core.admission
+    saved = admission.max_computing
+    admission.max_computing = 0  # every retrieval is refused for saturation
+    try:
+        with grpc.insecure_channel(api_server.address) as ch, pytest.raises(grpc.RpcError) as err:
+            list(memory_pb2_grpc.MemoryServiceStub(ch).Retrieve(
+                pb.RetrieveRequest(text="anything"), metadata=[("authorization", f"Bearer {api_server.token}")], timeout=10))
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert dict(err.value.trailing_metadata())[RETRY_AFTER_KEY] == "200"
+
+        with pytest.raises(ClientError) as refused:
+            list(Client(api_server.address, token=api_server.token, retry=RetryPolicy(attempts=1)).retrieve("anything"))
+        assert refused.value.code == "RESOURCE_EXHAUSTED" and refused.value.retry_after == pytest.approx(0.2)
+
+        threading.Timer(0.5, lambda: setattr(admission, "max_computing", saved)).start()
+        t0 = time.monotonic()
+        hits = client.search("which region is staging in?", top_k=1)  # retried until the slots free up
+        assert time.monotonic() - t0 >= 0.4 and hits.summary.returned == 1
+    finally:
+        admission.max_computing = saved
+
+
+def test_a_refusal_that_must_change_first_is_not_retried(api_server):
+    calls = []
+    policy = RetryPolicy(attempts=5, initial_backoff=0.01)
+    with Client(api_server.address, token=api_server.token, retry=policy) as c:
+        original = c._stub.StoreBatch
+
+        def counting(*args, **kwargs):
+            calls.append(1)
+            return original(*args, **kwargs)
+
+        c._stub.StoreBatch = counting
+        limit = api_server.app.settings.limits.max_batch_items
+        with pytest.raises(ClientError) as err:
+            c.store_batch(["same text"] * (limit + 1), namespace="cl-big")
+    assert err.value.code == "RESOURCE_EXHAUSTED" and err.value.retry_after is None and len(calls) == 1
+
+
+def test_an_unreachable_server_is_retried_for_reads_only_and_within_the_deadline(unused_tcp_port):
+    policy = RetryPolicy(attempts=3, initial_backoff=0.05, max_backoff=0.1)
+    with Client(f"127.0.0.1:{unused_tcp_port}", token="t", retry=policy, timeout=5.0) as c:
+        attempts = []
+        original = c._stub.Get
+        c._stub.Get = lambda *a, **k: (attempts.append(1), original(*a, **k))[1]
+        with pytest.raises(ClientError) as err:
+            c.get("x")
+        assert err.value.code == "UNAVAILABLE" and len(attempts) == 3
+
+        attempts.clear()
+        original_delete = c._stub.Delete
+        c._stub.Delete = lambda *a, **k: (attempts.append(1), original_delete(*a, **k))[1]
+        with pytest.raises(ClientError):
+            c.delete("x")  # not safe to repeat: a lost reply may hide a delete that happened
+        assert len(attempts) == 1
+
+    with Client(f"127.0.0.1:{unused_tcp_port}", token="t", retry=RetryPolicy(attempts=50), timeout=0.6) as c:
+        t0 = time.monotonic()
+        with pytest.raises(ClientError):
+            c.stats()
+        assert time.monotonic() - t0 < 3.0  # the deadline bounds the retries
+
+
+@pytest.fixture
+def unused_tcp_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_async_client_mirrors_the_sync_one(api_server):
+    async def scenario():
+        async with AsyncClient(api_server.address, token=api_server.token) as c:
+            stored = await c.store("the release train leaves every other Wednesday", namespace="cl-async")
+            events = [e async for e in c.retrieve("when does the release train leave?", top_k=1,
+                                                  filters={"namespaces": ["cl-async"]})]
+            hits = await c.search("when does the release train leave?", top_k=1, filters={"namespaces": ["cl-async"]})
+            listed = [m.id async for m in c.memories({"namespaces": ["cl-async"]})]
+            exported = [e.memory.id async for e in c.export({"namespaces": ["cl-async"]})]
+            batch = await c.store_batch(["async batch one", "async batch two"], namespace="cl-async")
+            try:
+                await c.get("f" * 32)
+            except ClientError as exc:
+                missing = exc.code
+            return stored, events, hits, listed, exported, batch, missing, await c.health()
+
+    stored, events, hits, listed, exported, batch, missing, health = asyncio.run(scenario())
+    assert isinstance(events[-1], Summary) and any(isinstance(e, Result) and e.memory.id == stored.id for e in events)
+    assert hits.results[0].memory.id == stored.id
+    assert listed == exported == [stored.id]
+    assert batch.stored == 2 and missing == "NOT_FOUND" and health == "SERVING"

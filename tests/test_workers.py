@@ -1,0 +1,79 @@
+"""Worker threads run below the event loop's priority, so a burst of calls is accepted or refused
+without waiting behind embedding and index computation."""
+
+import os
+import sys
+import threading
+
+import pytest
+
+from teleo_server.config import Settings
+from teleo_server.core import MemoryCore
+from teleo_server.workers import worker_pool
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is a Linux feature")
+
+
+def _nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def test_worker_thread_runs_the_given_steps_below_its_creator():
+    base = _nice()
+    pool = worker_pool("teleo-test", 3)
+    try:
+        assert pool.submit(_nice).result() == min(19, base + 3)
+    finally:
+        pool.shutdown()
+    assert _nice() == base  # the caller's own priority is untouched
+
+
+def test_zero_steps_leave_the_worker_at_the_callers_priority():
+    pool = worker_pool("teleo-test", 0)
+    try:
+        assert pool.submit(_nice).result() == _nice()
+    finally:
+        pool.shutdown()
+
+
+def test_threads_a_worker_starts_inherit_its_priority():
+    # the embedding runtime creates its thread pool from the embedding worker
+    def spawn() -> int:
+        out: list[int] = []
+        t = threading.Thread(target=lambda: out.append(_nice()))
+        t.start()
+        t.join()
+        return out[0]
+
+    pool = worker_pool("teleo-test", 4)
+    try:
+        assert pool.submit(spawn).result() == min(19, _nice() + 4)
+    finally:
+        pool.shutdown()
+
+
+def test_the_setting_reaches_the_index_worker(tmp_path):
+    from teleo_server.store.sqlite import SQLiteStore
+
+    settings = Settings(limits={"worker_nice": 2})
+    assert settings.limits.worker_nice == 2
+    store = SQLiteStore(tmp_path / "t.db")
+    core = MemoryCore(store, embedder=None, retriever=None, worker_nice=settings.limits.worker_nice)  # type: ignore[arg-type]
+    try:
+        assert core._index_ex.submit(_nice).result() == min(19, _nice() + 2)
+    finally:
+        core._index_ex.shutdown()
+        core._store_ex.shutdown()
+        store.close()
+
+
+def test_out_of_range_nice_is_refused():
+    with pytest.raises(Exception, match="worker_nice"):
+        Settings(limits={"worker_nice": 25})
+
+
+def test_the_setting_reaches_the_embedding_worker(tmp_path):
+    from teleo_server.embedding import EmbeddingSettings, make_embedder
+
+    embedder = make_embedder(EmbeddingSettings(worker_nice=3, cache_dir=None, model_dir=tmp_path))
+    assert embedder._nice == 3  # the thread is created at start(), from this value
