@@ -1,7 +1,8 @@
 """The ``teleo`` command: run the server, manage tokens, and talk to a running server.
 
 Each command group registers its subcommands with ``add_commands(sub)``: ``serve`` (the server),
-``admin`` (the local database: tokens, backup, restore) and ``client`` (gRPC calls to a server).
+``admin`` (the local database: tokens, backup, restore), ``client`` (gRPC calls to a server) and
+``agents`` (the MCP server and the agent lifecycle hooks).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import grpc
 
 from teleo_server import __version__
-from teleo_server.cli import admin, client, serve
+from teleo_server.cli import admin, agents, client, serve
 from teleo_server.cli.common import StrictParser
 from teleo_server.client import ClientError
 
@@ -26,6 +27,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_commands(sub)
     admin.add_commands(sub)
     client.add_commands(sub)
+    agents.add_commands(sub)
     return p
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import re
 import signal
 import sys
@@ -13,6 +12,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from teleo_server.cli.common import client_for, connection_options
 from teleo_server.client import convert
 from teleo_server.client.connection import DEFAULT_ADDRESS, ClientError
 from teleo_server.client.types import Filters, MemoryInput
@@ -25,9 +25,7 @@ _INGEST_ALIASES = ("text", "client_ref")  # ingest-only keys: content under anot
 
 def _client(args: argparse.Namespace):
     """A client library ``Client`` for the connection options of a command."""
-    from teleo_server.client import Client
-
-    return Client(args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout)
+    return client_for(args)
 
 
 def _print_json(d: dict) -> None:
@@ -609,10 +607,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     def client(name: str, help: str, fn) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help)
-        c.add_argument("--address", default=os.environ.get("TELEO_ADDRESS", DEFAULT_ADDRESS))
-        c.add_argument("--token", help="bearer token (default: TELEO_TOKEN, then the dev token file)")
-        c.add_argument("--ca-cert", help="CA certificate for a TLS server")
-        c.add_argument("--timeout", type=float, default=30.0)
+        connection_options(c)
         c.set_defaults(fn=fn)
         return c
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 from pathlib import Path
 
 
@@ -35,6 +36,24 @@ class StrictParser(argparse.ArgumentParser):
         return f"unrecognized option {name}{hint}"
 
 
+def connection_options(c: argparse.ArgumentParser, timeout: float = 30.0) -> None:
+    """Where the server is and how to reach it, for commands that call a running server."""
+    from teleo_server.client.connection import DEFAULT_ADDRESS
+
+    c.add_argument("--address", default=os.environ.get("TELEO_ADDRESS", DEFAULT_ADDRESS),
+                   help="the server (default: TELEO_ADDRESS, else %(default)s)")
+    c.add_argument("--token", help="bearer token (default: TELEO_TOKEN, then the dev token file)")
+    c.add_argument("--ca-cert", help="CA certificate for a TLS server")
+    c.add_argument("--timeout", type=float, default=timeout, help="seconds for each call (default %(default)s)")
+
+
+def client_for(args: argparse.Namespace, **kwargs):
+    """A client library ``Client`` for the options ``connection_options`` added."""
+    from teleo_server.client import Client
+
+    return Client(args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout, **kwargs)
+
+
 def local_settings(args: argparse.Namespace, **extra: object):
     """The server's settings from ``--config`` and ``--data-dir``, with the non-None ``extra`` overrides."""
     from teleo_server.config import load_settings
@@ -45,4 +64,4 @@ def local_settings(args: argparse.Namespace, **extra: object):
     return load_settings(getattr(args, "config", None), **overrides)
 
 
-__all__ = ["StrictParser", "local_settings"]
+__all__ = ["StrictParser", "client_for", "connection_options", "local_settings"]
