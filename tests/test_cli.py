@@ -237,3 +237,18 @@ def test_health_of_an_unknown_component_names_the_valid_ones(srv):
     assert r.stderr.strip() == ("teleo: no component 'bogus'; use one of '', teleo.v1.MemoryService, embedding, index, "
                                 "store ('' is the whole server)")
     assert _ok(_cli(srv, "health", "index")).strip() == "index: SERVING"
+
+
+def test_query_goal_and_johari_options_reach_the_server(srv):
+    ns = "johari-cli"
+    a = _ok(_cli(srv, "store", "The incident review found the cache was cold.", "--namespace", ns)).split()[0]
+    _ok(_cli(srv, "store", "Cold caches slow the first deploy of the day.", "--namespace", ns))
+    everything = _found(srv, "cache cold", "--namespace", ns)
+    assert len(everything) == 2
+    _ok(_cli(srv, "feedback", a, "--used"))  # surfaced now: open or hidden, no longer blind or unknown
+    surfaced = _found(srv, "cache cold", "--namespace", ns, "--johari", "open", "--johari", "hidden")
+    assert surfaced == ["The incident review found the cache was cold."]
+    unknown = _cli(srv, "query", "cache cold", "--namespace", ns, "--goal", "no such goal label")
+    assert unknown.returncode == 1 and "target_goals[0]: no goal you may see is named 'no such goal label'" in unknown.stderr
+    bad = _cli(srv, "query", "x", "--johari", "purple")
+    assert bad.returncode == 2 and "invalid choice: 'purple'" in bad.stderr

@@ -65,6 +65,9 @@ class SearchHit(BaseModel):
     event_time: str | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
     explanation: str = Field("", description="why it matched (when explain is on)")
+    misaligned: bool = Field(False, description="its purpose is far from the goals searched for (or the agent's goals)")
+    johari: str = Field("", description="open (on-goal, used), blind (on-goal, never used), hidden (used, off-goal) "
+                                        "or unknown")
 
 
 class SearchOut(BaseModel):
@@ -160,8 +163,8 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         query: Annotated[str, Field(description="what to look for, in natural language or keywords")],
         top_k: Annotated[int, Field(ge=1, le=50, description="how many results")] = 5,
         profile: Annotated[str, Field(description="retrieval system: \"teleological\" (default, most accurate), "
-                                                  "\"hybrid\", \"openclaw\" (fast vector+keyword), \"hipporag\" "
-                                                  "where available")] = "",
+                                                  "\"hybrid\", \"openclaw\" (fast vector+keyword), \"entry_point\" "
+                                                  "(starts from the perspective the others agree with most)")] = "",
         namespaces: Annotated[list[str] | None, Field(description="only these namespaces (default: the default "
                                                                   "namespace if one is set, else all you may read)")] = None,
         memory_types: Annotated[list[MemoryType] | None, Field(description="only these memory types")] = None,
@@ -173,6 +176,11 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         explain: Annotated[bool, Field(description="say why each result matched")] = False,
         snippets: Annotated[bool, Field(description="return each memory's best-matching passage instead of "
                                                     "its whole text (for long memories)")] = False,
+        target_goals: Annotated[list[str] | None, Field(description="goal ids or labels to align the results "
+                                                                    "with (default: all emergent goals)")] = None,
+        johari: Annotated[list[Literal["open", "blind", "hidden", "unknown"]] | None,
+                          Field(description="keep only these Johari quadrants; \"blind\" finds on-goal memories "
+                                            "that were never used")] = None,
     ) -> SearchOut:
         """Search the memories you may read; the best first, each with a calibrated relevance."""
         where = Filters(namespaces=namespaces or ([default_namespace] if default_namespace else []),
@@ -181,12 +189,14 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
                         metadata=metadata or {})
         overrides = {"min_relevance": min_relevance} if min_relevance is not None else None
         found = call(client.search, query, top_k=top_k, profile=profile, filters=where, overrides=overrides,
-                     explain=explain, snippets=snippets, omit_content=snippets)
+                     explain=explain, snippets=snippets, omit_content=snippets, target_goals=target_goals or (),
+                     johari=johari or ())
         return SearchOut(
             results=[SearchHit(rank=r.rank, id=r.memory.id, relevance=round(r.relevance, 4), score=round(r.score, 4),
                                content=r.snippet if snippets else r.memory.content, namespace=r.memory.namespace,
                                memory_type=r.memory.memory_type, event_time=_iso(r.memory.event_time),
-                               metadata=r.memory.metadata, explanation=r.explanation)
+                               metadata=r.memory.metadata, explanation=r.explanation, misaligned=r.misaligned,
+                               johari=r.johari)
                      for r in found.results],
             request_id=found.summary.request_id, profile=found.summary.profile, degraded=found.summary.degraded,
             searched=found.summary.corpus_size)

@@ -403,7 +403,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     with _client(args) as client:
         events = client.retrieve(args.text, top_k=args.top_k, profile=args.profile, filters=_where(args),
-                                 explain=True, breakdown=args.breakdown)
+                                 explain=True, breakdown=args.breakdown, target_goals=args.goal or (),
+                                 johari=args.johari or ())
         if args.json:
             for ev in events:
                 _print_json(convert.event_json(ev))
@@ -626,6 +627,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("-k", "--top-k", type=int, default=10)
     c.add_argument("--profile", default="teleological")
     _filter_options(c)
+    c.add_argument("--goal", action="append", metavar="GOAL",
+                   help="align with this goal (an id or label; repeatable; default: every emergent goal)")
+    c.add_argument("--johari", action="append", choices=("open", "blind", "hidden", "unknown"),
+                   help="keep only this Johari quadrant (repeatable)")
     c.add_argument("--breakdown", action="store_true", help="show each result's component and per-space scores")
     c.add_argument("--json", action="store_true",
                    help="print every stream event (stages, results, summary) as a JSON line")

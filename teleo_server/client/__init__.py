@@ -10,7 +10,8 @@ results (dataclasses), deadlines on every call, retries only where they are safe
             print(f"{r.relevance:.2f}  {r.memory.content}")
 
 The token comes from ``token=``, ``TELEO_TOKEN``, the file named by ``TELEO_DEV_TOKEN_FILE``, or
-``~/.config/teleo/token``: the places the ``teleo`` command reads. Nothing here imports the server.
+``~/.config/teleo/token``: the places the ``teleo`` command reads. Of the server's modules only
+``teleo_server.errors`` and ``teleo_server.paths`` are imported (no settings, no numpy).
 """
 
 from teleo_server.client.aio import AsyncClient
