@@ -7,12 +7,14 @@
 #   make eval-latency  retrieve latency on a synthetic 100,000-memory corpus -> bench/results/latency.json
 #   make calibrate     refit the calibrated relevance on SciFact train + LoCoMo dev ->
 #                      teleo_server/pipeline/relevance.json and bench/results/calibration.json
+#   make floors        the openclaw profile's results kept by score and relevance floors ->
+#                      bench/results/floors.json
 #   EVAL_ARGS="--only scifact --quick" narrows a run.
 
 EVAL_ARGS ?=
 EVAL_NICE ?= nice -n 10
 
-.PHONY: eval eval-latency calibrate
+.PHONY: eval eval-latency calibrate floors
 
 eval: $(STAMP) $(MODELS_STAMP)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.run --data $(DATA) $(EVAL_ARGS)
@@ -22,3 +24,6 @@ eval-latency: $(STAMP)
 
 calibrate: $(STAMP) $(MODELS_STAMP)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.calibrate --data $(DATA)
+
+floors: $(STAMP) $(MODELS_STAMP)
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.floors --data $(DATA)

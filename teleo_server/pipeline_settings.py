@@ -53,13 +53,17 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
         description="BM25 + SPLADE + dense, equal-weight RRF"),
     # OpenClaw's memory search: a 0.7 vector / 0.3 text merge of absolute scores, 30-day decay of
     # dated notes (a date in the source or metadata; evergreen and undated ones exempt), MMR over
-    # word-set Jaccard with lambda 0.7, a 0.35 score floor
+    # word-set Jaccard with lambda 0.7, a 0.35 floor on that (decayed) score, which retires old dated
+    # notes, and a 0.05 floor on calibrated relevance, which drops what is probably irrelevant: the
+    # score floor alone keeps nonsense matches (bench/results/floors.json)
     "openclaw": ProfileSpec(
         stages=("sparse_recall", "dense", "fusion", "finalize"),
         settings={"fusion": "vector_text", "vector_weight": 0.7, "text_weight": 0.3, "sparse_weight": 0.0,
                   "hdc_candidates": 0, "max_candidates": 200, "dense_candidates": 200,
-                  "decay_half_life_days": 30.0, "decay_clock": "dated", "mmr_lambda": 0.7, "mmr_similarity": "jaccard", "min_score": 0.35},
-        description="OpenClaw: 0.7 vector + 0.3 BM25, 30-day decay, Jaccard MMR, 0.35 floor"),
+                  "decay_half_life_days": 30.0, "decay_clock": "dated", "mmr_lambda": 0.7, "mmr_similarity": "jaccard",
+                  "min_score": 0.35, "min_relevance": 0.05},
+        description="OpenClaw: 0.7 vector + 0.3 BM25, 30-day decay, Jaccard MMR, 0.35 floor on that score "
+                    "and 0.05 on calibrated relevance"),
     "entry_point": ProfileSpec(
         stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),
         description="start from the space the others corroborate most"),

@@ -1,5 +1,6 @@
 """The `openclaw` profile (configuration only): a 0.7 vector / 0.3 text merge of absolute scores,
-30-day decay with evergreen memories exempt, MMR over word-set Jaccard, a 0.35 floor."""
+30-day decay with evergreen memories exempt, MMR over word-set Jaccard, a 0.35 floor on that score and
+a 0.05 floor on calibrated relevance."""
 
 from __future__ import annotations
 
@@ -122,3 +123,14 @@ def test_results_can_carry_the_matching_chunk_instead_of_the_whole_memory(stub, 
     assert r.memory.id == mid and r.memory.input.content == "" and r.chunk_index >= 1
     assert 0 < len(r.snippet) <= 700 and "backup generator" in r.snippet
     assert r.snippet == long_text[r.snippet_start:r.snippet_end]
+
+
+def test_the_relevance_floor_drops_what_the_score_floor_lets_through(stub, claw):
+    auth, _ = claw
+    for query in ("ops channel permissions", "cafeteria renovation budget"):  # words in common, no answer
+        loose, _, _ = _run(stub, auth, query, top_k=6, overrides=pb.StageOverrides(min_relevance=0.0))
+        assert loose and all(r.score >= 0.35 and r.relevance < 0.05 for r in loose)  # past OpenClaw's own floor
+        kept, _, _ = _run(stub, auth, query, top_k=6)
+        assert kept == []
+    relevant, _, _ = _run(stub, auth, "when is the team lunch", top_k=6)
+    assert relevant and all(r.relevance >= 0.05 for r in relevant)
