@@ -282,3 +282,17 @@ def test_async_client_mirrors_the_sync_one(api_server):
     assert hits.results[0].memory.id == stored.id
     assert listed == exported == [stored.id]
     assert batch.stored == 2 and missing == "NOT_FOUND" and health == "SERVING"
+
+
+def test_the_library_loads_nothing_of_the_server():
+    import ast
+    import subprocess
+    import sys
+
+    code = ("import sys, teleo_server.client; "
+            "print(sorted(m for m in sys.modules if m.startswith(('teleo_server', 'numpy', 'pydantic', 'structlog'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    modules = ast.literal_eval(loaded)
+    assert not [m for m in modules if m.split(".")[0] in ("numpy", "pydantic", "structlog")], modules
+    assert {m for m in modules if not m.startswith("teleo_server.client")} == {"teleo_server", "teleo_server.errors",
+                                                                             "teleo_server.paths"}
