@@ -8,7 +8,8 @@ while the server runs and one revoked through the CLI, plus one probe token per 
 counts its goals. The harness keeps its own model of every memory and of every token's scope (it
 does not use the server's code to decide what a caller may see) and checks, for each call:
 
-- nothing outside the caller's scope is returned: results, Get, Compare, Feedback, duplicates; List and
+- nothing outside the caller's scope is returned: results, Get, Compare, Feedback, Update, duplicates
+  (Store, StoreBatch and Import); List and
   Export return exactly the readable matches, oldest first (List paged with small pages);
 - nothing is counted: Stats totals and per-namespace counts, goal counts, ``summary.corpus_size``, what a
   DeleteWhere dry run matched (refused exactly when a readable match is not writable);
@@ -160,9 +161,12 @@ CALLS = {
                                      "own": st.booleans()}),
     "DeleteWhere": st.fixed_dictionaries({"namespaces": st.lists(st.sampled_from(NAMESPACES), max_size=2, unique=True),
                                           "own": st.booleans()}),
+    "Update": st.fixed_dictionaries({"ref": ref, "change": st.sampled_from(("content", "metadata", "move")),
+                                     "to": st.sampled_from(PARTITIONS), "keep_previous": st.booleans()}),
+    "Import": st.fixed_dictionaries({"items": st.lists(item, min_size=1, max_size=4)}),
 }
 WEIGHTS = {"Store": 3, "StoreBatch": 2, "Get": 3, "Delete": 2, "Retrieve": 5, "Compare": 2, "Feedback": 2, "Stats": 2,
-           "NonInterference": 1, "List": 2, "Export": 1, "DeleteWhere": 2}
+           "NonInterference": 1, "List": 2, "Export": 1, "DeleteWhere": 2, "Update": 2, "Import": 1}
 call = st.tuples(caller, st.sampled_from([k for k, w in WEIGHTS.items() for _ in range(w)])).flatmap(
     lambda cm: st.tuples(st.just(cm[0]), st.just(cm[1]), CALLS[cm[1]]))
 
@@ -194,7 +198,7 @@ class Checker:
         try:
             if method in ("Retrieve", "Export"):
                 return "OK", "", list(fn(req, metadata=c.md, timeout=60))
-            if method == "StoreBatch":
+            if method in ("StoreBatch", "Import"):
                 return "OK", "", fn(iter(req), metadata=c.md, timeout=120)
             return "OK", "", fn(req, metadata=c.md, timeout=60)
         except grpc.RpcError as exc:
@@ -345,6 +349,78 @@ class Checker:
                     exp = (*exp[:4], self.model.find(exp[0], exp[1], exp[2]))
                 self._stored(c, "StoreBatch", exp, got.id, got.duplicate, what)
         self.no_leak(c, "StoreBatch", what, str(resp))
+
+    def do_Import(self, c: Caller, a: dict) -> None:
+        """Import is authorised and de-duplicated as StoreBatch is (its items come as exported memories)."""
+        exps = self._expect_items(c, a["items"])
+        reqs = [pb.ImportRequest(item=pb.ExportedMemory(memory=pb.Memory(
+                    id=secrets.token_hex(16), input=pb.MemoryInput(content=content, namespace=it[0], access_level=it[1]))))
+                for (_, _, content, _, _), it in zip(exps, a["items"])]
+        what = "Import " + ", ".join(f"{e[0]}/{LEVELS[e[1]]}" for e in exps)
+        code, details, resp = self.rpc("Import", reqs, c)
+        if self.revoked(c, "Import", code, details):
+            return
+        if not self.check("Import answers OK with one item per request", code == "OK" and len(resp.items) == len(exps),
+                          caller=c.name, method="Import", input=what, status=code, message=details[:200]):
+            return
+        for exp, got in zip(exps, resp.items):
+            status = got.error_code or "OK"
+            if self.check("writes outside the token's scope are refused", status == exp[3], caller=c.name,
+                          method="Import", input=what, expected=exp[3], status=status, message=got.error[:200]) and status == "OK":
+                if exp[4] == "batch":
+                    exp = (*exp[:4], self.model.find(exp[0], exp[1], exp[2]))
+                self._stored(c, "Import", exp, got.id, got.duplicate, what)
+        self.no_leak(c, "Import", what, str(resp))
+
+    def do_Update(self, c: Caller, a: dict) -> None:
+        """Change a memory's content, metadata, or partition (moved with a content of the new partition,
+        so its marker stays true); with keep_previous the old version stays as a memory of its own."""
+        kind, k = a["ref"]
+        dyn = [i for i in self.model.dynamic if i in self.model.mems]
+        if kind in ("readable", "any") and dyn:  # memories the generated calls stored: the seed keeps the goals
+            i = dyn[k % len(dyn)]
+            m = self.model.mems[i]
+            kind = "readable" if c.can_read(m.ns, m.lvl) else "unreadable"
+        else:
+            i, kind = self.resolve(c, (kind, k))
+        m = self.model.mems.get(i) if kind == "readable" else None
+        change, keep = a["change"], a["keep_previous"] and a["change"] != "move"
+        ns, lvl = a["to"] if change == "move" else ((m.ns, m.lvl) if m is not None else ("shared", 1))
+        content = self.content(ns, lvl) if change != "metadata" else (m.content if m is not None else "x")
+        fields = {"content": ["content"], "metadata": ["metadata"], "move": ["content", "namespace", "access_level"]}[change]
+        what = f"Update {change} of a {kind} memory" + (f" to {ns}/{LEVELS[lvl]}" if change == "move" else "") + \
+            (" keeping the previous version" if keep else "")
+
+        def make(x: list[str]) -> pb.UpdateRequest:
+            return pb.UpdateRequest(id=x[0], fields=fields, keep_previous=keep, memory=pb.MemoryInput(
+                content=content, namespace=ns, access_level=lvl, metadata={"edited": str(self.n)}))
+
+        code, details, resp = self.rpc("Update", make([i]), c)
+        if self.revoked(c, "Update", code, details):
+            return
+        if m is None:
+            expected = "NOT_FOUND"
+        elif not c.can_write(m.ns, m.lvl) or not c.can_write(ns, lvl):
+            expected = "PERMISSION_DENIED"
+        else:
+            expected = "OK"
+        if self.check("Update answers by the caller's scope", code == expected, caller=c.name, method="Update",
+                      input=what, expected=expected, status=code, message=details[:200]) and code == "OK":
+            got = resp.memory
+            self.check("Update stores what was asked", (got.id, got.input.namespace, got.input.access_level,
+                                                        got.input.content) == (i, ns, lvl, content),
+                       caller=c.name, method="Update", input=what, got=f"{got.input.namespace}/{got.input.access_level}")
+            self.check("Update keeps the previous version exactly when asked", bool(resp.previous_id) == keep,
+                       caller=c.name, method="Update", input=what, previous_id=resp.previous_id)
+            if resp.previous_id:
+                self.model.add(resp.previous_id, Mem(m.ns, m.lvl, m.content))
+            m.ns, m.lvl, m.content = ns, lvl, content
+        elif code != "OK" and m is not None:
+            code2, _, now = self.rpc("Get", pb.GetRequest(ids=[i]), self.callers["admin"])
+            self.check("a refused Update changes nothing", code2 == "OK" and now.memories[0].input.content == m.content,
+                       caller=c.name, method="Update", input=what, status=code)
+        self.no_leak(c, "Update", what, details, str(resp), sent=content)
+        self.twin(c, "Update", make, [i], [kind], code, details, what)
 
     def do_Get(self, c: Caller, a: dict) -> None:
         resolved = [self.resolve(c, r) for r in a["refs"]]
