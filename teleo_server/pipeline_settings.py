@@ -2,7 +2,7 @@
 
 The server nests this model as ``settings.pipeline``; per-request ``Overrides`` are applied on top
 of it by ``pipeline.state.resolve_config``. A plain configuration model that imports nothing of
-Teleo, so the indexes and spaces that read it sit below the pipeline.
+Teleo but the text analyser, so the indexes and spaces that read it sit below the pipeline.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from teleo_server.analysis import Analyzer
 
 # The fusion methods (pipeline/fusion.py documents each); API validation derives from this.
 FusionMethod = Literal["rrf", "weighted", "relative", "rrf_relative_mean", "additive_rrf", "vector_text"]
@@ -40,6 +42,9 @@ class ProfileSpec(BaseModel):
     stages: tuple[str, ...] = Field(min_length=1)
     settings: dict[str, Any] = Field(default_factory=dict)
     description: str = ""
+    # the profile that runs instead when a query has no embedding (the embedder is down, or the
+    # server runs without one); "" keeps these stages, which then use what they can
+    without_embedding: str = ""
 
 
 BUILTIN_PROFILES: dict[str, ProfileSpec] = {
@@ -63,7 +68,16 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
                   "decay_half_life_days": 30.0, "decay_clock": "dated", "mmr_lambda": 0.7, "mmr_similarity": "jaccard",
                   "min_score": 0.35, "min_relevance": 0.05},
         description="OpenClaw: 0.7 vector + 0.3 BM25, 30-day decay, Jaccard MMR, 0.35 floor on that score "
-                    "and 0.05 on calibrated relevance"),
+                    "and 0.05 on calibrated relevance",
+        without_embedding="keywords"),
+    # OpenClaw's keyword-only (FTS-only) mode: the query's keywords each searched with BM25, a
+    # memory scored by its best keyword as BM25 / (1 + BM25); then the same decay, MMR and 0.35
+    # floor. No relevance floor: without an embedding, relevance rests on BM25 alone.
+    "keywords": ProfileSpec(
+        stages=("keywords", "finalize"),
+        settings={"max_candidates": 200, "decay_half_life_days": 30.0, "decay_clock": "dated", "mmr_lambda": 0.7,
+                  "mmr_similarity": "jaccard", "min_score": 0.35, "min_relevance": 0.0},
+        description="keyword-only: each extracted keyword searched with BM25, best score kept (no embedding needed)"),
     "entry_point": ProfileSpec(
         stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),
         description="start from the space the others corroborate most"),
@@ -86,6 +100,21 @@ class GoalSettings(BaseModel):
     seed: int = 0
 
 
+class AnalyzerSettings(BaseModel):
+    """The text analyser of the lexical spaces and of word-set similarity (``teleo_server.analysis``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fold_accents: bool = True      # café = cafe; Arabic diacritics and alef forms folded
+    stem: bool = False             # Snowball stemming in the text's language
+    drop_stopwords: bool = False   # stop words left out of the indexes (keywords always drop them)
+    ascii_only: bool = False       # the first analyser: lower-cased [a-z0-9] runs only (for comparison)
+
+    def build(self) -> Analyzer:
+        return Analyzer(fold_accents=self.fold_accents, stem=self.stem, drop_stopwords=self.drop_stopwords,
+                        ascii_only=self.ascii_only)
+
+
 class PipelineSettings(BaseModel):
     """Index parameters and stage defaults. Every field is optional in the server's config."""
 
@@ -99,6 +128,7 @@ class PipelineSettings(BaseModel):
     # each space's own settings, by space name; every space declares and validates them next to
     # its code (``Space.Settings``), e.g. [pipeline.spaces.E9_hdc] dim_bits = 16
     spaces: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    analyzer: AnalyzerSettings = Field(default_factory=AnalyzerSettings)
 
     # sparse recall: blended = (1 - w) * BM25 + w * SPLADE, each max-normalised per query
     sparse_weight: float = Field(0.5, ge=0, le=1)
@@ -216,5 +246,5 @@ def _nest_space_keys(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-__all__ = ["BUILTIN_PROFILES", "DEFAULT_ROLES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
+__all__ = ["AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_ROLES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
            "ProfileSpec"]

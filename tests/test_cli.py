@@ -252,3 +252,12 @@ def test_query_goal_and_johari_options_reach_the_server(srv):
     assert unknown.returncode == 1 and "target_goals[0]: no goal you may see is named 'no such goal label'" in unknown.stderr
     bad = _cli(srv, "query", "x", "--johari", "purple")
     assert bad.returncode == 2 and "invalid choice: 'purple'" in bad.stderr
+
+
+def test_keyword_only_and_openclaw_profiles_from_the_cli(srv):
+    ns = "cli-multilingual"
+    _ok(_cli(srv, "store", "東京の会議は毎週月曜日の午前十時に始まります", "--namespace", ns))
+    _ok(_cli(srv, "store", "La reunión de presupuesto es en la estación central de Málaga", "--namespace", ns))
+    assert _found(srv, "東京会議", "--namespace", ns, "--profile", "keywords") == ["東京の会議は毎週月曜日の午前十時に始まります"]
+    found = _found(srv, "reunion estacion malaga", "--namespace", ns, "--profile", "openclaw")
+    assert found[:1] == ["La reunión de presupuesto es en la estación central de Málaga"]

@@ -476,6 +476,7 @@ __all__ = [
     "namespace_for",
     "read_payload",
     "render",
+    "sentences",
     "subagent_namespace",
     "tool_memory",
 ]

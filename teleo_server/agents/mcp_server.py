@@ -281,4 +281,5 @@ def serve(client: Client, *, namespace: str = "", transport: str = "stdio", host
         server.run("streamable-http", host=host, port=port)
 
 
-__all__ = ["INSTRUCTIONS", "build", "serve"]
+__all__ = ["Comparison", "Counters", "Deleted", "INSTRUCTIONS", "MemoryOut", "SearchHit", "SearchOut", "StoredMemory",
+           "UpdatedMemory", "build", "serve"]

@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from teleo_server.analysis import DEFAULT as DEFAULT_ANALYZER
+from teleo_server.analysis import Analyzer
 from teleo_server.domain import Memory, MemoryType
 from teleo_server.pipeline.alignment import johari_filter
 from teleo_server.pipeline.relevance import relevance
@@ -54,12 +56,10 @@ def decay(state: State) -> None:
     c.score = (c.score * c.temporal).astype(np.float32)
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def jaccard_matrix(texts: list[str]) -> np.ndarray:
-    """float64 (n, n): Jaccard similarity of the lower-cased alphanumeric word sets of ``texts``."""
-    sets = [set(_WORD.findall(t.lower())) for t in texts]
+def jaccard_matrix(texts: list[str], analyzer: Analyzer = DEFAULT_ANALYZER) -> np.ndarray:
+    """float64 (n, n): Jaccard similarity of the analysed word sets of ``texts`` (lower-cased words;
+    CJK character unigrams and bigrams)."""
+    sets = [analyzer.words(t) for t in texts]
     n = len(sets)
     out = np.eye(n)
     for i in range(n):
@@ -89,7 +89,7 @@ def mmr(state: State, k: int) -> np.ndarray:
     pool = order[: max(cfg.mmr_depth, k)]
     rel = c.score[pool].astype(np.float64)
     if jaccard:
-        sims = jaccard_matrix([state.ctx.catalog.memory(int(r)).content for r in c.rows[pool]])
+        sims = jaccard_matrix([state.ctx.catalog.memory(int(r)).content for r in c.rows[pool]], state.cfg.analyzer.build())
     else:
         vecs = semantic.memory_vectors(c.rows[pool])
         sims = vecs @ vecs.T

@@ -18,7 +18,7 @@ SINGLE_SPACE = "single_space:"
 # settings a profile may not change: they name profiles and roles themselves
 # settings a profile cannot change: the registries themselves, and each space's index settings
 # (an index is built once, not per query)
-_NOT_PROFILE_SETTINGS = {"profiles", "default_profile", "roles", "spaces"}
+_NOT_PROFILE_SETTINGS = {"profiles", "default_profile", "roles", "spaces", "analyzer"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,7 @@ class Profile:
     stages: tuple[str, ...]
     updates: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # stage parameters (single_space: "space")
+    without_embedding: str = ""  # the profile that runs instead for a query without an embedding
 
 
 def profile(name: str, settings: PipelineSettings, field_name: str = "profile") -> Profile:
@@ -34,7 +35,7 @@ def profile(name: str, settings: PipelineSettings, field_name: str = "profile") 
     name = name or settings.default_profile
     spec = settings.profiles.get(name)
     if spec is not None:
-        return Profile(name, spec.stages, dict(spec.settings))
+        return Profile(name, spec.stages, dict(spec.settings), without_embedding=spec.without_embedding)
     if name.startswith(SINGLE_SPACE):
         wanted = name[len(SINGLE_SPACE):]
         try:
@@ -57,6 +58,9 @@ def check(settings: PipelineSettings) -> None:
         where = f"pipeline.profiles.{name}"
         for stage_name in spec.stages:
             get_stage(stage_name, field=f"{where}.stages")
+        if spec.without_embedding and spec.without_embedding not in settings.profiles:
+            raise InvalidArgument(f"names unknown profile {spec.without_embedding!r}; expected one of "
+                                  f"{sorted(settings.profiles)}", field=f"{where}.without_embedding")
         unknown = sorted(set(spec.settings) - fields)
         if unknown:
             raise InvalidArgument(f"unknown settings {unknown}", field=f"{where}.settings")

@@ -53,6 +53,35 @@ def sparse_recall(state: State) -> str:
     return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={int(in_hdc_row.sum())}"
 
 
+@stage("keywords")
+def keywords(state: State) -> str:
+    """OpenClaw's keyword-only mode: the query's keywords (stop words, numbers and short words left
+    out, in every supported language) are each searched with BM25 on their own, and a memory keeps
+    its best keyword's score, mapped to [0, 1) as BM25 / (1 + BM25)."""
+    ctx, cfg = state.ctx, state.cfg
+    lex = state.role("lexical")
+    words = cfg.analyzer.build().keywords(ctx.query.text) if ctx.query.text else []
+    if lex is None or not words:
+        state.cands = Candidates.empty()
+        return "no keywords" if lex is not None else "no lexical space"
+    space = state.spaces[lex]
+    best = np.zeros(ctx.catalog.n_rows, dtype=np.float32)
+    searched = 0
+    for word in words:
+        ids, weights = space.query_terms(word)
+        if ids.size:
+            np.maximum(best, space.all_scores(ctx, (ids, weights)), out=best)
+            searched += 1
+    rows, _ = ctx.ops.topk(best, cfg.max_candidates, mask=ctx.mask & (best > 0))
+    rows = np.sort(rows)
+    c = Candidates(rows)
+    c.set_space(lex, best[rows], np.ones(rows.size, dtype=bool))
+    c.content = (best[rows] / (1.0 + best[rows])).astype(np.float32)
+    c.score = c.content.copy()
+    state.cands = c
+    return f"keywords={len(words)} known={searched}: " + " ".join(words[:12])
+
+
 @stage("dense")
 def dense(state: State) -> str:
     """Dense ANN over the whole corpus joins the sparse candidates; every candidate then gets its
@@ -156,4 +185,4 @@ def entry_point(state: State) -> str:
     return f"entry={entry} agreement=" + ",".join(f"{n.split('_')[0]}:{a:.2f}" for n, a in sorted(agreement.items()))
 
 
-__all__ = ["dense", "entry_point", "single_space", "sparse_recall"]
+__all__ = ["dense", "entry_point", "keywords", "single_space", "sparse_recall"]

@@ -183,6 +183,9 @@ class TeleologicalRetriever:
         if query.top_k < 1:
             raise InvalidArgument("top_k must be >= 1", field="top_k")
         prof = profiles.profile(query.profile, self.settings)
+        fallback = ""
+        if query.embedding is None and prof.without_embedding:
+            fallback, prof = prof.without_embedding, profiles.profile(prof.without_embedding, self.settings)
         cfg = resolve_config(self.settings, query.overrides, prof.updates)
         stage_list = [get_stage(name, field="profile") for name in prof.stages]
         cat = self.catalog
@@ -202,7 +205,8 @@ class TeleologicalRetriever:
                                       f"label; Stats counts them)", field=f"target_goals[{i}]")
         state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=goals, top_k=query.top_k, params=dict(prof.params))
         if query.embedding is None:
-            state.degraded = "embedding unavailable: lexical only"
+            state.degraded = (f"embedding unavailable: the {fallback} profile ran instead" if fallback
+                              else "embedding unavailable: lexical only")
         disabled = set(query.overrides.disable_stages)
         for st in stage_list:
             n_in = state.cands.size

@@ -21,7 +21,6 @@ from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
-from teleo_server.spaces.text import tokenize
 
 
 class HdcSettings(SpaceSettings):
@@ -47,6 +46,7 @@ class HyperdimensionalSpace(SparseScoredSpace):
         self._cache: dict[str, tuple[int, float]] = {}
         self.df = np.zeros(self.dim, dtype=np.int32)
         self.index = SparseIndex(merge_fraction=self.config.merge_fraction)
+        self.terms_of = settings.analyzer.build().terms
 
     def _coord(self, gram: str) -> tuple[int, float]:
         hit = self._cache.get(gram)
@@ -59,7 +59,7 @@ class HyperdimensionalSpace(SparseScoredSpace):
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Coordinates int64 (S,) and signed L2-normalised values float32 (S,) of a text."""
         grams: Counter[str] = Counter()
-        for word in tokenize(text):
+        for word in self.terms_of(text):
             w = f"#{word}#"
             grams.update(w[i : i + self.n] for i in range(max(len(w) - self.n + 1, 1)))
         acc: dict[int, float] = {}

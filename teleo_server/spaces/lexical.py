@@ -1,4 +1,4 @@
-"""E6 lexical: Okapi BM25 over lowercase alphanumeric tokens (k1, b configurable)."""
+"""E6 lexical: Okapi BM25 over the analyser's terms (k1, b configurable)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
-from teleo_server.spaces.text import STOPWORDS, tokenize
+from teleo_server.spaces.text import STOPWORDS
 
 
 class LexicalSettings(SpaceSettings):
@@ -29,7 +29,7 @@ class LexicalSpace(SparseScoredSpace):
 
     name = "E6_lexical"
     recall = True
-    description = "BM25 over lowercase alphanumeric tokens"
+    description = "BM25 over analysed terms (every language; CJK as character bigrams)"
     Settings = LexicalSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
@@ -40,6 +40,7 @@ class LexicalSpace(SparseScoredSpace):
         self.doc_len = Column(np.float32)
         self._len_sum = 0.0
         self.index = SparseIndex(weigh=self._tf_part, merge_fraction=self.config.merge_fraction, weigh_key=self._avgdl)
+        self.terms_of = settings.analyzer.build().terms
 
     def _avgdl(self) -> float:
         live = len(self.catalog)
@@ -51,7 +52,7 @@ class LexicalSpace(SparseScoredSpace):
         return (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
-        counts = Counter(tokenize(memory.content))
+        counts = Counter(self.terms_of(memory.content))
         ids = np.fromiter((self._term_id(t) for t in counts), dtype=np.int64, count=len(counts))
         tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
         while self.doc_len.n < row:
@@ -77,7 +78,7 @@ class LexicalSpace(SparseScoredSpace):
         # IDF and avgdl follow the live corpus at once; the postings stay (masked) until compaction
         self._len_sum -= float(self.doc_len.view[rows].sum())
         for row in rows.tolist():
-            ids = [self.vocab[t] for t in set(tokenize(self.catalog.memory(row).content))]
+            ids = [self.vocab[t] for t in set(self.terms_of(self.catalog.memory(row).content))]
             self.df.view[np.array(ids, dtype=np.int64)] -= 1
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
@@ -97,7 +98,7 @@ class LexicalSpace(SparseScoredSpace):
 
     def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Known query term ids int32 (unique) and their IDF weights float32."""
-        ids = sorted({self.vocab[t] for t in tokenize(text) if t in self.vocab})
+        ids = sorted({self.vocab[t] for t in self.terms_of(text) if t in self.vocab})
         arr = np.array(ids, dtype=np.int64)
         return arr.astype(np.int32), self.idf(arr)
 

@@ -1,0 +1,269 @@
+"""The text analyser of every lexical space (BM25, character n-grams), of word-set similarity (MMR)
+and of keyword extraction: one definition of what a "term" is, in every language.
+
+- **Normalisation.** Unicode NFKC (full-width forms, ligatures and compatibility characters become
+  their plain forms) and case folding; accents folded as an option (``café`` → ``cafe``, Arabic
+  diacritics and hamza forms of alef removed), never inside Chinese, Japanese or Korean, where a
+  mark changes the letter.
+- **Segmentation.** Letter and digit runs. Chinese and Japanese (Han and kana), which are written
+  without spaces, become overlapping character unigrams and bigrams. Korean words lose their
+  trailing particles (``서울에서는`` → ``서울``).
+- **Stop words and stems** (optional for the indexes, always for keywords). Stop words come from
+  the ``stop-words`` package (Spanish, Portuguese, Arabic, Chinese, Korean, Japanese, and more) and
+  a short list of English function words of our own (the packaged English list also drops content
+  words such as "information"). Stemming uses the Snowball stemmer of the text's language.
+- **Language.** By script (Hangul, kana, Han, Arabic, Cyrillic, Greek, ...), and for Latin text by
+  which language's stop words it uses most.
+
+``ANALYZER_VERSION`` names what the analyser produces; the lexical indexes are built from the stored
+text at every start-up, so an index never mixes terms of two versions.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache, lru_cache
+
+ANALYZER_VERSION = "2"
+
+_RUN = re.compile(r"[^\W_]+")
+_ASCII_RUN = re.compile(r"[a-z0-9]+")
+
+# Stop-word lists of the ``stop-words`` package by our language codes; English is ours (below).
+_PACKAGED = {"es": "spanish", "pt": "portuguese", "ar": "arabic", "zh": "chinese", "ko": "korean", "ja": "japanese",
+             "fr": "french", "de": "german", "it": "italian", "ru": "russian", "nl": "dutch"}
+_SNOWBALL = {"en": "english", "es": "spanish", "pt": "portuguese", "ar": "arabic", "fr": "french", "de": "german",
+             "it": "italian", "ru": "russian", "nl": "dutch", "el": "greek"}
+LANGUAGES = ("en", "es", "pt", "ar", "zh", "ko", "ja", "fr", "de", "it", "ru", "nl")
+ENGLISH_STOPWORDS = frozenset(
+    "a about above after again against all also am an and any are as at be because been before being below between "
+    "both but by can could did do does doing down during each few for from further had has have having he her here "
+    "hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of "
+    "off on once only or other our ours ourselves out over own same she should so some such than that the their "
+    "theirs them themselves then there these they this those through to too under until up very was we were what "
+    "when where which while who whom why will with would you your yours yourself yourselves thing things yes yeah "
+    "oh ok okay get got like really".split())
+# Korean particles (josa), longest first, stripped from the end of a word that keeps a stem.
+KOREAN_PARTICLES = tuple(sorted(
+    "은 는 이 가 을 를 의 에 에서 에게 에게서 한테 한테서 께 께서 으로 로 으로서 로서 으로써 로써 와 과 랑 이랑 하고 도 만 "
+    "까지 부터 마저 조차 보다 처럼 같이 이나 나 이든 든 이라도 라도 에서는 에는 에도 에서도 에게는 으로는 로는 와는 과는 이랑은 "
+    "까지는 부터는 만은 보다는 처럼은 이란 란 이며 며 이고 고 이다 다 입니다 예요 이에요".split(), key=len, reverse=True))
+_ARABIC_FOLD = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ؤ": "و", "ئ": "ي", "ـ": None})
+
+
+def _script(ch: str) -> str:
+    """A coarse script class of one (NFKC-normalised) character."""
+    o = ord(ch)
+    if o < 0x0250:
+        return "latin"
+    if 0xAC00 <= o <= 0xD7AF or 0x1100 <= o <= 0x11FF or 0x3130 <= o <= 0x318F:
+        return "hangul"
+    if 0x3040 <= o <= 0x30FF or 0x31F0 <= o <= 0x31FF:
+        return "kana"
+    if 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x3FFFF:
+        return "han"
+    if 0x0600 <= o <= 0x06FF or 0x0750 <= o <= 0x077F or 0x08A0 <= o <= 0x08FF:
+        return "arabic"
+    if 0x0400 <= o <= 0x04FF:
+        return "cyrillic"
+    if 0x0370 <= o <= 0x03FF:
+        return "greek"
+    return "other"
+
+
+def _spaceless(script: str) -> bool:
+    return script in ("han", "kana")
+
+
+@cache
+def stopwords(lang: str) -> frozenset[str]:
+    """The stop words of a language (case-folded, accents kept), empty for one we have none for."""
+    if lang == "en":
+        return ENGLISH_STOPWORDS
+    name = _PACKAGED.get(lang)
+    if name is None:
+        return frozenset()
+    from stop_words import get_stop_words
+
+    return frozenset(unicodedata.normalize("NFKC", w).casefold() for w in get_stop_words(name))
+
+
+@cache
+def _folded_stopwords(lang: str) -> frozenset[str]:
+    return frozenset(_fold(w) for w in stopwords(lang))
+
+
+@cache
+def all_stopwords() -> frozenset[str]:
+    """Every supported language's stop words, accent-folded and not: what keyword extraction removes."""
+    out: set[str] = set()
+    for lang in LANGUAGES:
+        out |= stopwords(lang) | _folded_stopwords(lang)
+    return frozenset(out)
+
+
+@cache
+def _stemmer(lang: str):
+    import snowballstemmer
+
+    name = _SNOWBALL.get(lang)
+    return snowballstemmer.stemmer(name) if name else None
+
+
+@lru_cache(maxsize=65536)
+def _fold(word: str) -> str:
+    """Accents and marks removed from a word of an alphabetic script (Latin, Greek, Cyrillic, Arabic)."""
+    if word.isascii():
+        return word
+    word = word.translate(_ARABIC_FOLD)
+    stripped = "".join(c for c in unicodedata.normalize("NFD", word) if unicodedata.category(c) != "Mn")
+    return unicodedata.normalize("NFC", stripped)
+
+
+def strip_particle(word: str) -> str:
+    """A Korean word without its trailing particle, when a stem of at least one syllable remains."""
+    for p in KOREAN_PARTICLES:
+        if word.endswith(p) and len(word) > len(p):
+            return word[: -len(p)]
+    return word
+
+
+def detect_language(text: str) -> str:
+    """The text's language code: by script, and for Latin script by the stop words it uses most."""
+    counts: dict[str, int] = {}
+    for ch in text[:2000]:
+        if ch.isalpha():
+            s = _script(ch)
+            counts[s] = counts.get(s, 0) + 1
+    if not counts:
+        return "en"
+    if counts.get("hangul"):
+        return "ko"
+    if counts.get("kana"):
+        return "ja"
+    top = max(counts, key=counts.get)
+    if top == "han":
+        return "zh"
+    if top in ("arabic", "cyrillic", "greek"):
+        return {"arabic": "ar", "cyrillic": "ru", "greek": "el"}[top]
+    words = [w.casefold() for w in _RUN.findall(unicodedata.normalize("NFKC", text[:2000]))]
+    best, hits = "en", 0
+    for lang in ("en", "es", "pt", "fr", "de", "it", "nl"):
+        n = sum(w in stopwords(lang) for w in words)
+        if n > hits:
+            best, hits = lang, n
+    return best
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """What the lexical spaces index and query. ``stem`` and ``drop_stopwords`` apply to the index
+    terms (``terms``); keywords always drop stop words and never stem."""
+
+    fold_accents: bool = True
+    stem: bool = False
+    drop_stopwords: bool = False
+    ascii_only: bool = False  # Teleo's first analyser: lower-cased [a-z0-9] runs, nothing else (to compare)
+
+    @property
+    def version(self) -> str:
+        if self.ascii_only:
+            return "1"
+        return f"{ANALYZER_VERSION}{'+fold' if self.fold_accents else ''}{'+stem' if self.stem else ''}" \
+               f"{'+stop' if self.drop_stopwords else ''}"
+
+    def _pieces(self, text: str) -> Iterable[tuple[str, str]]:
+        """(token, script) of a text: words of alphabetic scripts, CJK unigrams and bigrams, Korean stems."""
+        if text.isascii() or self.ascii_only:
+            for w in _ASCII_RUN.findall(text.lower()):
+                yield w, "latin"
+            return
+        norm = unicodedata.normalize("NFKC", text).casefold()
+        for run in _RUN.findall(norm):
+            if run.isascii():
+                yield run, "latin"
+                continue
+            # split a run where it changes between space-less (Han, kana) and other scripts
+            start, kinds = 0, [_script(c) for c in run]
+            for i in range(1, len(run) + 1):
+                if i == len(run) or _spaceless(kinds[i]) != _spaceless(kinds[start]):
+                    yield from self._segment(run[start:i], kinds[start])
+                    start = i
+
+    def _segment(self, seg: str, script: str) -> Iterable[tuple[str, str]]:
+        if _spaceless(script):
+            for i, ch in enumerate(seg):
+                yield ch, "cjk"
+                if i + 1 < len(seg):
+                    yield seg[i: i + 2], "cjk"
+        elif script == "hangul":
+            yield strip_particle(seg), "hangul"
+        else:
+            yield (_fold(seg) if self.fold_accents else seg), script
+
+    def terms(self, text: str, lang: str | None = None) -> list[str]:
+        """The index terms of a text, in order, repeats kept (term frequencies count them)."""
+        pieces = list(self._pieces(text))
+        if not (self.stem or self.drop_stopwords):
+            return [t for t, _ in pieces]
+        lang = lang or detect_language(text)
+        stop = (_folded_stopwords(lang) | stopwords(lang)) if self.drop_stopwords else frozenset()
+        stemmer = _stemmer(lang) if self.stem else None
+        out = []
+        for t, script in pieces:
+            if t in stop:
+                continue
+            if stemmer is not None and script not in ("cjk", "hangul") and not t.isdigit():
+                t = stemmer.stemWord(t)
+            out.append(t)
+        return out
+
+    def words(self, text: str) -> set[str]:
+        """The set of terms of a text (for word-set similarity such as Jaccard)."""
+        return {t for t, _ in self._pieces(text)}
+
+    def keywords(self, text: str) -> list[str]:
+        """A query's keywords, as OpenClaw's keyword-only mode extracts them: the terms without the
+        stop words of any supported language, without numbers, and without words shorter than
+        three characters (CJK unigrams and bigrams and Korean stems are kept), each once, in order."""
+        stop = all_stopwords()
+        out: dict[str, None] = {}
+        for t, script in self._pieces(text):
+            if t in stop or t.isdigit():
+                continue
+            if script not in ("cjk", "hangul") and len(t) < 3:
+                continue
+            out.setdefault(t, None)
+        return list(out)
+
+
+DEFAULT = Analyzer()
+
+
+def tokenize(text: str) -> list[str]:
+    """The default analyser's index terms."""
+    return DEFAULT.terms(text)
+
+
+def extract_keywords(query: str) -> list[str]:
+    """The default analyser's keywords of a query (see ``Analyzer.keywords``)."""
+    return DEFAULT.keywords(query)
+
+
+__all__ = [
+    "ANALYZER_VERSION",
+    "Analyzer",
+    "DEFAULT",
+    "ENGLISH_STOPWORDS",
+    "KOREAN_PARTICLES",
+    "LANGUAGES",
+    "all_stopwords",
+    "detect_language",
+    "extract_keywords",
+    "stopwords",
+    "strip_particle",
+    "tokenize",
+]
