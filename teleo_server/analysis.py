@@ -6,12 +6,14 @@ and of keyword extraction: one definition of what a "term" is, in every language
   diacritics and hamza forms of alef removed), never inside Chinese, Japanese or Korean, where a
   mark changes the letter.
 - **Segmentation.** Letter and digit runs. Chinese and Japanese (Han and kana), which are written
-  without spaces, become overlapping character unigrams and bigrams. Korean words lose their
-  trailing particles (``서울에서는`` → ``서울``).
+  without spaces, become overlapping character unigrams and bigrams. A Korean word is indexed whole
+  and without its trailing particle (``서울에서는`` → ``서울에서는``, ``서울``); an Arabic word whole and
+  without its article (``القاهرة`` → ``القاهره``, ``قاهره``).
 - **Stop words and stems** (optional for the indexes, always for keywords). Stop words come from
   the ``stop-words`` package (Spanish, Portuguese, Arabic, Chinese, Korean, Japanese, and more) and
   a short list of English function words of our own (the packaged English list also drops content
-  words such as "information"). Stemming uses the Snowball stemmer of the text's language.
+  words such as "information"), less the content words the packaged lists carry (Spanish
+  "tiempo", Arabic "زيارة", ...). Stemming uses the Snowball stemmer of the text's language.
 - **Language.** By script (Hangul, kana, Han, Arabic, Cyrillic, Greek, ...), and for Latin text by
   which language's stop words it uses most.
 
@@ -50,8 +52,21 @@ ENGLISH_STOPWORDS = frozenset(
 KOREAN_PARTICLES = tuple(sorted(
     "은 는 이 가 을 를 의 에 에서 에게 에게서 한테 한테서 께 께서 으로 로 으로서 로서 으로써 로써 와 과 랑 이랑 하고 도 만 "
     "까지 부터 마저 조차 보다 처럼 같이 이나 나 이든 든 이라도 라도 에서는 에는 에도 에서도 에게는 으로는 로는 와는 과는 이랑은 "
-    "까지는 부터는 만은 보다는 처럼은 이란 란 이며 며 이고 고 이다 다 입니다 예요 이에요".split(), key=len, reverse=True))
-_ARABIC_FOLD = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ؤ": "و", "ئ": "ي", "ـ": None})
+    "까지는 부터는 만은 보다는 처럼은 이란 란 이며 며 이고 고 이다 다 입니다 예요 이에요 네 네는 네의".split(), key=len, reverse=True))
+# Alef forms and ta marbuta folded (ى is kept: it tells على "on" from the name علي), tatweel removed.
+_ARABIC_FOLD = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ة": "ه", "ـ": None})
+# The definite article with the prepositions and conjunctions written onto it, longest first.
+ARABIC_ARTICLES = ("وال", "بال", "كال", "فال", "لل", "ال")
+# Content words that the packaged stop-word lists carry, kept as words (found on the multilingual set).
+_NOT_STOPWORDS = {
+    "es": {"mayor", "modo", "trabajo", "tiempo", "lugar", "nombre", "segunda", "loro", "casa", "parte", "hora", "horas"},
+    "pt": {"nome", "trabalho", "tempo", "horas", "hora", "segunda", "lugar", "casa", "parte"},
+    "ar": {"زيارة", "لقاء", "مايو", "باسم", "يوم", "اسم"},
+    "ko": {"시간", "아이", "사람", "회의", "집", "이름"},
+}
+# Question words some lists lack.
+_MORE_STOPWORDS = {"ar": {"متى", "ماذا", "لماذا", "كيف", "اين", "أين", "هل"}, "es": {"qué", "que", "cuándo", "dónde"},
+                   "pt": {"quando", "onde", "quem"}}
 
 
 def _script(ch: str) -> str:
@@ -88,7 +103,8 @@ def stopwords(lang: str) -> frozenset[str]:
         return frozenset()
     from stop_words import get_stop_words
 
-    return frozenset(unicodedata.normalize("NFKC", w).casefold() for w in get_stop_words(name))
+    words = {unicodedata.normalize("NFKC", w).casefold() for w in get_stop_words(name)} | _MORE_STOPWORDS.get(lang, set())
+    return frozenset(words - _NOT_STOPWORDS.get(lang, set()))
 
 
 @cache
@@ -97,12 +113,11 @@ def _folded_stopwords(lang: str) -> frozenset[str]:
 
 
 @cache
-def all_stopwords() -> frozenset[str]:
-    """Every supported language's stop words, accent-folded and not: what keyword extraction removes."""
-    out: set[str] = set()
-    for lang in LANGUAGES:
-        out |= stopwords(lang) | _folded_stopwords(lang)
-    return frozenset(out)
+def keyword_stopwords(lang: str) -> frozenset[str]:
+    """What keyword extraction removes from a text in ``lang``: its stop words and English ones
+    (queries mix in English), accent-folded and not. Other languages' lists are not applied: a
+    Chinese function character is part of Japanese words, an Italian function word a Spanish noun."""
+    return stopwords(lang) | _folded_stopwords(lang) | stopwords("en")
 
 
 @cache
@@ -121,6 +136,14 @@ def _fold(word: str) -> str:
     word = word.translate(_ARABIC_FOLD)
     stripped = "".join(c for c in unicodedata.normalize("NFD", word) if unicodedata.category(c) != "Mn")
     return unicodedata.normalize("NFC", stripped)
+
+
+def strip_article(word: str) -> str:
+    """An Arabic word without its definite article (and what is written onto it), when three letters remain."""
+    for a in ARABIC_ARTICLES:
+        if word.startswith(a) and len(word) - len(a) >= 3:
+            return word[len(a):]
+    return word
 
 
 def strip_particle(word: str) -> str:
@@ -200,7 +223,18 @@ class Analyzer:
                 if i + 1 < len(seg):
                     yield seg[i: i + 2], "cjk"
         elif script == "hangul":
-            yield strip_particle(seg), "hangul"
+            # without a dictionary a stripped ending may be part of a name (최유나 → 최유): the word
+            # is kept whole as well, so either form matches
+            yield seg, "hangul"
+            stem = strip_particle(seg)
+            if stem != seg:
+                yield stem, "hangul+"
+        elif script == "arabic":
+            word = _fold(seg) if self.fold_accents else seg
+            yield word, script
+            bare = strip_article(word)
+            if bare != word:
+                yield bare, "arabic+"
         else:
             yield (_fold(seg) if self.fold_accents else seg), script
 
@@ -216,28 +250,65 @@ class Analyzer:
         for t, script in pieces:
             if t in stop:
                 continue
-            if stemmer is not None and script not in ("cjk", "hangul") and not t.isdigit():
+            if stemmer is not None and script not in ("cjk", "hangul", "hangul+") and not t.isdigit():
                 t = stemmer.stemWord(t)
             out.append(t)
         return out
 
     def words(self, text: str) -> set[str]:
-        """The set of terms of a text (for word-set similarity such as Jaccard)."""
-        return {t for t, _ in self._pieces(text)}
+        """The set of words of a text, for word-set similarity (Jaccard): its terms, except that
+        Chinese and Japanese give the bigrams of their Han and katakana runs only, as keywords do,
+        not every character and the kana of grammar, which any two texts share."""
+        out = {t for t, script in self._pieces(text) if script != "cjk"}
+        if not self.ascii_only:
+            out.update(_cjk_run_pairs(unicodedata.normalize("NFKC", text).casefold(), frozenset()))
+        return out
 
     def keywords(self, text: str) -> list[str]:
-        """A query's keywords, as OpenClaw's keyword-only mode extracts them: the terms without the
-        stop words of any supported language, without numbers, and without words shorter than
-        three characters (CJK unigrams and bigrams and Korean stems are kept), each once, in order."""
-        stop = all_stopwords()
+        """A query's keywords, as OpenClaw's keyword-only mode extracts them, each once, in order.
+
+        Stop words of the text's language and English are left out, and numbers, and English words
+        shorter than three characters (other languages' words shorter than two). Chinese and
+        Japanese give the character bigrams of each run of Han or of katakana (hiragana, mostly
+        particles and endings, separates them; a run of one character is its own keyword); Korean
+        words give their stems without particles.
+        """
+        lang = detect_language(text)
+        stop = keyword_stopwords(lang)
+        shortest = 3 if lang == "en" else 2
         out: dict[str, None] = {}
-        for t, script in self._pieces(text):
+        for t, script in self._keyword_pieces(text, stop):
             if t in stop or t.isdigit():
                 continue
-            if script not in ("cjk", "hangul") and len(t) < 3:
+            if script in ("latin", "arabic", "cyrillic", "greek", "other") and len(t) < shortest:
                 continue
             out.setdefault(t, None)
         return list(out)
+
+    def _keyword_pieces(self, text: str, stop: frozenset[str]) -> Iterable[tuple[str, str]]:
+        for t, script in self._pieces(text):
+            if script in ("cjk", "arabic"):
+                continue  # CJK from the runs below; an Arabic word follows without its article
+            yield t, script  # a Korean word and its stem both: the stem may have cut a name
+        for t, script in self._pieces(text):
+            if script == "arabic":
+                yield strip_article(t), script
+        for pair in _cjk_run_pairs(unicodedata.normalize("NFKC", text).casefold(), stop):
+            yield pair, "cjk"
+
+
+def _cjk_run_pairs(norm: str, stop: frozenset[str]) -> Iterable[str]:
+    """The character bigrams of each run of Han or of katakana (a run of one character: itself),
+    leaving out pairs with a character in ``stop`` (的, 吗, 有 ... are not words of their own)."""
+    for run in _CJK_KEYWORD_RUN.findall(norm):
+        if len(run) == 1:
+            yield run
+        for i in range(len(run) - 1):
+            if run[i] not in stop and run[i + 1] not in stop:
+                yield run[i: i + 2]
+
+
+_CJK_KEYWORD_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]+|[\u30a0-\u30ff\u31f0-\u31ff]+")
 
 
 DEFAULT = Analyzer()
@@ -260,10 +331,12 @@ __all__ = [
     "ENGLISH_STOPWORDS",
     "KOREAN_PARTICLES",
     "LANGUAGES",
-    "all_stopwords",
+    "ARABIC_ARTICLES",
+    "keyword_stopwords",
     "detect_language",
     "extract_keywords",
     "stopwords",
+    "strip_article",
     "strip_particle",
     "tokenize",
 ]

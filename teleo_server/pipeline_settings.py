@@ -70,13 +70,14 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
         description="OpenClaw: 0.7 vector + 0.3 BM25, 30-day decay, Jaccard MMR, 0.35 floor on that score "
                     "and 0.05 on calibrated relevance",
         without_embedding="keywords"),
-    # OpenClaw's keyword-only (FTS-only) mode: the query's keywords each searched with BM25, a
-    # memory scored by its best keyword as BM25 / (1 + BM25); then the same decay, MMR and 0.35
-    # floor. No relevance floor: without an embedding, relevance rests on BM25 alone.
+    # OpenClaw's keyword-only (FTS-only) mode, as its search flow runs it: the query's keywords each
+    # searched with BM25, a memory scored by its best keyword as BM25 / (1 + BM25), the 0.35 floor,
+    # the top results; no decay and no MMR. No relevance floor: without an embedding, relevance
+    # rests on BM25 alone.
     "keywords": ProfileSpec(
         stages=("keywords", "finalize"),
-        settings={"max_candidates": 200, "decay_half_life_days": 30.0, "decay_clock": "dated", "mmr_lambda": 0.7,
-                  "mmr_similarity": "jaccard", "min_score": 0.35, "min_relevance": 0.0},
+        settings={"max_candidates": 200, "decay_half_life_days": 0.0, "mmr_lambda": 1.0, "min_score": 0.35,
+                  "min_relevance": 0.0},
         description="keyword-only: each extracted keyword searched with BM25, best score kept (no embedding needed)"),
     "entry_point": ProfileSpec(
         stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),

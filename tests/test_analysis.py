@@ -35,9 +35,11 @@ def test_terms_in_every_script():
     assert Analyzer(fold_accents=False).terms("Le CAFÉ") == ["le", "café"]
     assert tokenize("東京都") == ["東", "東京", "京", "京都", "都"]  # unigrams and bigrams
     assert tokenize("ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ") == ["full", "width", "abc"]  # NFKC
-    assert tokenize("서울에서는 날씨가") == ["서울", "날씨"]
+    assert tokenize("서울에서는 날씨가") == ["서울에서는", "서울", "날씨가", "날씨"]  # whole and without particle
     assert strip_particle("가") == "가"  # a particle alone is a word
-    assert tokenize("أحمد في الإسكندرية") == ["احمد", "في", "الاسكندرية"]  # hamza forms of alef folded
+    # hamza forms of alef and ta marbuta folded; the word with and without its article
+    assert tokenize("أحمد في الإسكندرية") == ["احمد", "في", "الاسكندريه", "اسكندريه"]
+    assert tokenize("على") != tokenize("علي")  # "on" is not the name Ali
     assert tokenize("iPhone用の充電器") == ["iphone", "用", "用の", "の", "の充", "充", "充電", "電", "電器", "器"]
     assert Analyzer(ascii_only=True).terms("Le café 東京") == ["le", "caf"]  # the first analyser, for comparison
 
@@ -46,7 +48,10 @@ def test_language_detection_and_keywords():
     assert [detect_language(CORPUS[k]) for k in CORPUS] == list(CORPUS)
     assert extract_keywords("that thing we discussed about the API") == ["discussed", "api"]
     assert extract_keywords("¿Dónde está la estación de tren?") == ["estacion", "tren"]
-    assert "的" not in extract_keywords("北京的天气") and "北京" in extract_keywords("北京的天气")
+    assert extract_keywords("北京的天气") == ["北京", "天气"]  # no pair with a function character
+    assert extract_keywords("吉田さんが予約した店は？") == ["吉田", "予約", "店"]  # kana separates the words
+    assert "최유나" in extract_keywords("최유나는 회의에 갔다")  # the name survives particle stripping
+    assert extract_keywords("ما هو المشروب المفضل عند علي؟") == ["مشروب", "مفضل", "علي"]
     assert extract_keywords("42 is 7 a no") == []
 
 

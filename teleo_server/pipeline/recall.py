@@ -68,7 +68,11 @@ def keywords(state: State) -> str:
     best = np.zeros(ctx.catalog.n_rows, dtype=np.float32)
     searched = 0
     for word in words:
-        ids, weights = space.query_terms(word)
+        # a keyword that is already an index term (a CJK bigram, a Korean stem) is searched as it
+        # is; a word goes through the index's own analysis (its stem, when the index stems)
+        ids, weights = space.term_weights([word])
+        if not ids.size:
+            ids, weights = space.query_terms(word)
         if ids.size:
             np.maximum(best, space.all_scores(ctx, (ids, weights)), out=best)
             searched += 1

@@ -98,7 +98,11 @@ class LexicalSpace(SparseScoredSpace):
 
     def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Known query term ids int32 (unique) and their IDF weights float32."""
-        ids = sorted({self.vocab[t] for t in self.terms_of(text) if t in self.vocab})
+        return self.term_weights(self.terms_of(text))
+
+    def term_weights(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The ids int32 (unique) and IDF weights float32 of those ``terms`` the index knows."""
+        ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
         arr = np.array(ids, dtype=np.int64)
         return arr.astype(np.int32), self.idf(arr)
 
