@@ -64,7 +64,8 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
     "openclaw": ProfileSpec(
         stages=("sparse_recall", "dense", "fusion", "finalize"),
         settings={"fusion": "vector_text", "vector_weight": 0.7, "text_weight": 0.3, "sparse_weight": 0.0,
-                  "hdc_candidates": 0, "max_candidates": 200, "dense_candidates": 200,
+                  "hdc_candidates": 0, "max_candidates": 200, "dense_candidates": 200, "candidate_multiplier": 4,
+                  "default_top_k": 6,
                   "decay_half_life_days": 30.0, "decay_clock": "dated", "mmr_lambda": 0.7, "mmr_similarity": "jaccard",
                   "min_score": 0.35, "min_relevance": 0.05},
         description="OpenClaw: 0.7 vector + 0.3 BM25, 30-day decay, Jaccard MMR, 0.35 floor on that score "
@@ -76,8 +77,8 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
     # rests on BM25 alone.
     "keywords": ProfileSpec(
         stages=("keywords", "finalize"),
-        settings={"max_candidates": 200, "decay_half_life_days": 0.0, "mmr_lambda": 1.0, "min_score": 0.35,
-                  "min_relevance": 0.0},
+        settings={"max_candidates": 200, "candidate_multiplier": 4, "default_top_k": 6, "decay_half_life_days": 0.0,
+                  "mmr_lambda": 1.0, "min_score": 0.35, "min_relevance": 0.0},
         description="keyword-only: each extracted keyword searched with BM25, best score kept (no embedding needed)"),
     "entry_point": ProfileSpec(
         stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),
@@ -130,6 +131,12 @@ class PipelineSettings(BaseModel):
     # its code (``Space.Settings``), e.g. [pipeline.spaces.E9_hdc] dim_bits = 16
     spaces: dict[str, dict[str, Any]] = Field(default_factory=dict)
     analyzer: AnalyzerSettings = Field(default_factory=AnalyzerSettings)
+
+    # results of a query that asks for no number (top_k 0)
+    default_top_k: int = Field(10, ge=1, le=1000)
+    # when > 0, each recall arm (sparse, dense, keywords) fetches min(its cap, top_k x this), as
+    # OpenClaw's candidateMultiplier does; 0 fetches the caps
+    candidate_multiplier: int = Field(0, ge=0)
 
     # sparse recall: blended = (1 - w) * BM25 + w * SPLADE, each max-normalised per query
     sparse_weight: float = Field(0.5, ge=0, le=1)

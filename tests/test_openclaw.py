@@ -134,3 +134,19 @@ def test_the_relevance_floor_drops_what_the_score_floor_lets_through(stub, claw)
         assert kept == []
     relevant, _, _ = _run(stub, auth, "when is the team lunch", top_k=6)
     assert relevant and all(r.relevance >= 0.05 for r in relevant)
+
+
+def test_six_results_by_default_from_arms_of_four_times_as_many(stub, claw):
+    auth, _ = claw
+    for i in range(40):
+        stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=f"Schedule note {i}: the rotation schedule for week {i}.",
+                                                         namespace="claw")), metadata=auth, timeout=60)
+    results, _, summary = _run(stub, auth, "rotation schedule week", overrides=pb.StageOverrides(min_relevance=0.0))
+    assert len(results) == 6  # top_k 0: the profile's default
+    arms = {s.stage: s for s in summary.stages}
+    assert arms["sparse_recall"].candidates_out == 24 and arms["fusion"].candidates_in <= 48  # min(200, 6 x 4) per arm
+    more, _, summary = _run(stub, auth, "rotation schedule week", top_k=10, overrides=pb.StageOverrides(min_relevance=0.0))
+    assert len(more) == 10 and {s.stage: s for s in summary.stages}["sparse_recall"].candidates_out == 40
+    teleo = list(stub.Retrieve(pb.RetrieveRequest(text="rotation schedule week", filters=pb.RetrieveFilters(namespaces=["claw"])),
+                               metadata=auth, timeout=60))
+    assert sum(e.WhichOneof("event") == "result" for e in teleo) == 10  # the default profile's default

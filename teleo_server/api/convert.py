@@ -307,9 +307,9 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
         vectors = _vectors(req.vectors)
     else:
         raise InvalidArgument("set either text or vectors", field="query")
-    top_k = req.top_k or 10
-    if not 1 <= top_k <= limits.max_top_k:
-        raise InvalidArgument(f"must be in 1..{limits.max_top_k}", field="top_k")
+    top_k = req.top_k  # 0: the profile's default (10; openclaw 6)
+    if not 0 <= top_k <= limits.max_top_k:
+        raise InvalidArgument(f"must be in 1..{limits.max_top_k}, or 0 for the profile's default", field="top_k")
     v.max_chars(req.profile, 256, "profile")
     profile = resolve_profile(req.profile)
     johari = tuple(v.enum_value(Johari, q, None, "johari") for q in req.johari)

@@ -624,7 +624,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(timeout=600.0)
     c = client("query", "retrieve memories", cmd_query)
     c.add_argument("text")
-    c.add_argument("-k", "--top-k", type=int, default=10)
+    c.add_argument("-k", "--top-k", type=int, default=0, help="results (default: the profile's, 10; openclaw 6)")
     c.add_argument("--profile", default="teleological")
     _filter_options(c)
     c.add_argument("--goal", action="append", metavar="GOAL",

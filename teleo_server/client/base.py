@@ -146,13 +146,14 @@ class Api:
         return self._unary(Call("List", req, lambda r: Page(tuple(convert.memory(m) for m in r.memories), r.next_cursor),
                                 True, self._deadline(timeout)))
 
-    def retrieve(self, query: str | QueryVectors, *, top_k: int = 10, profile: str = "",
+    def retrieve(self, query: str | QueryVectors, *, top_k: int = 0, profile: str = "",
                  filters: Filters | Mapping[str, Any] | None = None, target_goals: Iterable[str] = (),
                  johari: Iterable[str] = (), overrides: Overrides | Mapping[str, Any] | None = None,
                  breakdown: bool = False, explain: bool = False, snippets: bool = False, omit_content: bool = False,
                  timeout: float | None = None):
         """The retrieval's events as they arrive: a ``Stage`` as each stage finishes, then each
-        ``Result`` in rank order, then one ``Summary``. ``search`` collects them."""
+        ``Result`` in rank order, then one ``Summary``. ``search`` collects them. ``top_k`` 0 takes
+        the profile's default (10; ``openclaw`` 6)."""
         req = convert.retrieve_request(query, top_k=top_k, profile=profile, where=filters, target_goals=target_goals,
                                        johari=johari, stage_overrides=overrides, breakdown=breakdown, explain=explain,
                                        snippets=snippets, omit_content=omit_content)

@@ -28,7 +28,7 @@ def sparse_recall(state: State) -> str:
     blend = (1.0 - w) * _max_norm(bm25)
     if splade is not None:
         blend = blend + w * _max_norm(splade)
-    ids, _ = ctx.ops.topk(blend, cfg.max_candidates, mask=ctx.mask & (blend > 0))
+    ids, _ = ctx.ops.topk(blend, state.arm(cfg.max_candidates), mask=ctx.mask & (blend > 0))
     # membership as row-indexed flags: set algebra over 10K-row pools without sorting or hashing
     in_blend_row = np.zeros(n, dtype=bool)
     in_blend_row[ids] = True
@@ -76,7 +76,7 @@ def keywords(state: State) -> str:
         if ids.size:
             np.maximum(best, space.all_scores(ctx, (ids, weights)), out=best)
             searched += 1
-    rows, _ = ctx.ops.topk(best, cfg.max_candidates, mask=ctx.mask & (best > 0))
+    rows, _ = ctx.ops.topk(best, state.arm(cfg.max_candidates), mask=ctx.mask & (best > 0))
     rows = np.sort(rows)
     c = Candidates(rows)
     c.set_space(lex, best[rows], np.ones(rows.size, dtype=bool))
@@ -97,7 +97,7 @@ def dense(state: State) -> str:
         return "skipped: no query vector"
     space, cfg = state.spaces[name], state.cfg
     dim = space.dimension(cfg.dense_dimension or None)
-    rows, _ = space.search(state.ctx, q, cfg.dense_candidates, dim=dim)
+    rows, _ = space.search(state.ctx, q, state.arm(cfg.dense_candidates), dim=dim)
     index = space.index
     assert index is not None
     if index.uses_hnsw:

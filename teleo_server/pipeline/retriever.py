@@ -180,8 +180,8 @@ class TeleologicalRetriever:
 
     # ---- reads ---------------------------------------------------------------------------------
     def retrieve(self, query: Query) -> Iterator[StageReport | Hit | Outcome]:
-        if query.top_k < 1:
-            raise InvalidArgument("top_k must be >= 1", field="top_k")
+        if query.top_k < 0:
+            raise InvalidArgument("top_k must be >= 0 (0: the profile's default)", field="top_k")
         prof = profiles.profile(query.profile, self.settings)
         fallback = ""
         if query.embedding is None and prof.without_embedding:
@@ -203,7 +203,8 @@ class TeleologicalRetriever:
                 # caller may not read
                 raise InvalidArgument(f"no goal you may see is named {target[:64]!r} (goals are matched by id or "
                                       f"label; Stats counts them)", field=f"target_goals[{i}]")
-        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=goals, top_k=query.top_k, params=dict(prof.params))
+        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=goals, top_k=query.top_k or cfg.default_top_k,
+                      params=dict(prof.params))
         if query.embedding is None:
             state.degraded = (f"embedding unavailable: the {fallback} profile ran instead" if fallback
                               else "embedding unavailable: lexical only")

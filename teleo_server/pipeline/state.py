@@ -142,6 +142,11 @@ class State:
     degraded: str = ""
     params: dict[str, Any] = field(default_factory=dict)  # the profile's stage parameters (single_space: "space")
 
+    def arm(self, cap: int) -> int:
+        """How many candidates a recall arm with this cap fetches (``candidate_multiplier``)."""
+        m = self.cfg.candidate_multiplier
+        return min(cap, self.top_k * m) if m > 0 else cap
+
     def role(self, role: str) -> str | None:
         """The space playing ``role`` (``PipelineSettings.roles``), or None if there is none."""
         name = self.cfg.roles.get(role)
