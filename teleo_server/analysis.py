@@ -128,6 +128,13 @@ def _stemmer(lang: str):
     return snowballstemmer.stemmer(name) if name else None
 
 
+@lru_cache(maxsize=262144)
+def _stem(lang: str, word: str) -> str:
+    """The Snowball stem of a word (cached: the pure-Python stemmers cost more than the rest)."""
+    stemmer = _stemmer(lang)
+    return stemmer.stemWord(word) if stemmer is not None else word
+
+
 @lru_cache(maxsize=65536)
 def _fold(word: str) -> str:
     """Accents and marks removed from a word of an alphabetic script (Latin, Greek, Cyrillic, Arabic)."""
@@ -156,11 +163,15 @@ def strip_particle(word: str) -> str:
 
 def detect_language(text: str) -> str:
     """The text's language code: by script, and for Latin script by the stop words it uses most."""
+    head = text[:1000]
     counts: dict[str, int] = {}
-    for ch in text[:2000]:
-        if ch.isalpha():
-            s = _script(ch)
-            counts[s] = counts.get(s, 0) + 1
+    if head.isascii():
+        counts["latin"] = 1
+    else:
+        for ch in head:
+            if ch.isalpha():
+                s = _script(ch)
+                counts[s] = counts.get(s, 0) + 1
     if not counts:
         return "en"
     if counts.get("hangul"):
@@ -172,7 +183,7 @@ def detect_language(text: str) -> str:
         return "zh"
     if top in ("arabic", "cyrillic", "greek"):
         return {"arabic": "ar", "cyrillic": "ru", "greek": "el"}[top]
-    words = [w.casefold() for w in _RUN.findall(unicodedata.normalize("NFKC", text[:2000]))]
+    words = [w.casefold() for w in _RUN.findall(unicodedata.normalize("NFKC", head))][:150]
     best, hits = "en", 0
     for lang in ("en", "es", "pt", "fr", "de", "it", "nl"):
         n = sum(w in stopwords(lang) for w in words)
@@ -245,13 +256,13 @@ class Analyzer:
             return [t for t, _ in pieces]
         lang = lang or detect_language(text)
         stop = (_folded_stopwords(lang) | stopwords(lang)) if self.drop_stopwords else frozenset()
-        stemmer = _stemmer(lang) if self.stem else None
+        stem = self.stem and _stemmer(lang) is not None
         out = []
         for t, script in pieces:
             if t in stop:
                 continue
-            if stemmer is not None and script not in ("cjk", "hangul", "hangul+") and not t.isdigit():
-                t = stemmer.stemWord(t)
+            if stem and script not in ("cjk", "hangul", "hangul+") and not t.isdigit():
+                t = _stem(lang, t)
             out.append(t)
         return out
 
