@@ -330,25 +330,28 @@ class Checker:
             self._stored(c, "Store", exp, resp.id, resp.duplicate, what)
         self.no_leak(c, "Store", what, details, str(resp))
 
-    def do_StoreBatch(self, c: Caller, a: dict) -> None:
-        exps = self._expect_items(c, a["items"])
-        reqs = [pb.StoreBatchRequest(memory=pb.MemoryInput(content=content, namespace=item[0], access_level=item[1]),
-                                     client_ref=str(j)) for j, ((_, _, content, _, _), item) in enumerate(zip(exps, a["items"]))]
-        what = "StoreBatch " + ", ".join(f"{e[0]}/{LEVELS[e[1]]}" for e in exps)
-        code, details, resp = self.rpc("StoreBatch", reqs, c)
-        if self.revoked(c, "StoreBatch", code, details):
+    def _batch(self, c: Caller, method: str, reqs: list, exps: list, what: str) -> None:
+        """StoreBatch and Import: one item per request, each authorised and de-duplicated on its own."""
+        code, details, resp = self.rpc(method, reqs, c)
+        if self.revoked(c, method, code, details):
             return
-        if not self.check("StoreBatch answers OK with one item per request", code == "OK" and len(resp.items) == len(exps),
-                          caller=c.name, method="StoreBatch", input=what, status=code, message=details[:200]):
+        if not self.check(f"{method} answers OK with one item per request", code == "OK" and len(resp.items) == len(exps),
+                          caller=c.name, method=method, input=what, status=code, message=details[:200]):
             return
         for exp, got in zip(exps, resp.items):
             status = got.error_code or "OK"
             if self.check("writes outside the token's scope are refused", status == exp[3], caller=c.name,
-                          method="StoreBatch", input=what, expected=exp[3], status=status, message=got.error[:200]) and status == "OK":
+                          method=method, input=what, expected=exp[3], status=status, message=got.error[:200]) and status == "OK":
                 if exp[4] == "batch":
                     exp = (*exp[:4], self.model.find(exp[0], exp[1], exp[2]))
-                self._stored(c, "StoreBatch", exp, got.id, got.duplicate, what)
-        self.no_leak(c, "StoreBatch", what, str(resp))
+                self._stored(c, method, exp, got.id, got.duplicate, what)
+        self.no_leak(c, method, what, str(resp))
+
+    def do_StoreBatch(self, c: Caller, a: dict) -> None:
+        exps = self._expect_items(c, a["items"])
+        reqs = [pb.StoreBatchRequest(memory=pb.MemoryInput(content=content, namespace=item[0], access_level=item[1]),
+                                     client_ref=str(j)) for j, ((_, _, content, _, _), item) in enumerate(zip(exps, a["items"]))]
+        self._batch(c, "StoreBatch", reqs, exps, "StoreBatch " + ", ".join(f"{e[0]}/{LEVELS[e[1]]}" for e in exps))
 
     def do_Import(self, c: Caller, a: dict) -> None:
         """Import is authorised and de-duplicated as StoreBatch is (its items come as exported memories)."""
@@ -356,21 +359,7 @@ class Checker:
         reqs = [pb.ImportRequest(item=pb.ExportedMemory(memory=pb.Memory(
                     id=secrets.token_hex(16), input=pb.MemoryInput(content=content, namespace=it[0], access_level=it[1]))))
                 for (_, _, content, _, _), it in zip(exps, a["items"])]
-        what = "Import " + ", ".join(f"{e[0]}/{LEVELS[e[1]]}" for e in exps)
-        code, details, resp = self.rpc("Import", reqs, c)
-        if self.revoked(c, "Import", code, details):
-            return
-        if not self.check("Import answers OK with one item per request", code == "OK" and len(resp.items) == len(exps),
-                          caller=c.name, method="Import", input=what, status=code, message=details[:200]):
-            return
-        for exp, got in zip(exps, resp.items):
-            status = got.error_code or "OK"
-            if self.check("writes outside the token's scope are refused", status == exp[3], caller=c.name,
-                          method="Import", input=what, expected=exp[3], status=status, message=got.error[:200]) and status == "OK":
-                if exp[4] == "batch":
-                    exp = (*exp[:4], self.model.find(exp[0], exp[1], exp[2]))
-                self._stored(c, "Import", exp, got.id, got.duplicate, what)
-        self.no_leak(c, "Import", what, str(resp))
+        self._batch(c, "Import", reqs, exps, "Import " + ", ".join(f"{e[0]}/{LEVELS[e[1]]}" for e in exps))
 
     def do_Update(self, c: Caller, a: dict) -> None:
         """Change a memory's content, metadata, or partition (moved with a content of the new partition,

@@ -18,9 +18,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from teleo.v1 import memory_pb2_grpc
 
-from teleo_server.client.base import Api, Call, new_request_id
+from teleo_server.client.base import Api, Call, collect, new_request_id
 from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials, metadata
-from teleo_server.client.types import Event, Filters, Memory, Result, SearchResponse, Summary
+from teleo_server.client.types import Event, Filters, Memory, SearchResponse
 
 
 class AsyncClient(Api):
@@ -89,16 +89,7 @@ class AsyncClient(Api):
         await asyncio.sleep(wait)
 
     async def search(self, query: Any, **kwargs: Any) -> SearchResponse:
-        results: list[Result] = []
-        summary: Summary | None = None
-        async for ev in self.retrieve(query, **kwargs):
-            if isinstance(ev, Result):
-                results.append(ev)
-            elif isinstance(ev, Summary):
-                summary = ev
-        if summary is None:
-            raise ClientError("INTERNAL", "the retrieval ended without its summary")
-        return SearchResponse(tuple(results), summary)
+        return collect([ev async for ev in self.retrieve(query, **kwargs)])
 
     def retrieve(self, query: Any, **kwargs: Any) -> AsyncIterator[Event]:  # type: ignore[override]
         return super().retrieve(query, **kwargs)

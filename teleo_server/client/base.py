@@ -15,7 +15,7 @@ from typing import Any
 from teleo.v1 import memory_pb2 as pb
 
 from teleo_server.client import convert
-from teleo_server.client.connection import RetryPolicy, resolve_address, resolve_token
+from teleo_server.client.connection import ClientError, RetryPolicy, resolve_address, resolve_token
 from teleo_server.client.types import (
     BatchResult,
     Comparison,
@@ -27,8 +27,11 @@ from teleo_server.client.types import (
     Overrides,
     Page,
     QueryVectors,
+    Result,
+    SearchResponse,
     Stats,
     StoreResult,
+    Summary,
     UpdateResult,
 )
 
@@ -183,4 +186,18 @@ def new_request_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-__all__ = ["Api", "Call", "MemoryLike", "new_request_id"]
+def collect(events: Iterable[Any]) -> SearchResponse:
+    """A retrieval's events gathered: its results in rank order and its summary."""
+    results: list[Result] = []
+    summary: Summary | None = None
+    for ev in events:
+        if isinstance(ev, Result):
+            results.append(ev)
+        elif isinstance(ev, Summary):
+            summary = ev
+    if summary is None:
+        raise ClientError("INTERNAL", "the retrieval ended without its summary")
+    return SearchResponse(tuple(results), summary)
+
+
+__all__ = ["Api", "Call", "MemoryLike", "collect", "new_request_id"]
