@@ -210,3 +210,28 @@ def test_helpers():
                                   "Lunch is at noon today. The build cache must be warmed before tests."], 2, 500)
     assert "build cache" in summary and summary.count(".") <= 3
     assert subagent_namespace("p" * 128, "x" * 80).startswith("p") and len(subagent_namespace("p" * 128, "x" * 80)) <= 128
+
+
+def test_a_prompt_that_cannot_be_stored_still_gets_its_context(api_server, client):
+    from teleo_server.auth import create_token
+    from teleo_server.domain import AccessLevel
+
+    ns = "hk-readonly"
+    client.store("We moved the staging cluster from eu-west-1 to us-east-2 in March.", namespace=ns)
+    _, token = create_token(api_server.app.core.store, "reader", [ns], [], AccessLevel.INTERNAL, ns)
+    env = {**os.environ, "TELEO_TOKEN": token}
+    proc = subprocess.run([sys.executable, "-m", "teleo_server.cli", "hooks", "UserPromptSubmit", "--address",
+                           api_server.address, "--namespace", ns], input=_payload("user_prompt_submit"),
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert "us-east-2" in _context(proc, "UserPromptSubmit")
+    assert "the prompt was not stored (PERMISSION_DENIED" in proc.stderr
+
+
+def test_a_long_prompt_is_stored_cut_to_the_size_limit(api_server, client):
+    ns = "hk-long"
+    prompt = "東京の会議" * 8000  # 40,000 characters, 120,000 bytes of UTF-8
+    proc = _hook(api_server, "UserPromptSubmit", _payload("user_prompt_submit", prompt=prompt), "--namespace", ns,
+                 "--timeout", "120")  # embedding 60 KB takes longer than a hook's default 5 s deadline
+    assert proc.returncode == 0 and proc.stderr == ""
+    [m] = list(client.memories(Filters(namespaces=[ns])))
+    assert len(m.content.encode()) <= 60_000 and prompt.startswith(m.content)

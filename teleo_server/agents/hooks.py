@@ -50,7 +50,7 @@ were what when where which who why will with would you your""".split())
 class HookSettings:
     namespace: str = ""                 # "" = project:<directory name of the project>
     budget_chars: int = 6000            # the most context a hook adds (Claude Code caps hook output at 10,000)
-    top_k: int = 8
+    top_k: int = 128                    # enough that the budget, not the count, limits the context
     min_relevance: float = 0.01         # results less likely than this to be relevant are not injected
     store_prompts: bool = True
     tools: str = r"Edit|MultiEdit|Write|NotebookEdit|Bash"  # PostToolUse: the tools whose results are stored
@@ -108,6 +108,15 @@ def _words(text: str) -> set[str]:
 
 def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
+
+
+MAX_CONTENT_BYTES = 60_000  # under the server's default limits.max_content_bytes (64 KiB)
+
+
+def _fit(text: str, limit: int = MAX_CONTENT_BYTES) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8 (the server limits content in bytes)."""
+    data = text.encode("utf-8")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", errors="ignore")
 
 
 def _cut(text: str, limit: int) -> str:
@@ -243,15 +252,18 @@ class Hooks:
             return Outcome()
         query = prompt if len(prompt.encode()) <= 8000 else prompt.encode()[:8000].decode(errors="ignore")
         hits = self.client.search(query, top_k=s.top_k, filters=Filters(namespaces=[ns]),
-                                  overrides={"min_relevance": s.min_relevance} if s.min_relevance > 0 else None)
+                                  overrides={"min_relevance": s.min_relevance})
         text = render(f"Relevant memories from Teleo (namespace {ns}; relevance is a calibrated probability):",
                       ((r.memory, r.relevance) for r in hits.results), s.budget_chars)
         out = Outcome(output=_context("UserPromptSubmit", text))
         if s.store_prompts:
-            stored = self.client.store(MemoryInput(content=_cut(prompt, 60_000), namespace=ns, memory_type="episodic",
-                                                   source="user", session_id=str(payload.get("session_id", ""))[:256],
-                                                   metadata={"hook": "UserPromptSubmit"}))
-            out.stored.append(stored.id)
+            try:  # storing the prompt is bookkeeping: its failure must not cost the context found
+                stored = self.client.store(MemoryInput(content=_fit(prompt), namespace=ns, memory_type="episodic",
+                                                       source="user", session_id=str(payload.get("session_id", ""))[:256],
+                                                       metadata={"hook": "UserPromptSubmit"}))
+                out.stored.append(stored.id)
+            except ClientError as exc:
+                out.note = f"the prompt was not stored ({exc})"
         return out
 
     # PostToolUse ----------------------------------------------------------------------------------
@@ -331,7 +343,7 @@ class Hooks:
                 "links": [*base.links, *(Link(m.id, "supersedes") for m in others)][:64],
             }
             if content != base.content:
-                fields["content"] = _cut(content, 60_000)
+                fields["content"] = _fit(content)
             # the longest keeps its id and takes in what the others add; they are removed only after
             updated = self.client.update(base.id, **fields).memory
             self.client.delete([m.id for m in others])
@@ -369,7 +381,7 @@ class Hooks:
         final = str(payload.get("last_assistant_message") or "").strip()
         meta = {"agent_id": agent_id[:200], "agent_type": agent_type, "hook": "SubagentStop"}
         if final:
-            self.client.store(MemoryInput(content=_cut(final, 60_000), namespace=sub, memory_type="reflective",
+            self.client.store(MemoryInput(content=_fit(final), namespace=sub, memory_type="reflective",
                                           source=f"subagent:{agent_type}", session_id=session, metadata=meta))
         items = list(self.client.export(Filters(namespaces=[sub]), with_embeddings=s.strategy in ("absorb", "selective")))
         if not items:

@@ -62,7 +62,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     connection_options(h, timeout=5.0)
     h.add_argument("--namespace", help="the project's namespace (default: TELEO_NAMESPACE, else project:<dir name>)")
     h.add_argument("--budget", type=int, default=6000, help="the most characters of context a hook adds")
-    h.add_argument("--top-k", type=int, default=8, help="memories retrieved for a prompt or a session start")
+    h.add_argument("--top-k", type=int, default=128,
+                   help="the most memories retrieved for a prompt or a session start (the budget cuts the context)")
     h.add_argument("--min-relevance", type=float, default=0.01,
                    help="memories less likely than this to be relevant are not injected (0..1)")
     h.add_argument("--no-store-prompts", action="store_true", help="UserPromptSubmit: do not store the prompt")

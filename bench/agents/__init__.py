@@ -1,0 +1,1 @@
+"""Benchmarks of Teleo's agent integrations (the Claude Code hooks)."""
