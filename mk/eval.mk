@@ -9,12 +9,14 @@
 #                      teleo_server/pipeline/relevance.json and bench/results/calibration.json
 #   make floors        the openclaw profile's results kept by score and relevance floors ->
 #                      bench/results/floors.json
+#   make agent-loop    LoCoMo dev replayed through the Claude Code hooks -> bench/results/agent_loop.json
+#                      (~20 min on 2 cores; AGENT_LOOP_ARGS=--quick for ~2 min)
 #   EVAL_ARGS="--only scifact --quick" narrows a run.
 
 EVAL_ARGS ?=
 EVAL_NICE ?= nice -n 10
 
-.PHONY: eval eval-latency calibrate floors
+.PHONY: eval eval-latency calibrate floors agent-loop
 
 eval: $(STAMP) $(MODELS_STAMP)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.run --data $(DATA) $(EVAL_ARGS)
@@ -27,3 +29,7 @@ calibrate: $(STAMP) $(MODELS_STAMP)
 
 floors: $(STAMP) $(MODELS_STAMP)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.floors --data $(DATA)
+
+AGENT_LOOP_ARGS ?=
+agent-loop: $(STAMP) $(MODELS_STAMP)
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.agents.loop --data $(DATA) $(AGENT_LOOP_ARGS)
