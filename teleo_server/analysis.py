@@ -17,8 +17,9 @@ and of keyword extraction: one definition of what a "term" is, in every language
 - **Language.** By script (Hangul, kana, Han, Arabic, Cyrillic, Greek, ...), and for Latin text by
   which language's stop words it uses most.
 
-``ANALYZER_VERSION`` names what the analyser produces; the lexical indexes are built from the stored
-text at every start-up, so an index never mixes terms of two versions.
+``ANALYZER_VERSION`` (with the options, ``Analyzer.version``, logged as the index loads) names what
+the analyser produces; the lexical indexes are built from the stored text at every start-up, so an
+index never mixes terms of two versions.
 """
 
 from __future__ import annotations

@@ -209,7 +209,9 @@ class MemoryCore:
             return loaded, stale
 
         loaded, stale = await self._on_index(load)
-        log.info("index.loaded", memories=loaded, stale=stale, model_version=version)
+        settings = getattr(self.retriever, "settings", None)  # a retriever may have no text analyser
+        analyzer = settings.analyzer.build().version if settings is not None else None
+        log.info("index.loaded", memories=loaded, stale=stale, model_version=version, analyzer=analyzer)
         return loaded
 
     async def reembed_stale(self) -> int:

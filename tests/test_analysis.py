@@ -55,6 +55,11 @@ def test_language_detection_and_keywords():
     assert extract_keywords("42 is 7 a no") == []
 
 
+def test_the_version_names_the_settings():
+    assert Analyzer().version == "2+fold" and Analyzer(ascii_only=True).version == "1"
+    assert Analyzer(stem=True, drop_stopwords=True).version == "2+fold+stem+stop"
+
+
 def test_stemming_and_stop_words_are_options():
     assert Analyzer(stem=True).terms("the runners were running") == ["the", "runner", "were", "run"]
     assert Analyzer(drop_stopwords=True).terms("the runners were running") == ["runners", "running"]
