@@ -94,7 +94,7 @@ def test_tool_results_are_stored_selectively_and_once(api_server, client):
     assert len(stored) == 2  # the repeated command once; Read is not a selected tool
     edit = next(m for m in stored if m.metadata["tool"] == "Edit")
     assert "AWS_REGION=eu-west-1" in edit.content and "AWS_REGION=us-east-2" in edit.content
-    assert edit.metadata["file"] == "/work/shop/deploy/staging.env" and edit.session_id == SESSION
+    assert edit.metadata["file"] == "/home/dev/shop/deploy/staging.env" and edit.session_id == SESSION
     bash = next(m for m in stored if m.metadata["tool"] == "Bash")
     assert bash.content.startswith("Ran `pytest -q tests/test_checkout.py`") and "24 passed" in bash.content
     assert bash.source == "claude-code:Bash" and bash.memory_type == "episodic"
