@@ -23,11 +23,6 @@ HEALTH_COMPONENTS = ("", "teleo.v1.MemoryService", "embedding", "index", "store"
 _INGEST_ALIASES = ("text", "client_ref")  # ingest-only keys: content under another name, the echoed reference
 
 
-def _client(args: argparse.Namespace):
-    """A client library ``Client`` for the connection options of a command."""
-    return client_for(args)
-
-
 def _print_json(d: dict) -> None:
     print(json.dumps(d, ensure_ascii=False), flush=True)
 
@@ -232,7 +227,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     content = args.content if args.content != "-" else sys.stdin.read()
     memory = MemoryInput(content=content, namespace=args.namespace or "", memory_type=args.type,
                          metadata=_meta_pairs(args.meta))
-    with _client(args) as client:
+    with client_for(args) as client:
         resp = client.store(memory)
     print(f"{resp.id}{'  (duplicate)' if resp.duplicate else ''}")
     return 0
@@ -275,7 +270,7 @@ class _Ingest:
     """One ``teleo ingest`` run: JSONL lines in batches of StoreBatch, counted and reported by line number."""
 
     def __init__(self, args: argparse.Namespace, total: int | None) -> None:
-        self.args, self.client = args, _client(args)
+        self.args, self.client = args, client_for(args)
         self.name = "stdin" if args.file == "-" else args.file
         self.progress = _Progress(total)
         self.pending: list[tuple[int, str, MemoryInput]] = []  # (line number, client_ref, memory)
@@ -401,7 +396,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     """Results as a table (with ``--breakdown``, each result's scores under it), or every event as JSON lines."""
     from teleo_server.client import Result, Summary
 
-    with _client(args) as client:
+    with client_for(args) as client:
         events = client.retrieve(args.text, top_k=args.top_k, profile=args.profile, filters=_where(args),
                                  explain=True, breakdown=args.breakdown, target_goals=args.goal or (),
                                  johari=args.johari or ())
@@ -434,14 +429,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with client_for(args) as client:
         for m in client.get(args.ids):
             _print_json(convert.memory_json(m))
     return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with client_for(args) as client:
         print(f"deleted {client.delete(args.ids)}")
     return 0
 
@@ -449,7 +444,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """One memory per line (JSON), oldest first; every page with --all, else the first."""
     cursor = ""
-    with _client(args) as client:
+    with client_for(args) as client:
         while True:
             page = client.list(_where(args), page_size=args.page_size, cursor=cursor)
             for m in page.memories:
@@ -473,7 +468,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         fields["importance"] = args.importance
     if not fields:
         raise SystemExit("teleo: nothing to change: give --content, --meta or --importance")
-    with _client(args) as client:
+    with client_for(args) as client:
         _print_json(convert.update_json(client.update(args.id, keep_previous=args.keep_previous, **fields)))
     return 0
 
@@ -481,7 +476,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """One exported memory per line (JSON) on stdout, oldest first."""
     n = 0
-    with _client(args) as client:
+    with client_for(args) as client:
         for item in client.export(_where(args), with_embeddings=args.with_embeddings):
             _print_json(convert.exported_json(item))
             n += 1
@@ -509,7 +504,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 except ValueError as exc:
                     raise SystemExit(f"teleo: {args.file} line {number}: {exc}") from None
                 numbers.append(number)
-    with _client(args) as client:
+    with client_for(args) as client:
         resp = client.import_(items)
     for item in resp.items:
         if item.error:
@@ -521,7 +516,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_delete_where(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with client_for(args) as client:
         resp = client.delete_where(_where(args), dry_run=args.dry_run)
     print(f"matched {resp.matched}, deleted {resp.deleted}" + (" (dry run)" if args.dry_run else ""))
     return 0
@@ -538,7 +533,7 @@ def _table(header: list[str], rows: list[list[object]]) -> list[str]:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Corpus and server facts as a table, or as JSON (``--json``) with integers as numbers."""
-    with _client(args) as client:
+    with client_for(args) as client:
         resp = client.stats(args.namespace or [])
     if args.json:
         print(json.dumps(convert.message_json(convert.stats_message(resp)), indent=2, ensure_ascii=False))
@@ -559,7 +554,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """How similar two memories are in each space, and those similarities aggregated."""
-    with _client(args) as client:
+    with client_for(args) as client:
         resp = client.compare(args.id_a, args.id_b, aggregation=args.aggregation,
                               space_weights=dict(args.space_weight or []))
     if args.json:
@@ -575,7 +570,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     """Record that a memory was used, helped or misled; prints its counters afterwards."""
     if not (args.used or args.helpful is not None):
         raise SystemExit("teleo: nothing to record: give --used, --helpful or --misled")
-    with _client(args) as client:
+    with client_for(args) as client:
         m = client.feedback(args.id, used=args.used, helpful=args.helpful, request_id=args.request_id or "")
     if args.json:
         _print_json(convert.memory_json(m))
@@ -587,7 +582,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 
 def cmd_health(args: argparse.Namespace) -> int:
     """Exit 0 only when the server (or the named component) is SERVING: usable as a probe."""
-    with _client(args) as client:
+    with client_for(args) as client:
         try:
             status = client.health(args.component, timeout=args.timeout)
         except ClientError as exc:

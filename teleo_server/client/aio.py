@@ -10,7 +10,6 @@ are async iterators.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,8 +17,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from teleo.v1 import memory_pb2_grpc
 
-from teleo_server.client.base import Api, Call, collect, new_request_id
-from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials, metadata
+from teleo_server.client.base import Api, Call, collect
+from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials
 from teleo_server.client.types import Event, Filters, Memory, SearchResponse
 
 
@@ -43,30 +42,21 @@ class AsyncClient(Api):
         await self.close()
 
     async def _unary(self, call: Call) -> Any:  # type: ignore[override]
-        rid = new_request_id()
-        end = time.monotonic() + call.timeout if call.timeout is not None else None
-        attempt = 0
+        tries = self._attempts(call)
         while True:
-            attempt += 1
-            left = None if end is None else end - time.monotonic()
             try:
                 request = iter(call.request) if call.client_stream else call.request
-                response = await getattr(self._stub, call.method)(request, metadata=metadata(self.token, rid),
-                                                                  timeout=left)
-                return call.convert(response)
+                return call.convert(await getattr(self._stub, call.method)(request, metadata=tries.metadata,
+                                                                           timeout=tries.left()))
             except grpc.RpcError as exc:
                 error = ClientError.from_rpc(exc)
-            await self._backoff(error, call, attempt, end)
+            await asyncio.sleep(tries.wait_after(error))
 
     async def _stream(self, call: Call) -> AsyncIterator[Any]:  # type: ignore[override]
-        rid = new_request_id()
-        end = time.monotonic() + call.timeout if call.timeout is not None else None
-        attempt = 0
+        tries = self._attempts(call)
         while True:
-            attempt += 1
             started = False
-            left = None if end is None else end - time.monotonic()
-            responses = getattr(self._stub, call.method)(call.request, metadata=metadata(self.token, rid), timeout=left)
+            responses = getattr(self._stub, call.method)(call.request, metadata=tries.metadata, timeout=tries.left())
             try:
                 async for response in responses:
                     started = True
@@ -78,15 +68,7 @@ class AsyncClient(Api):
                 responses.cancel()
             if started:
                 raise error
-            await self._backoff(error, call, attempt, end)
-
-    async def _backoff(self, error: ClientError, call: Call, attempt: int, end: float | None) -> None:
-        if not self.retry.should_retry(error, call.idempotent, attempt):
-            raise error
-        wait = self.retry.delay(attempt, error)
-        if end is not None and time.monotonic() + wait >= end:
-            raise error
-        await asyncio.sleep(wait)
+            await asyncio.sleep(tries.wait_after(error))
 
     async def search(self, query: Any, **kwargs: Any) -> SearchResponse:
         return collect([ev async for ev in self.retrieve(query, **kwargs)])

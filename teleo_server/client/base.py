@@ -7,6 +7,7 @@ asyncio client returns as an awaitable or an async iterator.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 from teleo.v1 import memory_pb2 as pb
 
 from teleo_server.client import convert
-from teleo_server.client.connection import ClientError, RetryPolicy, resolve_address, resolve_token
+from teleo_server.client.connection import ClientError, RetryPolicy, metadata, resolve_address, resolve_token
 from teleo_server.client.types import (
     BatchResult,
     Comparison,
@@ -48,6 +49,30 @@ class Call:
     client_stream: bool = False
 
 
+class Attempts:
+    """One call's attempts: its request id (the same on every attempt), the time left of its deadline,
+    and how long to wait before the next attempt (or the error to raise when there is none)."""
+
+    def __init__(self, call: Call, token: str | None, retry: RetryPolicy) -> None:
+        self.call, self.retry, self.attempt = call, retry, 1
+        self.metadata = metadata(token, new_request_id())
+        self.end = time.monotonic() + call.timeout if call.timeout is not None else None
+
+    def left(self) -> float | None:
+        return None if self.end is None else self.end - time.monotonic()
+
+    def wait_after(self, error: ClientError) -> float:
+        """Seconds to wait before attempting again; raises ``error`` when the call is not retried
+        (not safe, attempts used up, or the wait would outlast the deadline)."""
+        if not self.retry.should_retry(error, self.call.idempotent, self.attempt):
+            raise error
+        wait = self.retry.delay(self.attempt, error)
+        if self.end is not None and time.monotonic() + wait >= self.end:
+            raise error
+        self.attempt += 1
+        return wait
+
+
 class Api:
     """Teleo's memory API over one channel. See ``Client`` and ``AsyncClient``."""
 
@@ -61,6 +86,9 @@ class Api:
 
     def _deadline(self, timeout: float | None) -> float:
         return self.timeout if timeout is None else timeout
+
+    def _attempts(self, call: Call) -> Attempts:
+        return Attempts(call, self.token, self.retry)
 
     def _unary(self, call: Call) -> Any:
         raise NotImplementedError
@@ -200,4 +228,4 @@ def collect(events: Iterable[Any]) -> SearchResponse:
     return SearchResponse(tuple(results), summary)
 
 
-__all__ = ["Api", "Call", "MemoryLike", "collect", "new_request_id"]
+__all__ = ["Api", "Attempts", "Call", "MemoryLike", "collect", "new_request_id"]

@@ -18,8 +18,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from teleo.v1 import memory_pb2_grpc
 
-from teleo_server.client.base import Api, Call, collect, new_request_id
-from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials, metadata
+from teleo_server.client.base import Api, Call, collect
+from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials
 from teleo_server.client.types import Event, Filters, Memory, SearchResponse
 
 
@@ -47,29 +47,21 @@ class Client(Api):
         self.close()
 
     def _unary(self, call: Call) -> Any:
-        rid = new_request_id()
-        end = time.monotonic() + call.timeout if call.timeout is not None else None
-        attempt = 0
+        tries = self._attempts(call)
         while True:
-            attempt += 1
-            left = None if end is None else end - time.monotonic()
             try:
                 request = iter(call.request) if call.client_stream else call.request
-                response = getattr(self._stub, call.method)(request, metadata=metadata(self.token, rid), timeout=left)
-                return call.convert(response)
+                return call.convert(getattr(self._stub, call.method)(request, metadata=tries.metadata,
+                                                                     timeout=tries.left()))
             except grpc.RpcError as exc:
                 error = ClientError.from_rpc(exc)
-            self._backoff(error, call, attempt, end)
+            time.sleep(tries.wait_after(error))
 
     def _stream(self, call: Call) -> Iterator[Any]:
-        rid = new_request_id()
-        end = time.monotonic() + call.timeout if call.timeout is not None else None
-        attempt = 0
+        tries = self._attempts(call)
         while True:
-            attempt += 1
             started = False
-            left = None if end is None else end - time.monotonic()
-            responses = getattr(self._stub, call.method)(call.request, metadata=metadata(self.token, rid), timeout=left)
+            responses = getattr(self._stub, call.method)(call.request, metadata=tries.metadata, timeout=tries.left())
             try:
                 for response in responses:
                     started = True
@@ -81,16 +73,7 @@ class Client(Api):
                 responses.cancel()  # a no-op once the stream ended; frees it when the caller stopped early
             if started:  # part of the stream was delivered: repeating it would deliver it twice
                 raise error
-            self._backoff(error, call, attempt, end)
-
-    def _backoff(self, error: ClientError, call: Call, attempt: int, end: float | None) -> None:
-        """Sleep before the next attempt, or raise ``error`` when there is none."""
-        if not self.retry.should_retry(error, call.idempotent, attempt):
-            raise error
-        wait = self.retry.delay(attempt, error)
-        if end is not None and time.monotonic() + wait >= end:
-            raise error
-        time.sleep(wait)
+            time.sleep(tries.wait_after(error))
 
     # --- conveniences over the streams -----------------------------------------------------
 
