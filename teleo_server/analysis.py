@@ -299,12 +299,10 @@ class Analyzer:
 
     def _keyword_pieces(self, text: str, stop: frozenset[str]) -> Iterable[tuple[str, str]]:
         for t, script in self._pieces(text):
-            if script in ("cjk", "arabic"):
-                continue  # CJK from the runs below; an Arabic word follows without its article
-            yield t, script  # a Korean word and its stem both: the stem may have cut a name
-        for t, script in self._pieces(text):
-            if script == "arabic":
-                yield strip_article(t), script
+            if script in ("cjk", "arabic+"):
+                continue  # CJK from the runs below; an Arabic word is its bare form, given here
+            # a Korean word and its stem both: the stem may have cut a name
+            yield (strip_article(t) if script == "arabic" else t), script
         for pair in _cjk_run_pairs(unicodedata.normalize("NFKC", text).casefold(), stop):
             yield pair, "cjk"
 
