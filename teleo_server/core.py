@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 import structlog
 
-from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal, unreadable_reason
+from teleo_server.domain import (AccessLevel, ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal,
+                                 unreadable_reason)
 from teleo_server.heads import Vector
 from teleo_server.embedding.base import Embedder, TextRole
 from teleo_server.errors import (
@@ -31,6 +32,7 @@ from teleo_server.errors import (
 )
 from teleo_server.pipeline.types import Filters, Hit, Outcome, Query, Retriever, StageReport
 from teleo_server.store.base import MemoryStore
+from teleo_server.result_cache import ResultCache
 from teleo_server.workers import DEFAULT_NICE, worker_pool
 
 log = structlog.get_logger(__name__)
@@ -151,6 +153,7 @@ class MemoryCore:
         self.admission = admission or Admission()
         self.embedder_ready = False
         self._background: set[asyncio.Task] = set()
+        self.results = ResultCache()  # retrievals' answers, per caller, for profiles that cache them
 
     @property
     def in_flight(self) -> int:
@@ -239,6 +242,26 @@ class MemoryCore:
     def _reindex(self, memory: Memory, emb: EmbeddingSet) -> None:
         self.retriever.remove([memory.id])
         self.retriever.add(memory, emb)
+        self.results.written([(memory.namespace, memory.access_level)])
+
+    def _partitions(self, ids: list[str]) -> set[tuple[str, AccessLevel]]:
+        """(namespace, level) of the indexed memories ``ids`` (run where index calls run)."""
+        cat = getattr(self.retriever, "catalog", None)
+        if cat is None:
+            return set()
+        out = set()
+        for i in ids:
+            row = cat.row_of.get(i)
+            if row is not None:
+                m = cat.memory(row)
+                out.add((m.namespace, m.access_level))
+        return out
+
+    def _remove(self, ids: list[str]) -> None:
+        """Remove from the indexes, and drop cached results that could see them."""
+        touched = self._partitions(ids)
+        self.retriever.remove(ids)
+        self.results.written(touched)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -323,6 +346,7 @@ class MemoryCore:
         for (memory, dup), emb in zip(stored, sets, strict=True):
             if not dup:
                 self.retriever.add(memory, emb)
+        self.results.written([(m.namespace, m.access_level) for m, dup in stored if not dup])
 
     async def get(self, principal: Principal, ids: list[str]) -> list[Memory]:
         found = await self._on_store(self.store.get, ids)
@@ -390,10 +414,11 @@ class MemoryCore:
             kept = (await self._on_store(self.store.get, [previous_id])).get(previous_id)
 
         def reindex() -> None:
-            self.retriever.remove([new.id])
+            self._remove([new.id])
             self.retriever.add(stored, emb if emb is not None else kept_emb)
             if kept is not None and kept_emb is not None:
                 self.retriever.add(kept, kept_emb)
+            self.results.written([(stored.namespace, stored.access_level)])
 
         await self._on_index(reindex)
         return stored
@@ -445,10 +470,11 @@ class MemoryCore:
 
     async def _delete(self, ids: list[str]) -> int:
         deleted = await self._on_store(self.store.delete, ids)
-        await self._on_index(self.retriever.remove, ids)
+        await self._on_index(self._remove, ids)
         return deleted
 
-    async def feedback(self, principal: Principal, memory_id: str, used: bool, helpful: bool | None) -> Memory:
+    async def feedback(self, principal: Principal, memory_id: str, used: bool, helpful: bool | None,
+                       sufficient: bool | None = None) -> Memory:
         (memory,) = await self.get(principal, [memory_id])
         # the counters shape every reader's Johari quadrants: changing them is a write
         if not principal.can_write(memory.namespace, memory.access_level):
@@ -456,15 +482,18 @@ class MemoryCore:
                 f"agent {principal.agent_id!r} may not write namespace {memory.namespace!r}; feedback needs write access",
                 field="id",
             )
-        updated = await self._finish(self._feedback(memory.id, used, helpful))
+        updated = await self._finish(self._feedback(memory.id, used, helpful, sufficient))
         if updated is None:
             raise NotFound(f"no memory with id {memory_id}", field="id")
         return updated
 
-    async def _feedback(self, memory_id: str, used: bool, helpful: bool | None) -> Memory | None:
-        updated = await self._on_store(self.store.record_feedback, memory_id, used, helpful)
+    async def _feedback(self, memory_id: str, used: bool, helpful: bool | None,
+                        sufficient: bool | None = None) -> Memory | None:
+        updated = await self._on_store(self.store.record_feedback, memory_id, used, helpful, sufficient)
         if updated is not None:
             await self._on_index(self.retriever.update, updated)
+            # feedback moves scores (the feedback prior) and Johari quadrants
+            self.results.written([(updated.namespace, updated.access_level)])
         return updated
 
     # -- reads ------------------------------------------------------------------------------
@@ -554,7 +583,7 @@ class MemoryCore:
         try:
             for memory_id, reason in unservable:
                 await self._on_store(self.store.quarantine, memory_id, reason)
-                await self._on_index(self.retriever.remove, [memory_id])
+                await self._on_index(self._remove, [memory_id])
             if returned:
                 await self._on_store(self.store.record_retrieved, returned)
                 # the indexed copies carry the counters results show: refresh them from the store

@@ -80,6 +80,8 @@ class Memory:
     used_count: int = 0
     helpful_count: int = 0
     misled_count: int = 0
+    sufficient_count: int = 0      # Feedback said the retrieval's results were enough
+    insufficient_count: int = 0    # ... or that a follow-up query was needed
 
 
 def content_hash(content: str) -> str:

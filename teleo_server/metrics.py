@@ -80,6 +80,7 @@ class Metrics:
         Gauge("teleo_retrieve_streams_in_flight", "Retrieve streams open now.",
               registry=self.registry).set_function(lambda: core.in_flight)
         self.registry.register(_IndexCollector(core.retriever))
+        self.registry.register(_ResilienceCollector(core))
         self._watch_embedder(core.embedder)
 
     def _watch_embedder(self, embedder: Embedder) -> None:
@@ -341,6 +342,25 @@ def _space_sizes(retriever: Retriever) -> Iterator[tuple[str, int, int, int | No
             yield name, index.n, index.n, None
         elif isinstance(tokens, TokenStore):
             yield name, tokens.n, tokens.n_tokens, None
+
+
+class _ResilienceCollector(Collector):
+    """Circuit breakers of the retrieval strategies and the result cache."""
+
+    def __init__(self, core: MemoryCore) -> None:
+        self._core = core
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        states = getattr(self._core.retriever, "breaker_states", None)
+        is_open = GaugeMetricFamily("teleo_breaker_open", "1 while a strategy's circuit breaker is open (the "
+                                    "strategy is skipped), 0.5 half-open, 0 closed.", labels=["name"])
+        for name, state in (states() if states is not None else {}).items():
+            is_open.add_metric([name], {"open": 1.0, "half_open": 0.5}.get(state, 0.0))
+        yield is_open
+        cache = self._core.results
+        yield CounterMetricFamily("teleo_result_cache_hits", "Retrievals answered from the result cache.", value=cache.hits)
+        yield CounterMetricFamily("teleo_result_cache_misses", "Cacheable retrievals that were not in the result cache.",
+                                  value=cache.misses)
 
 
 class _CacheCollector(Collector):

@@ -24,6 +24,15 @@ DEFAULT_ROLES: dict[str, str] = {
     "learned_sparse": "E13_splade",     # SPLADE in sparse recall
     "ngram": "E9_hdc",                  # typo-robust candidates in sparse recall
     "late_interaction": "E12_late",     # MaxSim rerank
+    "graph": "E8_graph",                # the memory graph: personalised PageRank, typed links
+}
+
+# Which strategies each route of the ``route`` stage runs (``strategies`` stage); "skip" runs none.
+DEFAULT_ROUTES: dict[str, tuple[str, ...]] = {
+    "simple": ("vector", "bm25", "graph"),
+    "multi_hop": ("vector", "bm25", "graph"),
+    "exploratory": ("vector", "bm25", "splade", "graph"),
+    "skip": (),
 }
 
 
@@ -80,6 +89,17 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
         settings={"max_candidates": 200, "candidate_multiplier": 4, "default_top_k": 6, "decay_half_life_days": 0.0,
                   "mmr_lambda": 1.0, "min_score": 0.35, "min_relevance": 0.0},
         description="keyword-only: each extracted keyword searched with BM25, best score kept (no embedding needed)"),
+    # HippoRAG (the 3ngram design): route the query, run vector + BM25 + memory-graph PageRank as
+    # strategies under time limits and circuit breakers, merge by RRF (k = 60), validate (supersession
+    # and bi-temporal view, confidence, calibrated relevance), resolve conflicts, retry broader when
+    # nothing good is found, and deliver with provenance
+    "hipporag": ProfileSpec(
+        stages=("route", "strategies", "fusion", "validate", "conflicts", "finalize"),
+        settings={"fusion": "rrf", "rrf_k": 60.0, "hdc_candidates": 0,
+                  "space_weights": {"E1_semantic": 1.0, "E6_lexical": 1.0, "E13_splade": 1.0, "E8_graph": 1.0},
+                  "max_attempts": 3, "feedback_weight": 0.2, "result_cache_ttl_s": 60.0},
+        description="router, vector + BM25 + memory-graph PageRank in parallel, RRF, validation, "
+                    "conflict resolution, bounded retries, provenance"),
     "entry_point": ProfileSpec(
         stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),
         description="start from the space the others corroborate most"),
@@ -193,6 +213,31 @@ class PipelineSettings(BaseModel):
     # Off by default: the evaluation sets carry no importance, so no gain could be measured there.
     importance_weight: float = Field(0.0, ge=0, le=1)
 
+    # hipporag: routes and strategies (pipeline/strategies.py)
+    routes: dict[str, tuple[str, ...]] = Field(default_factory=lambda: dict(DEFAULT_ROUTES))
+    strategy_candidates: int = Field(100, ge=1, le=10_000)  # each strategy's list length
+    graph_seeds: int = Field(10, ge=0, le=1000)             # top hits the graph walk starts from (besides entities)
+    graph_results: int = Field(50, ge=1, le=10_000)         # memories the walk contributes
+    # per-strategy time limits (ms; 0 = none); past it a strategy is abandoned and its breaker counts a failure
+    strategy_timeout_ms: dict[str, float] = Field(
+        default_factory=lambda: {"vector": 300.0, "bm25": 200.0, "splade": 200.0, "graph": 500.0})
+    # validation (pipeline/validate.py)
+    validation_depth: int = Field(50, ge=1)                  # candidates validated (at least top_k)
+    validation_min_confidence: float = Field(0.0, ge=0, le=1)
+    validation_min_relevance: float = Field(0.0, ge=0, le=1)  # calibrated relevance floor (the Self-RAG stand-in)
+    # bounded retries: attempts in all (1 = none) when the results are empty or their retrieval
+    # confidence is below retry_confidence; the second broadens the filters, the third changes route
+    max_attempts: int = Field(1, ge=1, le=3)
+    retry_confidence: float = Field(0.0, ge=0, le=1)
+    # feedback prior: score *= 1 + w * (helpful - misled) / (helpful + misled + 2)
+    feedback_weight: float = Field(0.0, ge=0, le=1)
+    # result cache: seconds an identical request from the same caller is answered from the cache
+    # (teleo_server/result_cache.py; invalidated by any write the caller could see); 0 = off
+    result_cache_ttl_s: float = Field(0.0, ge=0, le=3600)
+    # circuit breakers (per retriever): consecutive failures that open one, seconds until it retries
+    breaker_threshold: int = Field(5, ge=1)
+    breaker_reset_s: float = Field(30.0, gt=0)
+
     # index maintenance
     compact_dead_fraction: float = Field(0.25, gt=0, le=1)
 
@@ -205,6 +250,8 @@ class PipelineSettings(BaseModel):
                 data["profiles"] = {**BUILTIN_PROFILES, **dict(data["profiles"] or {})}
             if "roles" in data:
                 data["roles"] = {**DEFAULT_ROLES, **dict(data["roles"] or {})}
+            if "routes" in data:
+                data["routes"] = {**DEFAULT_ROUTES, **dict(data["routes"] or {})}
         return data
 
     def updated(self, update: dict[str, Any]) -> PipelineSettings:
@@ -254,5 +301,5 @@ def _nest_space_keys(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-__all__ = ["AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_ROLES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
+__all__ = ["AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_ROLES", "DEFAULT_ROUTES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
            "ProfileSpec"]

@@ -19,6 +19,11 @@ class Filters:
     min_confidence: float | None = None
     session_id: str = ""
     metadata: tuple[tuple[str, str], ...] = ()
+    # bi-temporal views: what was true at a moment (event time) and what had been stored by a
+    # moment (ingestion time), both inclusive; the validation stage also undoes supersessions
+    # that came later than the moment
+    as_of_event: float | None = None
+    as_of_ingestion: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,7 @@ class Query:
     snippets: bool = False                     # results carry their best-matching chunk, cut to 700 characters
     omit_content: bool = False                 # results leave the memory's content out
     now: float = 0.0                           # POSIX seconds used for temporal decay
+    include_historical: bool = False           # keep memories a newer one superseded (validation stage)
 
 
 def visible(principal: Principal, filters: Filters) -> tuple:
@@ -85,6 +91,10 @@ def visible(principal: Principal, filters: Filters) -> tuple:
         parts.append((">=", "confidence", float(filters.min_confidence)))
     if filters.session_id:
         parts.append(("==", "session_id", filters.session_id))
+    if filters.as_of_event is not None:
+        parts.append(("<=", "event_time", float(filters.as_of_event)))
+    if filters.as_of_ingestion is not None:
+        parts.append(("<=", "ingestion_time", float(filters.as_of_ingestion)))
     for key, value in filters.metadata:
         parts.append(("==", f"metadata.{key}", value))
     return ("and", *parts)

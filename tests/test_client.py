@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
@@ -18,10 +18,13 @@ from teleo_server.client import (
     AsyncClient,
     Client,
     ClientError,
+    ConflictPair,
     Filters,
     Link,
+    Memory,
     MemoryInput,
     Overrides,
+    Provenance,
     Result,
     RetryPolicy,
     Stage,
@@ -176,6 +179,123 @@ def test_errors_carry_status_message_and_request_id(api_server, client):
     assert err.value.code == "INVALID_ARGUMENT" and "top_k" in err.value.message
 
 
+def test_provenance_and_conflicts_convert_both_ways():
+    prov = pb.Provenance(strategies=["vector", "graph"], fused_score=0.75, validation_passed=["access", "temporal"],
+                         confidence=0.5, citation="ops/2024-03-14 (memory 1f5a2b3c…)", conflicts_with=["b" * 32])
+    msg = pb.Result(rank=1, memory=pb.Memory(id="a" * 32, input=pb.MemoryInput(content="x", namespace="ops")),
+                    score=0.9, relevance=0.8, provenance=prov)
+    r = convert.result(msg, with_breakdown=False)
+    assert r.provenance == Provenance(("vector", "graph"), 0.75, ("access", "temporal"), 0.5,
+                                      "ops/2024-03-14 (memory 1f5a2b3c…)", ("b" * 32,))
+    assert convert.result_message(r).provenance == prov
+    assert convert.result(convert.result_message(r), with_breakdown=False) == r
+    # no provenance sent: None, and None writes none back
+    bare = convert.result(pb.Result(rank=1, memory=msg.memory), with_breakdown=False)
+    assert bare.provenance is None and not convert.result_message(bare).HasField("provenance")
+    # an empty one sent is kept as an (empty) Provenance, and stays present on the way back
+    empty = convert.result(pb.Result(rank=1, memory=msg.memory, provenance=pb.Provenance()), with_breakdown=False)
+    assert empty.provenance == Provenance() and convert.result_message(empty).HasField("provenance")
+
+    pairs = [pb.ConflictPair(id_a="a" * 32, id_b="b" * 32, edge_type="supersedes", resolution="supersedes",
+                             winner="b" * 32),
+             pb.ConflictPair(id_a="a" * 32, id_b="c" * 32, edge_type="contradicts", resolution="unresolved")]
+    sm = pb.RetrieveSummary(returned=2, profile="hipporag", request_id="r1", route="multi_hop", skip_reason="",
+                            retry_count=1, retrieval_confidence=0.625, conflicts=pairs,
+                            stages=[pb.StageEvent(stage="route", elapsed_ms=0.5)])
+    s = convert.summary(sm)
+    assert (s.route, s.skip_reason, s.retry_count, s.retrieval_confidence) == ("multi_hop", "", 1, 0.625)
+    assert s.conflicts == (ConflictPair("a" * 32, "b" * 32, "supersedes", "supersedes", "b" * 32),
+                           ConflictPair("a" * 32, "c" * 32, "contradicts", "unresolved", ""))
+    assert convert.summary_message(s) == sm and convert.summary(convert.summary_message(s)) == s
+    skipped = convert.summary(pb.RetrieveSummary(route="skip", skip_reason="cache_hit"))
+    assert (skipped.route, skipped.skip_reason, skipped.conflicts) == ("skip", "cache_hit", ())
+
+    # the JSON form (``teleo query --json``) carries them under protobuf's names
+    line = convert.event_json(s)["summary"]
+    assert line["route"] == "multi_hop" and line["retryCount"] == 1
+    assert line["conflicts"][0] == {"idA": "a" * 32, "idB": "b" * 32, "edgeType": "supersedes",
+                                    "resolution": "supersedes", "winner": "b" * 32}
+    assert convert.event_json(r)["result"]["provenance"]["citation"] == "ops/2024-03-14 (memory 1f5a2b3c…)"
+
+    # positional construction written before these fields still works, with their defaults
+    old_summary = Summary(0, 1.0, 0.0, (), False, "", "teleological", "r", 3)
+    assert (old_summary.route, old_summary.retry_count, old_summary.conflicts) == ("", 0, ())
+    old_result = Result(1, r.memory, 0.9, 0.8, (), False, "", "", 0, "", "", 0, 0, None)
+    assert old_result.provenance is None
+    assert dataclasses.is_dataclass(Provenance) and Memory.__dataclass_fields__["sufficient_count"].default == 0
+
+
+def test_retrieve_request_carries_history_and_as_of_times():
+    common = dict(top_k=3, profile="hipporag", where=None, target_goals=(), johari=(), stage_overrides=None,
+                  breakdown=False, explain=False, snippets=False, omit_content=False)
+    plain = convert.retrieve_request("q", **common)
+    assert not plain.include_historical and not plain.HasField("as_of_event") and not plain.HasField("as_of_ingestion")
+
+    event = datetime(2024, 3, 14, 9, 30, tzinfo=timezone.utc)
+    stored_by = datetime(2024, 6, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))  # any zone, sent as UTC
+    req = convert.retrieve_request("q", **common, include_historical=True, as_of_event=event,
+                                   as_of_ingestion=stored_by)
+    assert req.include_historical and req.profile == "hipporag"
+    assert req.as_of_event.ToDatetime(tzinfo=timezone.utc) == event
+    assert req.as_of_ingestion.ToDatetime(tzinfo=timezone.utc) == stored_by
+    assert req.as_of_ingestion.seconds == int(datetime(2024, 6, 1, 10, 0, tzinfo=timezone.utc).timestamp())
+
+    # a naive datetime is local time, as everywhere in the client (event_time, filters.since/until)
+    naive = datetime(2024, 3, 14, 9, 30)
+    local = convert.retrieve_request("q", **common, as_of_event=naive)
+    assert local.as_of_event == convert.filters(Filters(since=naive)).event_time.start
+    assert local.as_of_event.ToDatetime(tzinfo=timezone.utc) == naive.astimezone()
+
+
+def test_the_new_options_reach_the_server(client):
+    march = datetime(2024, 3, 14, 9, 0, tzinfo=timezone.utc)
+    stored = client.store("the audit log is kept for ninety days", namespace="cl-asof", event_time=march)
+    where = {"namespaces": ["cl-asof"]}
+    before = client.search("how long is the audit log kept?", top_k=3, filters=where,
+                           as_of_event=march - timedelta(days=30))
+    after = client.search("how long is the audit log kept?", top_k=3, filters=where,
+                          as_of_event=march + timedelta(days=30), include_historical=True)
+    assert [r.memory.id for r in before.results] == []  # it had not happened yet
+    assert [r.memory.id for r in after.results] == [stored.id]
+    gone = client.search("how long is the audit log kept?", top_k=3, filters=where,
+                         as_of_ingestion=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    assert gone.results == ()  # nothing had been stored by then
+
+    m = client.feedback(stored.id, sufficient=False, request_id=after.summary.request_id)
+    assert (m.used_count, m.insufficient_count, m.sufficient_count) == (0, 1, 0)
+    m = client.feedback(stored.id, used=True, sufficient=True)
+    assert (m.used_count, m.insufficient_count, m.sufficient_count) == (1, 1, 1)
+
+
+def test_hipporag_reports_its_route_and_each_result_s_provenance(client):
+    client.store_batch(["the payments service writes to the ledger database",
+                        "the ledger database is backed up to the eu-west bucket every night",
+                        "the cafeteria closes at three on Fridays"], namespace="cl-hippo")
+    hits = client.search("where do the payments service's backups go?", top_k=3, profile="hipporag",
+                         filters={"namespaces": ["cl-hippo"]})
+    summary = hits.summary
+    assert summary.profile == "hipporag"
+    assert summary.route in ("simple", "multi_hop", "exploratory", "skip"), summary
+    assert 0 <= summary.retry_count <= 2 and 0.0 <= summary.retrieval_confidence <= 1.0
+    assert all(isinstance(c, ConflictPair) for c in summary.conflicts)
+    if summary.route != "skip":
+        assert hits.results
+    for r in hits.results:
+        assert r.provenance is not None and r.provenance.citation, r
+
+    # a superseded memory is left out unless include_historical, and the supersession is reported
+    old = client.store("the staging cluster runs in us-east-1", namespace="cl-hippo").id
+    new = client.update(old, content="the staging cluster runs in us-east-2", keep_previous=True)
+    previous = new.previous_id
+    current = client.search("which region does the staging cluster run in?", top_k=5, profile="hipporag",
+                            filters={"namespaces": ["cl-hippo"]})
+    history = client.search("which region does the staging cluster run in?", top_k=5, profile="hipporag",
+                            filters={"namespaces": ["cl-hippo"]}, include_historical=True)
+    assert old in [r.memory.id for r in current.results] and previous not in [r.memory.id for r in current.results]
+    assert {old, previous} <= {r.memory.id for r in history.results}
+    assert ConflictPair(previous, old, "supersedes", "supersedes", old) in current.summary.conflicts
+
+
 def test_the_token_comes_from_the_places_the_cli_reads(api_server, tmp_path, monkeypatch):
     path = tmp_path / "token"
     path.write_text(api_server.token + "\n")
@@ -268,6 +388,9 @@ def test_async_client_mirrors_the_sync_one(api_server):
             events = [e async for e in c.retrieve("when does the release train leave?", top_k=1,
                                                   filters={"namespaces": ["cl-async"]})]
             hits = await c.search("when does the release train leave?", top_k=1, filters={"namespaces": ["cl-async"]})
+            past = await c.search("when does the release train leave?", top_k=1, filters={"namespaces": ["cl-async"]},
+                                  as_of_event=datetime(2000, 1, 1, tzinfo=timezone.utc), include_historical=True)
+            assert past.results == ()  # stored now: it had not happened by 2000
             listed = [m.id async for m in c.memories({"namespaces": ["cl-async"]})]
             exported = [e.memory.id async for e in c.export({"namespaces": ["cl-async"]})]
             batch = await c.store_batch(["async batch one", "async batch two"], namespace="cl-async")

@@ -67,9 +67,15 @@ def test_every_tool_over_stdio(api_server):
             updated = await s.call_tool("memory_update", {"id": sid, "content": "The staging cluster moved to "
                                                           "eu-central-1 in October."})
             deleted = await s.call_tool("memory_delete", {"ids": [oid]})
-            return init, tools, stored, again, found, got, compared, feedback, updated, deleted, sid
+            question = {"query": "which region is the staging cluster in?", "profile": "hipporag", "top_k": 5}
+            current = await s.call_tool("memory_search", question)
+            history = await s.call_tool("memory_search", {**question, "include_historical": True})
+            before = await s.call_tool("memory_search", {"query": "staging cluster region", "as_of": "2000-01-01"})
+            return (init, tools, stored, again, found, got, compared, feedback, updated, deleted, sid,
+                    (current, history, before))
 
-    init, tools, stored, again, found, got, compared, feedback, updated, deleted, sid = asyncio.run(scenario())
+    (init, tools, stored, again, found, got, compared, feedback, updated, deleted, sid,
+     over_time) = asyncio.run(scenario())
     assert init.server_info.name == "teleo" and "memory_search" in (init.instructions or "")
     assert set(tools) == TOOLS
     for tool in tools.values():  # written for a model: a description and described parameters
@@ -97,6 +103,14 @@ def test_every_tool_over_stdio(api_server):
     assert new["memory"]["content"].endswith("October.") and new["previous_id"]
     assert {"target_id": new["previous_id"], "type": "supersedes", "weight": 1.0} in new["memory"]["links"]
     assert deleted.structured_content == {"deleted": 1}
+    # knowledge over time: the superseded version only with include_historical; nothing had happened by 2000
+    current, history, before = (r.structured_content for r in over_time)
+    previous = new["previous_id"]
+    assert current["profile"] == "hipporag" and [h["id"] for h in current["results"]] == [sid]
+    assert {h["id"] for h in history["results"]} == {sid, previous}
+    assert before["results"] == [] and before["searched"] == 2  # the new version and the kept old one
+    props = tools["memory_search"].input_schema["properties"]
+    assert props["include_historical"]["type"] == "boolean" and "as_of" in props
 
 
 def test_failures_are_tool_errors_and_the_server_keeps_serving(api_server):
@@ -104,15 +118,17 @@ def test_failures_are_tool_errors_and_the_server_keeps_serving(api_server):
         async with _session(api_server.address, api_server.token) as (s, _):
             missing = await s.call_tool("memory_get", {"ids": ["0" * 32]})
             bad_time = await s.call_tool("memory_search", {"query": "x", "since": "last tuesday"})
+            bad_as_of = await s.call_tool("memory_search", {"query": "x", "as_of": "yesterday"})
             bad_enum = await s.call_tool("memory_store", {"content": "x", "memory_type": "dream"})
             bad_ns = await s.call_tool("memory_store", {"content": "x", "namespace": "no spaces allowed"})
             nothing = await s.call_tool("memory_update", {"id": "0" * 32})
             after = await s.call_tool("memory_store", {"content": "still serving after errors", "namespace": "mcp-err"})
-            return missing, bad_time, bad_enum, bad_ns, nothing, after
+            return missing, bad_time, bad_as_of, bad_enum, bad_ns, nothing, after
 
-    missing, bad_time, bad_enum, bad_ns, nothing, after = asyncio.run(scenario())
+    missing, bad_time, bad_as_of, bad_enum, bad_ns, nothing, after = asyncio.run(scenario())
     assert missing.is_error and "NOT_FOUND" in _text(missing) and "0" * 32 in _text(missing)
     assert bad_time.is_error and "INVALID_ARGUMENT: since" in _text(bad_time) and "ISO 8601" in _text(bad_time)
+    assert bad_as_of.is_error and "INVALID_ARGUMENT: as_of" in _text(bad_as_of)
     assert bad_enum.is_error and "memory_type" in _text(bad_enum)
     assert bad_ns.is_error and "INVALID_ARGUMENT" in _text(bad_ns) and "namespace" in _text(bad_ns)
     assert nothing.is_error and "nothing to change" in _text(nothing)

@@ -175,4 +175,8 @@ def test_node_client_from_protos_alone(server_process):
     assert out["events"][0] == "stage" and out["events"][-1] == "summary"
     assert out["results"][0]["id"] == out["stored_id"]
     assert out["summary"]["returned"] == len(out["results"])
+    hippo = out["hipporag"]
+    assert hippo["profile"] == "hipporag" and hippo["route"] in ("simple", "multi_hop", "exploratory", "skip"), hippo
+    assert hippo["returned"] == len(hippo["results"]) and (hippo["results"] or hippo["route"] == "skip"), hippo
+    assert all(r["citation"] for r in hippo["results"]), hippo  # every result says where it came from
     assert out["unauthenticated"] == "UNAUTHENTICATED"

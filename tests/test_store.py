@@ -115,7 +115,8 @@ def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
     conn.execute("PRAGMA foreign_keys=ON")
     m = _memory("kept", access_level=AccessLevel.CONFIDENTIAL)
     m.model_version, m.chunk_count = "v1", 2
-    v1_columns = sq._MEMORY_COLUMNS.replace(", misled_count", "")  # the columns schema 1 had
+    # the columns schema 1 had
+    v1_columns = sq._MEMORY_COLUMNS.replace(", misled_count", "").replace(", sufficient_count, insufficient_count", "")
     cur = conn.execute(f"INSERT INTO memories ({v1_columns}) VALUES ({','.join('?' * 21)})", sq._memory_to_row(m)[:21])
     written = _emb(rng, chunks=2)
     for i, c in enumerate(written.chunks):  # the v1 layout: three fixed embedding columns
@@ -129,6 +130,10 @@ def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
     assert store._writer.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert store._writer.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert store.get([m.id])[m.id].access_level == AccessLevel.CONFIDENTIAL
+    # schema 5: feedback's sufficiency counters start at zero and count
+    assert (store.get([m.id])[m.id].sufficient_count, store.get([m.id])[m.id].insufficient_count) == (0, 0)
+    counted = store.record_feedback(m.id, used=True, helpful=None, sufficient=False)
+    assert (counted.sufficient_count, counted.insufficient_count, counted.helpful_count) == (0, 1, 0)
     [(memory, emb)] = list(store.iter_memories())
     assert memory.id == m.id and len(emb.chunks) == 2
     # schema 4: the three columns became the heads dense, tokens and splade, bit for bit

@@ -25,6 +25,7 @@ import structlog
 from teleo_server.domain import AccessLevel, Principal
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline.types import Hit, Overrides, Query
+from teleo_server.pipeline_settings import ProfileSpec
 
 from bench.eval.corpora import Prepared, load_all
 from bench.eval.metrics import ndcg_at, recall_at
@@ -33,7 +34,13 @@ log = structlog.get_logger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 PRINCIPAL = Principal("eval", "eval", frozenset({"*"}), frozenset({"*"}), AccessLevel.RESTRICTED, "eval")
 SINGLE = ("E1_semantic", "E6_lexical", "E13_splade", "E9_hdc", "E12_late", "E2_recency", "E4_sequence")
-PROFILES = ("teleological", "hybrid", "entry_point", "openclaw")
+PROFILES = ("teleological", "hybrid", "entry_point", "openclaw", "hipporag", "teleological+graph")
+# the teleological pipeline with the memory-graph walk joining the pool before fusion (its
+# PageRank scores fused like another space's)
+GRAPH_PROFILE = ProfileSpec(
+    stages=("sparse_recall", "dense", "graph", "fusion", "alignment", "late_interaction", "finalize"),
+    settings={"space_weights": {"E1_semantic": 0.5, "E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.3, "E8_graph": 0.5}},
+    description="teleological with the memory graph's personalised PageRank fused as a space")
 ABLATE = ("sparse_recall", "dense", "fusion", "alignment", "late_interaction")
 
 
@@ -45,7 +52,11 @@ class Run:
     settings: dict[str, Any] = field(default_factory=dict)  # needs its own index build
 
 
-def runs(quick: bool) -> list[Run]:
+def runs(quick: bool, only: list[str] | None = None) -> list[Run]:
+    return [r for r in _runs(quick) if not only or r.name in only]
+
+
+def _runs(quick: bool) -> list[Run]:
     out = [Run(f"single_space:{s}", f"single_space:{s}") for s in SINGLE]
     out += [Run(p, p) for p in PROFILES]
     out += [Run(f"teleological -{st}", "teleological", Overrides(disable_stages=(st,))) for st in ABLATE]
@@ -88,10 +99,11 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
     return out
 
 
-def scifact_eval(p: Prepared, base: PipelineSettings, quick: bool, split: str) -> dict[str, Any]:
+def scifact_eval(p: Prepared, base: PipelineSettings, quick: bool, split: str,
+                 only: list[str] | None = None) -> dict[str, Any]:
     results = {}
     shared = build(p, base)
-    for run in runs(quick):
+    for run in runs(quick, only):
         r = build(p, base.updated(run.settings)) if run.settings else shared
         res = evaluate(r, p, split, run)
         results[run.name] = res
@@ -100,8 +112,9 @@ def scifact_eval(p: Prepared, base: PipelineSettings, quick: bool, split: str) -
     return results
 
 
-def locomo_eval(convs: list[Prepared], base: PipelineSettings, quick: bool) -> dict[str, Any]:
-    selected = [r for r in runs(quick) if not r.settings]
+def locomo_eval(convs: list[Prepared], base: PipelineSettings, quick: bool,
+                only: list[str] | None = None) -> dict[str, Any]:
+    selected = [r for r in runs(quick, only) if not r.settings]
     sums: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for p in convs:
         r = build(p, base)
@@ -153,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=REPO / "var" / "eval" / "cache", help="embedding cache directory")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--only", choices=("scifact", "locomo"), action="append")
+    ap.add_argument("--runs", nargs="*", help="only the runs with these names (e.g. hipporag teleological)")
     ap.add_argument("--split", default="test", help="SciFact split to report (train for tuning)")
     ap.add_argument("--quick", action="store_true", help="skip the variants that need their own index")
     ap.add_argument("--threads", type=int, default=2, help="embedding threads when the cache is cold")
@@ -162,14 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_dir():
         ap.error(f"--data {args.data} does not exist")
     base = PipelineSettings(**args.settings)
+    if "teleological+graph" not in base.profiles:
+        base = base.updated({"profiles": {**base.profiles, "teleological+graph": GRAPH_PROFILE}})
     data = load_all(args.data, args.cache, args.threads, which)
     res: dict[str, Any] = {"environment": environment(), "settings": base.model_dump(mode="json")}
     if "scifact" in data:
-        res["scifact"] = scifact_eval(data["scifact"][0], base, args.quick, args.split)
+        res["scifact"] = scifact_eval(data["scifact"][0], base, args.quick, args.split, args.runs)
     if "locomo" in data:
-        res["locomo"] = locomo_eval(data["locomo"], base, args.quick)
+        res["locomo"] = locomo_eval(data["locomo"], base, args.quick, args.runs)
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "" if args.split == "test" and not args.settings else f"-{args.split}"
+    suffix = "" if args.split == "test" and not args.settings and not args.runs else f"-{args.split}"
     (args.out / f"eval{suffix}.json").write_text(json.dumps(res, indent=2))
     (args.out / f"eval{suffix}.md").write_text(markdown(res))
     print(markdown(res))  # noqa: T201 - the command's report

@@ -164,7 +164,9 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         top_k: Annotated[int, Field(ge=1, le=50, description="how many results")] = 5,
         profile: Annotated[str, Field(description="retrieval system: \"teleological\" (default, most accurate), "
                                                   "\"hybrid\", \"openclaw\" (fast vector+keyword), \"entry_point\" "
-                                                  "(starts from the perspective the others agree with most)")] = "",
+                                                  "(starts from the perspective the others agree with most), "
+                                                  "\"hipporag\" (routes the question, follows links between "
+                                                  "memories, drops superseded facts)")] = "",
         namespaces: Annotated[list[str] | None, Field(description="only these namespaces (default: the default "
                                                                   "namespace if one is set, else all you may read)")] = None,
         memory_types: Annotated[list[MemoryType] | None, Field(description="only these memory types")] = None,
@@ -181,8 +183,15 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         johari: Annotated[list[Literal["open", "blind", "hidden", "unknown"]] | None,
                           Field(description="keep only these Johari quadrants; \"blind\" finds on-goal memories "
                                             "that were never used")] = None,
+        include_historical: Annotated[bool, Field(description="also return memories that a newer one superseded or "
+                                                              "that lost a contradiction (the hipporag profile "
+                                                              "leaves them out otherwise)")] = False,
+        as_of: Annotated[str | None, Field(description="what was true at this ISO 8601 time: only memories that "
+                                                       "had happened by then, and only the supersessions made "
+                                                       "by then")] = None,
     ) -> SearchOut:
-        """Search the memories you may read; the best first, each with a calibrated relevance."""
+        """Search the memories you may read; the best first, each with a calibrated relevance. For the
+        history of a fact, set include_historical; for what was true at a past moment, set as_of."""
         where = Filters(namespaces=namespaces or ([default_namespace] if default_namespace else []),
                         memory_types=memory_types or [],
                         since=_moment(since, "since", ToolError), until=_moment(until, "until", ToolError),
@@ -190,7 +199,8 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         overrides = {"min_relevance": min_relevance} if min_relevance is not None else None
         found = call(client.search, query, top_k=top_k, profile=profile, filters=where, overrides=overrides,
                      explain=explain, snippets=snippets, omit_content=snippets, target_goals=target_goals or (),
-                     johari=johari or ())
+                     johari=johari or (), include_historical=include_historical,
+                     as_of_event=_moment(as_of, "as_of", ToolError))
         return SearchOut(
             results=[SearchHit(rank=r.rank, id=r.memory.id, relevance=round(r.relevance, 4), score=round(r.score, 4),
                                content=r.snippet if snippets else r.memory.content, namespace=r.memory.namespace,

@@ -5,6 +5,8 @@ Validation errors name the field (``memory.metadata``) so a caller can act on th
 
 from __future__ import annotations
 
+import dataclasses
+
 import base64
 import math
 from dataclasses import replace
@@ -160,6 +162,8 @@ def memory_to_proto(m: Memory) -> pb.Memory:
         used_count=m.used_count,
         helpful_count=m.helpful_count,
         misled_count=m.misled_count,
+        sufficient_count=m.sufficient_count,
+        insufficient_count=m.insufficient_count,
     )
 
 
@@ -209,7 +213,8 @@ def updated_memory(old: Memory, msg: pb.UpdateRequest, principal: Principal, lim
     new = memory_from_input(merged, principal, limits, old.ingestion_time, field="memory")
     return replace(new, id=old.id, ingestion_time=old.ingestion_time, model_version=old.model_version,
                    chunk_count=old.chunk_count, retrieved_count=old.retrieved_count, used_count=old.used_count,
-                   helpful_count=old.helpful_count, misled_count=old.misled_count)
+                   helpful_count=old.helpful_count, misled_count=old.misled_count,
+                   sufficient_count=old.sufficient_count, insufficient_count=old.insufficient_count)
 
 
 # -- export and import -----------------------------------------------------------------------
@@ -322,7 +327,7 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
             principal=principal,
             top_k=top_k,
             profile=profile,
-            filters=_filters(req.filters, principal, limits),
+            filters=_as_of(req, _filters(req.filters, principal, limits)),
             target_goals=tuple(req.target_goals),
             johari=johari,
             overrides=_overrides(req.overrides),
@@ -330,10 +335,20 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
             explain=req.explain,
             snippets=req.snippets,
             omit_content=req.omit_content,
+            include_historical=req.include_historical,
             now=now,
         ),
         vectors,
     )
+
+
+def _as_of(req: pb.RetrieveRequest, filters: Filters) -> Filters:
+    """The request's bi-temporal moments, added to its filters."""
+    event = ts_to_float(req.as_of_event, "as_of_event") if req.HasField("as_of_event") else None
+    ingestion = ts_to_float(req.as_of_ingestion, "as_of_ingestion") if req.HasField("as_of_ingestion") else None
+    if event is None and ingestion is None:
+        return filters
+    return dataclasses.replace(filters, as_of_event=event, as_of_ingestion=ingestion)
 
 
 def _vectors(msg: pb.QueryVectors) -> QueryVectors:
@@ -483,6 +498,12 @@ def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool, s
         unique_contribution=hit.unique_contribution,
         relevance=hit.relevance,
     )
+    p = hit.provenance
+    if p is not None:
+        r.provenance.CopyFrom(pb.Provenance(
+            strategies=list(p.strategies), fused_score=_finite(p.fused_score),
+            validation_passed=list(p.validation_passed), confidence=_finite(p.confidence), citation=p.citation,
+            conflicts_with=list(p.conflicts_with)))
     if include_breakdown:
         b = hit.breakdown
         r.breakdown.CopyFrom(

@@ -372,13 +372,44 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             log.debug("retrieve.query", text=query.text, profile=query.profile)
         if vectors is not None:
             query.embedding = self.core.vectors_to_embedding(vectors)
+        ttl = self.core.retriever.cache_ttl(query.profile)
+        key = (principal, query.profile, request.SerializeToString(deterministic=True)) if ttl > 0 else None
+        if key is not None:
+            cached = self.core.results.get(key, principal)
+            if cached is not None:
+                for response in self._replay(cached, rid):
+                    yield response
+                return
+            versions = self.core.results.snapshot(principal)
         # admitted (or refused) before any work is spent on it, embedding included
         ticket = self.core.admit(principal)
+        sent: list[pb.RetrieveResponse] = []
         try:
             async for response in self._retrieve(query, vectors is not None, ticket, rid):
+                if key is not None:
+                    sent.append(response)
                 yield response
         finally:
             ticket.close()
+        if key is not None and sent and sent[-1].HasField("summary") and not sent[-1].summary.degraded:
+            self.core.results.put(key, sent, ttl, versions)
+
+    @staticmethod
+    def _replay(cached: list[pb.RetrieveResponse], rid: str) -> list[pb.RetrieveResponse]:
+        """A cached answer: one stage event saying so, the results, and the summary (route skip,
+        skip_reason cache_hit, this call's request id)."""
+        t0 = time.perf_counter()
+        results = [r for r in cached if r.HasField("result")]
+        summary = pb.RetrieveSummary()
+        summary.CopyFrom(cached[-1].summary)
+        stage = pb.StageEvent(stage="cache", candidates_in=len(results), candidates_out=len(results),
+                              backend="cache", detail=f"cache_hit (first answered with route={summary.route or 'none'})")
+        summary.route, summary.skip_reason, summary.request_id = "skip", "cache_hit", rid
+        summary.embed_ms, summary.retry_count = 0.0, 0
+        del summary.stages[:]
+        summary.stages.append(stage)
+        summary.total_ms = (time.perf_counter() - t0) * 1e3
+        return [pb.RetrieveResponse(stage=stage), *results, pb.RetrieveResponse(summary=summary)]
 
     async def _retrieve(self, query: Any, precomputed: bool, ticket: Any, rid: str) -> AsyncIterator[pb.RetrieveResponse]:
         embed_ms, degraded = 0.0, ""
@@ -407,6 +438,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                         profile=query.profile,
                         request_id=rid,
                         corpus_size=ev.outcome.corpus_size,
+                        route=ev.outcome.route,
+                        skip_reason=ev.outcome.skip_reason,
+                        retry_count=ev.outcome.retry_count,
+                        retrieval_confidence=min(max(float(ev.outcome.retrieval_confidence), 0.0), 1.0),
+                        conflicts=[pb.ConflictPair(id_a=c.id_a, id_b=c.id_b, edge_type=c.edge_type,
+                                                   resolution=c.resolution, winner=c.winner)
+                                   for c in ev.outcome.conflicts],
                     )
                 )
 
@@ -426,7 +464,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if not request.id:
             raise InvalidArgument("is required", field="id")
         helpful = request.helpful if request.HasField("helpful") else None
-        memory = await self.core.feedback(principal, request.id, request.used, helpful)
+        sufficient = request.sufficient if request.HasField("sufficient") else None
+        memory = await self.core.feedback(principal, request.id, request.used, helpful, sufficient)
         return pb.FeedbackResponse(memory=convert.memory_to_proto(memory))
 
     @rpc

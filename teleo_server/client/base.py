@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from teleo.v1 import memory_pb2 as pb
@@ -146,14 +147,17 @@ class Api:
                                 dry_run, self._deadline(timeout)))
 
     def feedback(self, id: str, *, used: bool = False, helpful: bool | None = None, request_id: str = "",
-                 timeout: float | None = None) -> Memory:
+                 sufficient: bool | None = None, timeout: float | None = None) -> Memory:
         """Record that a retrieved memory was used, helped (``helpful=True``) or misled (``False``);
-        returns the memory with its counters."""
-        if not used and helpful is None:
-            raise ValueError("nothing to record: pass used=True and/or helpful=True/False")
+        returns the memory with its counters. ``sufficient`` says whether the retrieval's results
+        were enough to answer (``True``) or a follow-up query was needed (``False``)."""
+        if not used and helpful is None and sufficient is None:
+            raise ValueError("nothing to record: pass used=True, helpful=True/False and/or sufficient=True/False")
         req = pb.FeedbackRequest(id=id, used=used, request_id=request_id)
         if helpful is not None:
             req.helpful = helpful
+        if sufficient is not None:
+            req.sufficient = sufficient
         return self._unary(Call("Feedback", req, lambda r: convert.memory(r.memory), False, self._deadline(timeout)))
 
     def import_(self, items: Iterable[Exported], *, timeout: float | None = None) -> BatchResult:
@@ -181,13 +185,21 @@ class Api:
                  filters: Filters | Mapping[str, Any] | None = None, target_goals: Iterable[str] = (),
                  johari: Iterable[str] = (), overrides: Overrides | Mapping[str, Any] | None = None,
                  breakdown: bool = False, explain: bool = False, snippets: bool = False, omit_content: bool = False,
-                 timeout: float | None = None):
+                 include_historical: bool = False, as_of_event: datetime | None = None,
+                 as_of_ingestion: datetime | None = None, timeout: float | None = None):
         """The retrieval's events as they arrive: a ``Stage`` as each stage finishes, then each
         ``Result`` in rank order, then one ``Summary``. ``search`` collects them. ``top_k`` 0 takes
-        the profile's default (10; ``openclaw`` 6)."""
+        the profile's default (10; ``openclaw`` 6).
+
+        Knowledge over time: ``include_historical`` keeps memories that were superseded or lost a
+        resolved contradiction (profiles with the conflicts stage, e.g. ``hipporag``, leave them out
+        otherwise); ``as_of_event`` retrieves what was true at that moment (event time at or before
+        it), ``as_of_ingestion`` what had been stored by then. A naive datetime is local time."""
         req = convert.retrieve_request(query, top_k=top_k, profile=profile, where=filters, target_goals=target_goals,
                                        johari=johari, stage_overrides=overrides, breakdown=breakdown, explain=explain,
-                                       snippets=snippets, omit_content=omit_content)
+                                       snippets=snippets, omit_content=omit_content,
+                                       include_historical=include_historical, as_of_event=as_of_event,
+                                       as_of_ingestion=as_of_ingestion)
         return self._stream(Call("Retrieve", req, lambda ev: convert.event(ev, breakdown), True, self._deadline(timeout)))
 
     def export(self, filters: Filters | Mapping[str, Any] | None = None, *, with_embeddings: bool = False,

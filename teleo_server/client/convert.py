@@ -18,6 +18,7 @@ from teleo_server.client.types import (
     BatchResult,
     Breakdown,
     Comparison,
+    ConflictPair,
     Event,
     Exported,
     ExportedChunk,
@@ -29,6 +30,7 @@ from teleo_server.client.types import (
     MemoryInput,
     NamespaceStats,
     Overrides,
+    Provenance,
     QueryVectors,
     Result,
     Stage,
@@ -156,10 +158,17 @@ def head_vector(v: HeadVector) -> pb.HeadVector:
 
 def retrieve_request(text: str | QueryVectors, *, top_k: int, profile: str, where: Filters | Mapping | None,
                      target_goals: Iterable[str], johari: Iterable[str], stage_overrides: Overrides | Mapping | None,
-                     breakdown: bool, explain: bool, snippets: bool, omit_content: bool) -> pb.RetrieveRequest:
+                     breakdown: bool, explain: bool, snippets: bool, omit_content: bool,
+                     include_historical: bool = False, as_of_event: datetime | None = None,
+                     as_of_ingestion: datetime | None = None) -> pb.RetrieveRequest:
     req = pb.RetrieveRequest(top_k=top_k, profile=profile, filters=filters(where), target_goals=list(target_goals),
                              johari=[enum_number("johari", q) for q in johari], include_breakdown=breakdown,
-                             explain=explain, snippets=snippets, omit_content=omit_content)
+                             explain=explain, snippets=snippets, omit_content=omit_content,
+                             include_historical=include_historical)
+    if as_of_event is not None:
+        _set_time(req.as_of_event, as_of_event)
+    if as_of_ingestion is not None:
+        _set_time(req.as_of_ingestion, as_of_ingestion)
     if isinstance(text, QueryVectors):
         req.vectors.model_version = text.model_version
         for name, v in text.heads.items():
@@ -200,14 +209,16 @@ def memory(m: pb.Memory) -> Memory:
         metadata=dict(i.metadata), evergreen=i.evergreen, content_hash=m.content_hash,
         ingestion_time=_time(m, m.ingestion_time, "ingestion_time"), model_version=m.model_version,
         chunk_count=m.chunk_count, retrieved_count=m.retrieved_count, used_count=m.used_count,
-        helpful_count=m.helpful_count, misled_count=m.misled_count)
+        helpful_count=m.helpful_count, misled_count=m.misled_count, sufficient_count=m.sufficient_count,
+        insufficient_count=m.insufficient_count)
 
 
 def memory_message(m: Memory) -> pb.Memory:
     """The protobuf form of a memory (for its JSON form and for import)."""
     msg = pb.Memory(id=m.id, input=memory_input(m.as_input()), content_hash=m.content_hash,
                     model_version=m.model_version, chunk_count=m.chunk_count, retrieved_count=m.retrieved_count,
-                    used_count=m.used_count, helpful_count=m.helpful_count, misled_count=m.misled_count)
+                    used_count=m.used_count, helpful_count=m.helpful_count, misled_count=m.misled_count,
+                    sufficient_count=m.sufficient_count, insufficient_count=m.insufficient_count)
     if m.ingestion_time is not None:
         _set_time(msg.ingestion_time, m.ingestion_time)
     return msg
@@ -227,6 +238,16 @@ def stage(s: pb.StageEvent) -> Stage:
     return Stage(s.stage, s.elapsed_ms, s.candidates_in, s.candidates_out, s.backend, s.detail, s.skipped)
 
 
+def provenance(p: pb.Provenance) -> Provenance:
+    return Provenance(strategies=tuple(p.strategies), fused_score=p.fused_score,
+                      validation_passed=tuple(p.validation_passed), confidence=p.confidence, citation=p.citation,
+                      conflicts_with=tuple(p.conflicts_with))
+
+
+def conflict_pair(c: pb.ConflictPair) -> ConflictPair:
+    return ConflictPair(c.id_a, c.id_b, c.edge_type, c.resolution, c.winner)
+
+
 def result(r: pb.Result, with_breakdown: bool) -> Result:
     b = r.breakdown
     breakdown = Breakdown(b.content, b.purpose_alignment, b.goal_alignment, b.late_interaction, b.temporal,
@@ -234,12 +255,15 @@ def result(r: pb.Result, with_breakdown: bool) -> Result:
     return Result(rank=r.rank, memory=memory(r.memory), score=r.score, relevance=r.relevance,
                   found_by=tuple(r.found_by), misaligned=r.misaligned, johari=enum_name("johari", r.johari),
                   explanation=r.explanation, chunk_index=r.chunk_index, unique_contribution=r.unique_contribution,
-                  snippet=r.snippet, snippet_start=r.snippet_start, snippet_end=r.snippet_end, breakdown=breakdown)
+                  snippet=r.snippet, snippet_start=r.snippet_start, snippet_end=r.snippet_end, breakdown=breakdown,
+                  provenance=provenance(r.provenance) if r.HasField("provenance") else None)
 
 
 def summary(s: pb.RetrieveSummary) -> Summary:
     return Summary(s.returned, s.total_ms, s.embed_ms, tuple(stage(x) for x in s.stages), s.degraded,
-                   s.degraded_reason, s.profile, s.request_id, s.corpus_size)
+                   s.degraded_reason, s.profile, s.request_id, s.corpus_size, route=s.route, skip_reason=s.skip_reason,
+                   retry_count=s.retry_count, retrieval_confidence=s.retrieval_confidence,
+                   conflicts=tuple(conflict_pair(c) for c in s.conflicts))
 
 
 def event(ev: pb.RetrieveResponse, with_breakdown: bool) -> Event:
@@ -312,14 +336,28 @@ def result_message(r: Result) -> pb.Result:
         msg.breakdown.CopyFrom(pb.ScoreBreakdown(content=b.content, purpose_alignment=b.purpose_alignment,
                                                  goal_alignment=b.goal_alignment, late_interaction=b.late_interaction,
                                                  temporal=b.temporal, spaces=b.spaces, space_ranks=b.space_ranks))
+    if r.provenance is not None:
+        msg.provenance.CopyFrom(provenance_message(r.provenance))
     return msg
+
+
+def provenance_message(p: Provenance) -> pb.Provenance:
+    return pb.Provenance(strategies=list(p.strategies), fused_score=p.fused_score,
+                         validation_passed=list(p.validation_passed), confidence=p.confidence, citation=p.citation,
+                         conflicts_with=list(p.conflicts_with))
+
+
+def conflict_pair_message(c: ConflictPair) -> pb.ConflictPair:
+    return pb.ConflictPair(id_a=c.id_a, id_b=c.id_b, edge_type=c.edge_type, resolution=c.resolution, winner=c.winner)
 
 
 def summary_message(s: Summary) -> pb.RetrieveSummary:
     return pb.RetrieveSummary(returned=s.returned, total_ms=s.total_ms, embed_ms=s.embed_ms,
                               stages=[stage_message(x) for x in s.stages], degraded=s.degraded,
                               degraded_reason=s.degraded_reason, profile=s.profile, request_id=s.request_id,
-                              corpus_size=s.corpus_size)
+                              corpus_size=s.corpus_size, route=s.route, skip_reason=s.skip_reason,
+                              retry_count=s.retry_count, retrieval_confidence=s.retrieval_confidence,
+                              conflicts=[conflict_pair_message(c) for c in s.conflicts])
 
 
 def event_message(ev: Event) -> pb.RetrieveResponse:
@@ -405,6 +443,8 @@ __all__ = [
     "batch_result",
     "comparison",
     "comparison_message",
+    "conflict_pair",
+    "conflict_pair_message",
     "enum_name",
     "enum_names",
     "enum_number",
@@ -424,6 +464,8 @@ __all__ = [
     "memory_message",
     "message_json",
     "overrides",
+    "provenance",
+    "provenance_message",
     "result",
     "result_message",
     "retrieve_request",

@@ -74,6 +74,8 @@ class Memory:
     used_count: int
     helpful_count: int
     misled_count: int
+    sufficient_count: int = 0    # Feedback said the retrieval's results were enough (sufficient=True)
+    insufficient_count: int = 0  # Feedback said a follow-up query was needed (sufficient=False)
 
     def as_input(self) -> MemoryInput:
         """The memory's fields as an input (to store it elsewhere, or change and update it)."""
@@ -207,6 +209,30 @@ class Breakdown:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where a result came from and which checks it passed (every profile fills what it has)."""
+
+    strategies: tuple[str, ...] = ()         # strategies whose own lists held it ("vector", "bm25", "splade",
+                                             # "graph"), or spaces for profiles without strategies
+    fused_score: float = 0.0                 # the merged (RRF or fusion) score before validation and weighting
+    validation_passed: tuple[str, ...] = ()  # "access", "temporal", "confidence", "relevance"
+    confidence: float = 0.0                  # the memory's stored confidence
+    citation: str = ""                       # "namespace/YYYY-MM-DD (memory 1f5a2b3c…)"
+    conflicts_with: tuple[str, ...] = ()     # memories it contradicts, the pair left unresolved (both returned)
+
+
+@dataclass(frozen=True)
+class ConflictPair:
+    """Two memories that disagree, found among (or next to) the candidates, and how it was resolved."""
+
+    id_a: str             # the memory the retrieval found
+    id_b: str             # the memory it conflicts with
+    edge_type: str        # "supersedes" (id_b supersedes id_a, directly or by a chain) or "contradicts"
+    resolution: str       # "supersedes", "recency", "confidence" or "unresolved"
+    winner: str = ""      # the memory kept; "" when unresolved (both kept)
+
+
+@dataclass(frozen=True)
 class Result:
     """One retrieved memory, in rank order."""
 
@@ -224,6 +250,7 @@ class Result:
     snippet_start: int
     snippet_end: int
     breakdown: Breakdown | None
+    provenance: Provenance | None = None  # None when the server sent none
 
 
 @dataclass(frozen=True)
@@ -239,6 +266,12 @@ class Summary:
     profile: str
     request_id: str
     corpus_size: int
+    route: str = ""                       # the router's route: "simple", "multi_hop", "exploratory", "skip"
+                                          # ("" for profiles without a router)
+    skip_reason: str = ""                 # with route "skip": "no_retrieval_needed" or "cache_hit"
+    retry_count: int = 0                  # bounded retries after the first attempt (0 .. 2)
+    retrieval_confidence: float = 0.0     # mean calibrated relevance of the top 3 results (0 when none)
+    conflicts: tuple[ConflictPair, ...] = ()  # supersessions and contradictions touching the candidates
 
 
 Event = Stage | Result | Summary
@@ -311,6 +344,7 @@ __all__ = [
     "BatchResult",
     "Breakdown",
     "Comparison",
+    "ConflictPair",
     "DeleteWhereResult",
     "Event",
     "Exported",
@@ -327,6 +361,7 @@ __all__ = [
     "NamespaceStats",
     "Overrides",
     "Page",
+    "Provenance",
     "QueryVectors",
     "Result",
     "SearchResponse",

@@ -53,7 +53,7 @@ class Catalog:
     """Memory rows, chunk rows and filterable columns.
 
     Arrays exposed (all length ``n_rows`` unless noted): ``alive`` bool, ``ns`` int32 namespace
-    code, ``level`` int8, ``mtype`` int8, ``event_time`` float64, ``confidence`` float32,
+    code, ``level`` int8, ``mtype`` int8, ``event_time`` float64, ``ingestion_time`` float64, ``confidence`` float32,
     ``session`` int32 session code, ``position`` int32 (-1 = none), ``evergreen`` bool, ``importance`` float32,
     ``used`` int64; ``chunk_mem`` int32 (n_chunks,) maps a chunk row to its memory row;
     ``chunk_start`` int64 maps a memory row to its first chunk row, ``chunk_count`` int32.
@@ -71,6 +71,7 @@ class Catalog:
         self._level = Column(np.int8)
         self._mtype = Column(np.int8)
         self._event = Column(np.float64)
+        self._ingested = Column(np.float64)
         self._conf = Column(np.float32)
         self._importance = Column(np.float32)
         self._session = Column(np.int32)
@@ -112,6 +113,10 @@ class Catalog:
     @property
     def event_time(self) -> np.ndarray:
         return self._event.view
+
+    @property
+    def ingestion_time(self) -> np.ndarray:
+        return self._ingested.view
 
     @property
     def confidence(self) -> np.ndarray:
@@ -164,6 +169,7 @@ class Catalog:
         self._level.append(int(memory.access_level))
         self._mtype.append(int(memory.memory_type))
         self._event.append(memory.event_time or memory.ingestion_time)
+        self._ingested.append(memory.ingestion_time)
         self._conf.append(memory.confidence)
         self._importance.append(memory.importance)
         self._session.append(self._code(self._session_codes, memory.session_id, None))
@@ -208,7 +214,7 @@ class Catalog:
         keep_chunks = np.flatnonzero(self.alive[self.chunk_mem])
         new_of_old = np.full(self.n_rows, -1, dtype=np.int64)
         new_of_old[keep] = np.arange(keep.size)
-        for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._conf, self._importance,
+        for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._ingested, self._conf, self._importance,
                     self._session, self._position, self._evergreen, self._used, self._chunk_count):
             col.keep(keep)
         mem_of_chunk = new_of_old[self.chunk_mem[keep_chunks]].astype(np.int32)
@@ -270,6 +276,10 @@ class Catalog:
             m &= self.event_time >= filters.event_start
         if filters.event_end is not None:
             m &= self.event_time < filters.event_end
+        if filters.as_of_event is not None:
+            m &= self.event_time <= filters.as_of_event
+        if filters.as_of_ingestion is not None:
+            m &= self.ingestion_time <= filters.as_of_ingestion
         if filters.min_confidence is not None:
             m &= self.confidence >= np.float32(filters.min_confidence)
         if filters.session_id:
@@ -291,7 +301,8 @@ class Catalog:
     def column(self, name: str) -> np.ndarray:
         """One attribute per memory row, by the names :meth:`expression` uses."""
         numeric = {"alive": self.alive, "access_level": self.level, "memory_type": self.mtype,
-                   "event_time": self.event_time, "confidence": self.confidence}
+                   "event_time": self.event_time, "ingestion_time": self.ingestion_time,
+                   "confidence": self.confidence}
         if name in numeric:
             return numeric[name]
         if name == "namespace":

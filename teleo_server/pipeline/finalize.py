@@ -117,11 +117,38 @@ def importance(state: State) -> None:
     c.score = (c.score * prior).astype(np.float32)
 
 
+def feedback_prior(counts: np.ndarray, w: float) -> np.ndarray:
+    """Multiplier float64 (C,) from (helpful, misled, sufficient, insufficient) counts (C, 4).
+
+    Agents' Feedback on a memory as a prior, ``1 + w * (good - bad) / (good + bad + 2)`` with
+    good = helpful + sufficient / 2 and bad = misled + insufficient / 2: no feedback leaves the score
+    unchanged, every helpful mark raises it and every misleading one lowers it, approaching 1 + w
+    and 1 - w as marks accumulate (the + 2 keeps one mark from counting as certainty). "Sufficient"
+    judges the whole retrieval the memory came with, so it counts half.
+    """
+    c = counts.astype(np.float64)
+    good, bad = c[:, 0] + 0.5 * c[:, 2], c[:, 1] + 0.5 * c[:, 3]
+    return 1.0 + w * (good - bad) / (good + bad + 2.0)
+
+
+def feedback(state: State) -> None:
+    """score *= the feedback prior of each candidate (``feedback_weight``; 0 = off)."""
+    c, w = state.cands, state.cfg.feedback_weight
+    if w <= 0 or c.size == 0:
+        return
+    assert c.score is not None
+    cat = state.ctx.catalog
+    counts = np.array([(m.helpful_count, m.misled_count, m.sufficient_count, m.insufficient_count)
+                       for m in (cat.memory(int(r)) for r in c.rows)], dtype=np.int64).reshape(-1, 4)
+    c.score = (c.score * feedback_prior(counts, w)).astype(np.float32)
+
+
 @stage("finalize", needs_score=True)
 def finalize(state: State) -> str:
     removed_johari = johari_filter(state)
     decay(state)
     importance(state)
+    feedback(state)
     c, cfg = state.cands, state.cfg
     n_in = c.size
     assert c.score is not None
@@ -134,8 +161,9 @@ def finalize(state: State) -> str:
     below = n_in - c.size
     picked = mmr(state, state.top_k)
     state.cands = c.take(picked)
-    return (f"half_life_days={cfg.decay_half_life_days:g} importance_weight={cfg.importance_weight:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} min_relevance={cfg.min_relevance:g} "
+    return (f"half_life_days={cfg.decay_half_life_days:g} importance_weight={cfg.importance_weight:g} "
+            f"feedback_weight={cfg.feedback_weight:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} min_relevance={cfg.min_relevance:g} "
             f"below_min={below} johari_removed={removed_johari}")
 
 
-__all__ = ["dated", "decay", "finalize", "importance", "jaccard_matrix", "mmr"]
+__all__ = ["dated", "decay", "feedback", "feedback_prior", "finalize", "importance", "jaccard_matrix", "mmr"]

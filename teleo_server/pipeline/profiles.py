@@ -18,7 +18,8 @@ SINGLE_SPACE = "single_space:"
 # settings a profile may not change: they name profiles and roles themselves
 # settings a profile cannot change: the registries themselves, and each space's index settings
 # (an index is built once, not per query)
-_NOT_PROFILE_SETTINGS = {"profiles", "default_profile", "roles", "spaces", "analyzer"}
+_NOT_PROFILE_SETTINGS = {"profiles", "default_profile", "roles", "spaces", "analyzer", "breaker_threshold",
+                         "breaker_reset_s"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Generator, Iterator
+from concurrent.futures import wait
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -21,14 +24,59 @@ from teleo_server.pipeline import profiles
 from teleo_server.pipeline.fusion import no_fusion, ranks
 from teleo_server.pipeline.ops import resolve_ops
 from teleo_server.pipeline.relevance import relevance
+from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import Candidates, State, resolve_config
-from teleo_server.pipeline.types import Breakdown, Hit, Offload, Outcome, Query, StageReport
+from teleo_server.pipeline.types import Breakdown, Hit, Offload, Outcome, Provenance, Query, StageReport
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces
 
 log = structlog.get_logger(__name__)
+
+# the third attempt of a bounded retry takes the next broader route
+NEXT_ROUTE = {"simple": "multi_hop", "multi_hop": "exploratory", "exploratory": "exploratory"}
+
+
+def broadened(query: Query, now: float) -> Query:
+    """The query with relaxed filters for a retry: the event-time window twice as wide (about its
+    middle; an open-ended one reaching twice as far back) and ``min_confidence`` 0.2 lower.
+    Bi-temporal moments, ``include_historical`` and the caller's scope are kept: a broader search
+    must not answer "now" with a fact that was replaced."""
+    f = query.filters
+    start, end = f.event_start, f.event_end
+    if start is not None and end is not None:
+        half = (end - start) / 2.0
+        start, end = start - half, end + half
+    elif start is not None:
+        start = start - max(now - start, 0.0)
+    min_conf = None if f.min_confidence is None else max(f.min_confidence - 0.2, 0.0)
+    filters = dataclasses.replace(f, event_start=start, event_end=end, min_confidence=min_conf)
+    return dataclasses.replace(query, filters=filters)
+
+
+def clock(query: Query) -> float:
+    """The query's "now" (decay, recency): its own time, or the moment it asks about
+    (``as_of_event``) when that is earlier."""
+    now = query.now or time.time()
+    moment = query.filters.as_of_event
+    return min(now, moment) if moment is not None else now
+
+
+def retrieval_confidence(state: State) -> float:
+    """Mean calibrated relevance of the top three candidates (0 when there are none)."""
+    c = state.cands
+    if c.size == 0:
+        return 0.0
+    rel = c.columns["relevance"] if "relevance" in c.columns else relevance(c.spaces, c.size)
+    order = np.argsort(-c.score, kind="stable")[:3] if c.score is not None else np.arange(min(3, c.size))
+    return float(np.mean(rel[order]))
+
+
+def citation(namespace: str, event_time: float, memory_id: str) -> str:
+    """"namespace/YYYY-MM-DD (memory 1f5a2b3c...)": where a result can be found again."""
+    day = datetime.fromtimestamp(event_time, tz=timezone.utc).strftime("%Y-%m-%d") if event_time else "undated"
+    return f"{namespace}/{day} (memory {memory_id[:8]}\u2026)"
 
 
 class TeleologicalRetriever:
@@ -42,6 +90,7 @@ class TeleologicalRetriever:
         self.catalog = Catalog()
         self.spaces = build_spaces(settings, self.catalog, self.ops)
         self.purpose = PurposeIndex(settings.goals)
+        self.breakers = Breakers(settings.breaker_threshold, settings.breaker_reset_s)
         self._spans: dict[str, tuple[tuple[int, int], ...]] = {}  # memory id -> its chunks' character spans
 
     @property
@@ -102,6 +151,11 @@ class TeleologicalRetriever:
     def resolve_profile(self, name: str) -> str:
         """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
         return profiles.profile(name, self.settings).name
+
+    def cache_ttl(self, profile: str) -> float:
+        """Seconds a result of this profile may come from the result cache (its ``result_cache_ttl_s``)."""
+        prof = profiles.profile(profile, self.settings)
+        return float(prof.updates.get("result_cache_ttl_s", self.settings.result_cache_ttl_s))
 
     def maintenance_due(self) -> bool:
         """Whether :meth:`maintenance` has work: writes since the goals were derived, tombstones
@@ -188,14 +242,6 @@ class TeleologicalRetriever:
             fallback, prof = prof.without_embedding, profiles.profile(prof.without_embedding, self.settings)
         cfg = resolve_config(self.settings, query.overrides, prof.updates)
         stage_list = [get_stage(name, field="profile") for name in prof.stages]
-        cat = self.catalog
-        readable = cat.readable(query.principal)
-        mask = cat.mask(query.principal, query.filters, readable=readable)
-        n_readable = int(readable.sum())
-        ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask, readable=readable,
-                           sees_all=n_readable == len(cat),
-                           chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
-                           now=query.now or time.time())
         goals = self._goal_view(query.principal)
         for i, target in enumerate(query.target_goals):
             if not goals.resolve_targets((target,)):
@@ -203,18 +249,65 @@ class TeleologicalRetriever:
                 # caller may not read
                 raise InvalidArgument(f"no goal you may see is named {target[:64]!r} (goals are matched by id or "
                                       f"label; Stats counts them)", field=f"target_goals[{i}]")
-        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=goals, top_k=query.top_k or cfg.default_top_k,
-                      params=dict(prof.params))
+        attempt_query, force_route = query, ""
+        background: list = []
+        try:
+            for attempt in range(1, cfg.max_attempts + 1):
+                state = self._state(attempt_query, cfg, goals, prof.params, fallback)
+                state.background = background
+                if force_route:
+                    state.report["force_route"] = force_route
+                yield from self._run_stages(state, stage_list, attempt)
+                confidence = retrieval_confidence(state)
+                route = state.report.get("route", "")
+                if (attempt == cfg.max_attempts or route == "skip"
+                        or (state.cands.size > 0 and confidence >= cfg.retry_confidence)):
+                    break
+                # bounded retry: broader filters, then also the next broader route
+                attempt_query = broadened(query, state.ctx.now)
+                if attempt + 1 == 3:
+                    force_route = NEXT_ROUTE.get(route or "simple", "exploratory")
+            returned = {self.catalog.memory(int(r)).id for r in state.cands.rows}
+            yield from self._hits(state, attempt_query)
+            # the conflicts that touch what is delivered (deeper candidates' pairs say nothing)
+            conflicts = [c for c in state.report.get("conflicts", ()) if c.id_a in returned or c.id_b in returned]
+            yield Outcome(corpus_size=int(state.ctx.readable.sum()) if state.ctx.readable is not None else 0,
+                          degraded=bool(state.degraded), degraded_reason=state.degraded,
+                          route=state.report.get("route", ""), skip_reason=state.report.get("skip_reason", ""),
+                          retry_count=attempt - 1, retrieval_confidence=confidence,
+                          conflicts=conflicts)
+        finally:
+            # strategies abandoned at their time limit still read the indexes: the index thread
+            # is not released (to a write) before they finish
+            if background:
+                wait(background)
+
+    def _state(self, query: Query, cfg: PipelineSettings, goals: GoalView, params: dict[str, Any],
+               fallback: str) -> State:
+        cat = self.catalog
+        readable = cat.readable(query.principal)
+        mask = cat.mask(query.principal, query.filters, readable=readable)
+        n_readable = int(readable.sum())
+        ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask, readable=readable,
+                           sees_all=n_readable == len(cat),
+                           chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
+                           now=clock(query))
+        state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=goals,
+                      top_k=query.top_k or cfg.default_top_k, params=dict(params), breakers=self.breakers)
         if query.embedding is None:
             state.degraded = (f"embedding unavailable: the {fallback} profile ran instead" if fallback
                               else "embedding unavailable: lexical only")
-        disabled = set(query.overrides.disable_stages)
+        return state
+
+    def _run_stages(self, state: State, stage_list: list, attempt: int) -> Iterator[StageReport]:
+        disabled = set(state.ctx.query.overrides.disable_stages)
+        prefix = f"attempt {attempt}: " if attempt > 1 else ""
         for st in stage_list:
             n_in = state.cands.size
             if st.name in disabled:
                 if st.on_disabled is not None:
                     st.on_disabled(state)
-                yield StageReport(st.name, 0.0, n_in, state.cands.size, self._backend, "disabled", skipped=True)
+                yield StageReport(st.name, 0.0, n_in, state.cands.size, self._backend, prefix + "disabled", skipped=True)
                 continue
             t0 = time.perf_counter()
             if st.needs_score and state.cands.score is None:
@@ -222,10 +315,11 @@ class TeleologicalRetriever:
             detail = st.run(state)
             ms = (time.perf_counter() - t0) * 1e3
             skipped = detail.startswith("skipped")
-            yield StageReport(st.name, ms, n_in, state.cands.size, self._backend, detail, skipped=skipped)
-        yield from self._hits(state, query)
-        yield Outcome(corpus_size=n_readable, degraded=bool(state.degraded),
-                      degraded_reason=state.degraded)
+            yield StageReport(st.name, ms, n_in, state.cands.size, self._backend, prefix + detail, skipped=skipped)
+
+    def breaker_states(self) -> dict[str, str]:
+        """Each strategy's circuit breaker: "closed", "open" or "half_open"."""
+        return self.breakers.states()
 
     def _hits(self, state: State, query: Query) -> Iterator[Hit]:
         c = state.cands
@@ -252,6 +346,10 @@ class TeleologicalRetriever:
         chunk_of = None if c.chunk is None else c.chunk.tolist()
         unique_of = c.columns["unique_contribution"].tolist() if "unique_contribution" in c.columns else None
         relevance_of = (c.columns["relevance"] if "relevance" in c.columns else relevance(c.spaces, c.size)).tolist()
+        # provenance: the strategies (hipporag) or spaces whose own lists held each result
+        strategy_of = {state.role(role): name for name, role in state.report.get("strategies", {}).items()}
+        checks = tuple(state.report.get("validation", ()))
+        conflicts_of = c.columns["conflicts_with"].tolist() if "conflicts_with" in c.columns else None
         for i in range(c.size):
             found = tuple(n for n in names if found_of[n][i])
             spaces = {n: v for n in names if not math.isnan(v := value_of[n][i])}
@@ -266,7 +364,12 @@ class TeleologicalRetriever:
             memory = self.catalog.memory(rows[i])
             chunk = chunk_of[i] if chunk_of is not None else 0
             spans = self._spans.get(memory.id, ())
-            yield Hit(memory=memory, score=scores[i], breakdown=breakdown, found_by=found,
+            provenance = Provenance(
+                strategies=tuple(strategy_of.get(n, n) for n in found), fused_score=float(content[i]),
+                validation_passed=checks, confidence=memory.confidence,
+                citation=citation(memory.namespace, memory.event_time, memory.id),
+                conflicts_with=tuple(x for x in (conflicts_of[i].split(",") if conflicts_of and conflicts_of[i] else ()) if x))
+            yield Hit(memory=memory, score=scores[i], breakdown=breakdown, found_by=found, provenance=provenance,
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk,
                       unique_contribution=unique_of[i] if unique_of is not None else "",
                       relevance=relevance_of[i], chunk_span=spans[chunk] if 0 <= chunk < len(spans) else None)
@@ -279,4 +382,4 @@ class TeleologicalRetriever:
                             aggregation, weights)
 
 
-__all__ = ["TeleologicalRetriever"]
+__all__ = ["NEXT_ROUTE", "TeleologicalRetriever", "broadened", "citation", "clock", "retrieval_confidence"]

@@ -22,7 +22,8 @@ from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline.state import State
 
 # modules whose stages are built in; each registers its stages when imported
-_BUILTIN_MODULES = ("recall", "fusion", "alignment", "rerank", "finalize")
+_BUILTIN_MODULES = ("recall", "fusion", "alignment", "rerank", "finalize", "route", "strategies", "validate",
+                    "conflicts")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from teleo_server.spaces.registry import resolve_name, space_classes
 
 if TYPE_CHECKING:
     from teleo_server.index.purpose import GoalView
+    from teleo_server.pipeline.resilience import Breakers
 
 _OVERRIDABLE = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k",
                 "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score",
@@ -109,8 +111,18 @@ class Candidates:
                 self.spaces[k] = np.concatenate([v, np.full(n_new, np.nan, dtype=np.float32)])
             for k, v in self.found.items():
                 self.found[k] = np.concatenate([v, np.zeros(n_new, dtype=bool)])
+            for k, v in self.ranks.items():
+                self.ranks[k] = np.concatenate([v, np.full(n_new, np.inf)])
             if self.chunk is not None:
                 self.chunk = np.concatenate([self.chunk, np.zeros(n_new, dtype=np.int64)])
+            for name in ("score", "content", "purpose", "goal", "late", "temporal"):
+                v = getattr(self, name)
+                if v is not None:
+                    setattr(self, name, np.concatenate([v, np.full(n_new, np.nan, dtype=v.dtype)]))
+            if self.goal_index is not None:
+                self.goal_index = np.concatenate([self.goal_index, np.full(n_new, -1, dtype=self.goal_index.dtype)])
+            if self.misaligned is not None:
+                self.misaligned = np.concatenate([self.misaligned, np.zeros(n_new, dtype=bool)])
             for k, v in self.columns.items():
                 fill = np.nan if np.issubdtype(v.dtype, np.floating) else ("" if v.dtype == object else 0)
                 self.columns[k] = np.concatenate([v, np.full(n_new, fill, dtype=v.dtype)])
@@ -141,6 +153,10 @@ class State:
     notes: list[str] = field(default_factory=list)
     degraded: str = ""
     params: dict[str, Any] = field(default_factory=dict)  # the profile's stage parameters (single_space: "space")
+    breakers: "Breakers | None" = None  # the retriever's circuit breakers (pipeline/resilience.py)
+    background: list[Future] = field(default_factory=list)  # abandoned calls the retriever waits for
+    # what the summary reports beyond the stage events: route, skip_reason, conflicts, ...
+    report: dict[str, Any] = field(default_factory=dict)
 
     def arm(self, cap: int) -> int:
         """How many candidates a recall arm with this cap fetches (``candidate_multiplier``)."""

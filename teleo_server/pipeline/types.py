@@ -33,6 +33,29 @@ class Breakdown:
     space_ranks: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a result came from and what it passed (every profile fills what it has)."""
+
+    strategies: tuple[str, ...] = ()       # the strategies (or spaces) whose own lists held it
+    fused_score: float = 0.0               # the merged score before validation and final weighting
+    validation_passed: tuple[str, ...] = ()  # checks of the validation stage it passed
+    confidence: float = 1.0                # the memory's stored confidence
+    citation: str = ""                     # "namespace/YYYY-MM-DD (memory 1f5a2b3c...)"
+    conflicts_with: tuple[str, ...] = ()   # ids of memories it contradicts, the pair unresolved
+
+
+@dataclass(frozen=True, slots=True)
+class ConflictPair:
+    """Two memories that disagree, as the conflict stage found and resolved them."""
+
+    id_a: str          # the memory the retrieval found
+    id_b: str          # the one it conflicts with
+    edge_type: str     # "supersedes" | "contradicts"
+    resolution: str    # "supersedes" | "recency" | "confidence" | "unresolved"
+    winner: str        # id of the memory kept ("" when unresolved)
+
+
 @dataclass(slots=True)
 class Hit:
     memory: Memory
@@ -46,6 +69,7 @@ class Hit:
     unique_contribution: str = ""              # additive_rrf: the only space that found it, if one
     relevance: float = 0.0                     # calibrated, absolute (pipeline/relevance.py)
     chunk_span: tuple[int, int] | None = None  # character span of the best-matching chunk
+    provenance: Provenance | None = None
 
 
 @dataclass(slots=True)
@@ -55,6 +79,11 @@ class Outcome:
     corpus_size: int
     degraded: bool = False
     degraded_reason: str = ""
+    route: str = ""                  # the router's route ("" when the profile has no router)
+    skip_reason: str = ""            # why nothing was retrieved, when route is "skip"
+    retry_count: int = 0             # attempts after the first (bounded retries)
+    retrieval_confidence: float = 0.0  # mean calibrated relevance of the top 3 results (0 when none)
+    conflicts: list[ConflictPair] = field(default_factory=list)  # pairs touching a delivered result
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +127,14 @@ class Retriever(Protocol):
         """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
         ...
 
+    def cache_ttl(self, profile: str) -> float:
+        """Seconds a result of this profile may be answered from the result cache (0 = never)."""
+        ...
+
+    def breaker_states(self) -> dict[str, str]:
+        """Circuit breaker name -> "closed" | "open" | "half_open"."""
+        ...
+
     def goal_count(self, principal: Principal | None = None) -> int:
         """Goals the principal may see: built only from partitions it may read."""
         ...
@@ -115,11 +152,13 @@ class Retriever(Protocol):
 
 __all__ = [
     "Breakdown",
+    "ConflictPair",
     "Filters",
     "Hit",
     "Offload",
     "Outcome",
     "Overrides",
+    "Provenance",
     "Query",
     "Retriever",
     "StageReport",

@@ -144,8 +144,14 @@ INSERT INTO chunk_vectors SELECT * FROM vectors_v4;
 DROP TABLE vectors_v4;
 """
 
+# v5: Feedback(sufficient=...) is counted: the retrieval's results were enough, or not.
+_V5 = """
+ALTER TABLE memories ADD COLUMN sufficient_count INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN insufficient_count INTEGER NOT NULL DEFAULT 0;
+"""
+
 # Append new migrations; never edit a released one.
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

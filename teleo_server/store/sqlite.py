@@ -42,7 +42,7 @@ T = TypeVar("T")
 _MEMORY_COLUMNS = (
     "id, namespace, content, content_hash, memory_type, access_level, source, confidence, importance, "
     "event_time, ingestion_time, session_id, session_position, links, metadata, evergreen, model_version, "
-    "chunk_count, retrieved_count, used_count, helpful_count, misled_count"
+    "chunk_count, retrieved_count, used_count, helpful_count, misled_count, sufficient_count, insufficient_count"
 )
 
 
@@ -230,7 +230,7 @@ class SQLiteStore:
                 memory.model_version = emb.model_version
                 memory.chunk_count = len(emb.chunks)
                 cur = conn.execute(
-                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 22)})",
+                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 24)})",
                     _memory_to_row(memory),
                 )
                 _insert_chunks(conn, cur.lastrowid, emb)
@@ -302,12 +302,15 @@ class SQLiteStore:
             cur = conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)
             return cur.rowcount
 
-    def record_feedback(self, memory_id: str, used: bool, helpful: bool | None) -> Memory | None:
+    def record_feedback(self, memory_id: str, used: bool, helpful: bool | None,
+                        sufficient: bool | None = None) -> Memory | None:
         with self._tx() as conn:
             conn.execute(
                 "UPDATE memories SET used_count = used_count + ?, helpful_count = helpful_count + ?, "
-                "misled_count = misled_count + ? WHERE id = ?",
-                (int(used), int(helpful is True), int(helpful is False), memory_id),
+                "misled_count = misled_count + ?, sufficient_count = sufficient_count + ?, "
+                "insufficient_count = insufficient_count + ? WHERE id = ?",
+                (int(used), int(helpful is True), int(helpful is False), int(sufficient is True),
+                 int(sufficient is False), memory_id),
             )
             row = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
         return _row_to_memory(row) if row else None
@@ -471,6 +474,8 @@ def _memory_to_row(m: Memory) -> tuple:
         m.used_count,
         m.helpful_count,
         m.misled_count,
+        m.sufficient_count,
+        m.insufficient_count,
     )
 
 
@@ -498,6 +503,8 @@ def _row_to_memory(r: tuple) -> Memory:
         used_count=r[19],
         helpful_count=r[20],
         misled_count=r[21],
+        sufficient_count=r[22],
+        insufficient_count=r[23],
     )
 
 
@@ -526,7 +533,7 @@ def _row_to_token(r: tuple) -> StoredToken:
 
 # the row attributes of ``query.visible`` as SQL over the memories table
 _SQL_COLUMNS = {"namespace": "namespace", "access_level": "access_level", "memory_type": "memory_type",
-                "confidence": "confidence", "session_id": "session_id",
+                "confidence": "confidence", "session_id": "session_id", "ingestion_time": "ingestion_time",
                 # the index's event time: the event time, else the ingestion time
                 "event_time": "(CASE WHEN event_time != 0 THEN event_time ELSE ingestion_time END)"}
 

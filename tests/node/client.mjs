@@ -1,5 +1,6 @@
 // Teleo client in Node.js, built from the .proto files alone (no generated code):
-// checks health, stores a memory and reads a streamed Retrieve. Prints one JSON object.
+// checks health, stores a memory and reads a streamed Retrieve (the default profile, then hipporag
+// with its route and each result's provenance). Prints one JSON object.
 //
 // Environment: TELEO_ADDRESS (host:port), TELEO_TOKEN, TELEO_PROTOS (the protos/ folder).
 import grpc from "@grpc/grpc-js";
@@ -52,6 +53,23 @@ try {
       out.events.push(ev.event);
       if (ev.event === "result") out.results.push({ rank: ev.result.rank, id: ev.result.memory.id, score: ev.result.score });
       if (ev.event === "summary") out.summary = { returned: ev.summary.returned, stages: ev.summary.stages.length };
+    });
+    call.on("error", reject);
+    call.on("end", resolve);
+  });
+  // The hipporag profile: the summary names the router's route, and every result carries its provenance.
+  out.hipporag = { results: [] };
+  await new Promise((resolve, reject) => {
+    const call = client.Retrieve({ text: process.env.TELEO_QUERY ?? "deploying the pipeline", top_k: 5, profile: "hipporag" }, meta, { deadline: deadline() });
+    call.on("data", (ev) => {
+      if (ev.event === "result") {
+        const p = ev.result.provenance; // null when the server sent none
+        out.hipporag.results.push({ id: ev.result.memory.id, citation: p?.citation ?? null, strategies: p?.strategies ?? null });
+      }
+      if (ev.event === "summary") {
+        const s = ev.summary;
+        Object.assign(out.hipporag, { profile: s.profile, route: s.route, returned: s.returned, conflicts: s.conflicts.length });
+      }
     });
     call.on("error", reject);
     call.on("end", resolve);

@@ -127,7 +127,7 @@ class MemoryInput(_message.Message):
     def __init__(self, content: _Optional[str] = ..., namespace: _Optional[str] = ..., access_level: _Optional[_Union[AccessLevel, str]] = ..., memory_type: _Optional[_Union[MemoryType, str]] = ..., source: _Optional[str] = ..., confidence: _Optional[float] = ..., importance: _Optional[float] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., session_position: _Optional[int] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., evergreen: _Optional[bool] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "input", "content_hash", "ingestion_time", "model_version", "chunk_count", "retrieved_count", "used_count", "helpful_count", "misled_count")
+    __slots__ = ("id", "input", "content_hash", "ingestion_time", "model_version", "chunk_count", "retrieved_count", "used_count", "helpful_count", "misled_count", "sufficient_count", "insufficient_count")
     ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,8 @@ class Memory(_message.Message):
     USED_COUNT_FIELD_NUMBER: _ClassVar[int]
     HELPFUL_COUNT_FIELD_NUMBER: _ClassVar[int]
     MISLED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUFFICIENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    INSUFFICIENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     id: str
     input: MemoryInput
     content_hash: str
@@ -148,7 +150,9 @@ class Memory(_message.Message):
     used_count: int
     helpful_count: int
     misled_count: int
-    def __init__(self, id: _Optional[str] = ..., input: _Optional[_Union[MemoryInput, _Mapping]] = ..., content_hash: _Optional[str] = ..., ingestion_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_version: _Optional[str] = ..., chunk_count: _Optional[int] = ..., retrieved_count: _Optional[int] = ..., used_count: _Optional[int] = ..., helpful_count: _Optional[int] = ..., misled_count: _Optional[int] = ...) -> None: ...
+    sufficient_count: int
+    insufficient_count: int
+    def __init__(self, id: _Optional[str] = ..., input: _Optional[_Union[MemoryInput, _Mapping]] = ..., content_hash: _Optional[str] = ..., ingestion_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_version: _Optional[str] = ..., chunk_count: _Optional[int] = ..., retrieved_count: _Optional[int] = ..., used_count: _Optional[int] = ..., helpful_count: _Optional[int] = ..., misled_count: _Optional[int] = ..., sufficient_count: _Optional[int] = ..., insufficient_count: _Optional[int] = ...) -> None: ...
 
 class StoreRequest(_message.Message):
     __slots__ = ("memory",)
@@ -439,7 +443,7 @@ class StageOverrides(_message.Message):
     def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content")
+    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content", "include_historical", "as_of_event", "as_of_ingestion")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -452,6 +456,9 @@ class RetrieveRequest(_message.Message):
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     SNIPPETS_FIELD_NUMBER: _ClassVar[int]
     OMIT_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HISTORICAL_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_EVENT_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_INGESTION_FIELD_NUMBER: _ClassVar[int]
     text: str
     vectors: QueryVectors
     top_k: int
@@ -464,7 +471,10 @@ class RetrieveRequest(_message.Message):
     explain: bool
     snippets: bool
     omit_content: bool
-    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ..., snippets: _Optional[bool] = ..., omit_content: _Optional[bool] = ...) -> None: ...
+    include_historical: bool
+    as_of_event: _timestamp_pb2.Timestamp
+    as_of_ingestion: _timestamp_pb2.Timestamp
+    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ..., snippets: _Optional[bool] = ..., omit_content: _Optional[bool] = ..., include_historical: _Optional[bool] = ..., as_of_event: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of_ingestion: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class StageEvent(_message.Message):
     __slots__ = ("stage", "elapsed_ms", "candidates_in", "candidates_out", "backend", "detail", "skipped")
@@ -517,7 +527,7 @@ class ScoreBreakdown(_message.Message):
     def __init__(self, content: _Optional[float] = ..., purpose_alignment: _Optional[float] = ..., goal_alignment: _Optional[float] = ..., late_interaction: _Optional[float] = ..., temporal: _Optional[float] = ..., spaces: _Optional[_Mapping[str, float]] = ..., space_ranks: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution", "relevance", "snippet", "snippet_start", "snippet_end")
+    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution", "relevance", "snippet", "snippet_start", "snippet_end", "provenance")
     RANK_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -532,6 +542,7 @@ class Result(_message.Message):
     SNIPPET_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_START_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_END_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     rank: int
     memory: Memory
     score: float
@@ -546,10 +557,41 @@ class Result(_message.Message):
     snippet: str
     snippet_start: int
     snippet_end: int
-    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ..., relevance: _Optional[float] = ..., snippet: _Optional[str] = ..., snippet_start: _Optional[int] = ..., snippet_end: _Optional[int] = ...) -> None: ...
+    provenance: Provenance
+    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ..., relevance: _Optional[float] = ..., snippet: _Optional[str] = ..., snippet_start: _Optional[int] = ..., snippet_end: _Optional[int] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+
+class Provenance(_message.Message):
+    __slots__ = ("strategies", "fused_score", "validation_passed", "confidence", "citation", "conflicts_with")
+    STRATEGIES_FIELD_NUMBER: _ClassVar[int]
+    FUSED_SCORE_FIELD_NUMBER: _ClassVar[int]
+    VALIDATION_PASSED_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    CITATION_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_WITH_FIELD_NUMBER: _ClassVar[int]
+    strategies: _containers.RepeatedScalarFieldContainer[str]
+    fused_score: float
+    validation_passed: _containers.RepeatedScalarFieldContainer[str]
+    confidence: float
+    citation: str
+    conflicts_with: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, strategies: _Optional[_Iterable[str]] = ..., fused_score: _Optional[float] = ..., validation_passed: _Optional[_Iterable[str]] = ..., confidence: _Optional[float] = ..., citation: _Optional[str] = ..., conflicts_with: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConflictPair(_message.Message):
+    __slots__ = ("id_a", "id_b", "edge_type", "resolution", "winner")
+    ID_A_FIELD_NUMBER: _ClassVar[int]
+    ID_B_FIELD_NUMBER: _ClassVar[int]
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    WINNER_FIELD_NUMBER: _ClassVar[int]
+    id_a: str
+    id_b: str
+    edge_type: str
+    resolution: str
+    winner: str
+    def __init__(self, id_a: _Optional[str] = ..., id_b: _Optional[str] = ..., edge_type: _Optional[str] = ..., resolution: _Optional[str] = ..., winner: _Optional[str] = ...) -> None: ...
 
 class RetrieveSummary(_message.Message):
-    __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size")
+    __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size", "route", "skip_reason", "retry_count", "retrieval_confidence", "conflicts")
     RETURNED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
     EMBED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -559,6 +601,11 @@ class RetrieveSummary(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CORPUS_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    SKIP_REASON_FIELD_NUMBER: _ClassVar[int]
+    RETRY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     returned: int
     total_ms: float
     embed_ms: float
@@ -568,7 +615,12 @@ class RetrieveSummary(_message.Message):
     profile: str
     request_id: str
     corpus_size: int
-    def __init__(self, returned: _Optional[int] = ..., total_ms: _Optional[float] = ..., embed_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageEvent, _Mapping]]] = ..., degraded: _Optional[bool] = ..., degraded_reason: _Optional[str] = ..., profile: _Optional[str] = ..., request_id: _Optional[str] = ..., corpus_size: _Optional[int] = ...) -> None: ...
+    route: str
+    skip_reason: str
+    retry_count: int
+    retrieval_confidence: float
+    conflicts: _containers.RepeatedCompositeFieldContainer[ConflictPair]
+    def __init__(self, returned: _Optional[int] = ..., total_ms: _Optional[float] = ..., embed_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageEvent, _Mapping]]] = ..., degraded: _Optional[bool] = ..., degraded_reason: _Optional[str] = ..., profile: _Optional[str] = ..., request_id: _Optional[str] = ..., corpus_size: _Optional[int] = ..., route: _Optional[str] = ..., skip_reason: _Optional[str] = ..., retry_count: _Optional[int] = ..., retrieval_confidence: _Optional[float] = ..., conflicts: _Optional[_Iterable[_Union[ConflictPair, _Mapping]]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("stage", "result", "summary")
@@ -617,16 +669,18 @@ class CompareResponse(_message.Message):
     def __init__(self, spaces: _Optional[_Mapping[str, float]] = ..., aggregate: _Optional[float] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ...) -> None: ...
 
 class FeedbackRequest(_message.Message):
-    __slots__ = ("id", "used", "helpful", "request_id")
+    __slots__ = ("id", "used", "helpful", "request_id", "sufficient")
     ID_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
     HELPFUL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SUFFICIENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     used: bool
     helpful: bool
     request_id: str
-    def __init__(self, id: _Optional[str] = ..., used: _Optional[bool] = ..., helpful: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+    sufficient: bool
+    def __init__(self, id: _Optional[str] = ..., used: _Optional[bool] = ..., helpful: _Optional[bool] = ..., request_id: _Optional[str] = ..., sufficient: _Optional[bool] = ...) -> None: ...
 
 class FeedbackResponse(_message.Message):
     __slots__ = ("memory",)

@@ -1,0 +1,261 @@
+"""The memory graph: memories joined by the entities they share, by typed links and by session
+adjacency, with personalised PageRank over it.
+
+Two sparse matrices hold the graph. ``incidence`` (memory rows x entity nodes) records which
+entities each memory names: a bipartite graph, so a memory reaches every other memory naming the
+same entity in two steps without a quadratic number of memory-memory edges. ``links`` (memory x
+memory, symmetric) holds typed links and session adjacency with their weights. Both grow by
+appending triplets; a query folds pending triplets into the CSR form first (amortised: only
+after writes). A removed memory keeps its edges until compaction; every walk is restricted to the
+rows the caller may read, so neither a deleted memory nor another tenant's is ever crossed, and
+entity weights and degrees are counted over readable rows only (another tenant's memories do not
+move a caller's scores).
+
+The walk (``ppr``) is a sparse power iteration with damping ``alpha`` over the seeds'
+neighbourhood: the rows and entities within ``hops`` steps of a seed, not crossing *hub*
+entities (named by more than ``hub_fraction`` of the readable memories, such as a speaker's name
+on every dialog turn), and within a budget of ``max_nodes`` memories, reached through the most
+specific entities first; PageRank mass that would leave the neighbourhood is dropped. Close to
+the seeds, where the top results lie, this ranks as the whole-graph walk does, at a cost set by
+the budget rather than the corpus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class GrowingMatrix:
+    """A sparse float32 matrix built by appending (row, col, weight) triplets; duplicates add up."""
+
+    __slots__ = ("_rows", "_cols", "_vals", "_csr", "_shape", "pending")
+
+    def __init__(self) -> None:
+        self._rows: list[np.ndarray] = []
+        self._cols: list[np.ndarray] = []
+        self._vals: list[np.ndarray] = []
+        self._csr: sp.csr_matrix | None = None
+        self._shape = (0, 0)
+        self.pending = 0
+
+    def add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        if rows.size:
+            self._rows.append(np.asarray(rows, np.int64))
+            self._cols.append(np.asarray(cols, np.int64))
+            self._vals.append(np.asarray(vals, np.float32))
+            self.pending += int(rows.size)
+
+    def csr(self, n_rows: int, n_cols: int) -> sp.csr_matrix:
+        """The matrix, shape (n_rows, n_cols), pending triplets folded in."""
+        if self._csr is not None and not self.pending and self._shape == (n_rows, n_cols):
+            return self._csr
+        parts_r, parts_c, parts_v = list(self._rows), list(self._cols), list(self._vals)
+        if self._csr is not None:
+            coo = self._csr.tocoo()
+            parts_r.insert(0, coo.row.astype(np.int64))
+            parts_c.insert(0, coo.col.astype(np.int64))
+            parts_v.insert(0, coo.data)
+        r = np.concatenate(parts_r) if parts_r else np.zeros(0, np.int64)
+        c = np.concatenate(parts_c) if parts_c else np.zeros(0, np.int64)
+        v = np.concatenate(parts_v) if parts_v else np.zeros(0, np.float32)
+        m = sp.coo_matrix((v, (r, c)), shape=(n_rows, n_cols)).tocsr()
+        m.sum_duplicates()
+        self._csr, self._shape = m, (n_rows, n_cols)
+        self._rows, self._cols, self._vals, self.pending = [], [], [], 0
+        return m
+
+    def compact(self, new_row: np.ndarray, new_col: np.ndarray | None, n_rows: int, n_cols: int) -> None:
+        """Renumber rows (and columns, for a memory x memory matrix) by ``new_row``/``new_col``
+        (-1 drops); the shape becomes (n_rows, n_cols)."""
+        coo = self.csr(new_row.size, new_col.size if new_col is not None else n_cols).tocoo()
+        r = new_row[coo.row]
+        c = new_col[coo.col] if new_col is not None else coo.col.astype(np.int64)
+        keep = (r >= 0) & (c >= 0)
+        self._csr = None
+        self._rows, self._cols, self._vals, self.pending = [r[keep]], [c[keep]], [coo.data[keep]], int(keep.sum())
+        self.csr(n_rows, n_cols)
+
+    @property
+    def nnz(self) -> int:
+        return (0 if self._csr is None else int(self._csr.nnz)) + self.pending
+
+
+@dataclass(frozen=True, slots=True)
+class WalkSettings:
+    alpha: float = 0.85          # probability of following an edge rather than jumping to a seed
+    max_iter: int = 100
+    tol: float = 1e-6            # L1 change of the score vector that ends the iteration
+    hops: int = 3                # neighbourhood radius in memory steps (memory -> entity -> memory is one)
+    hub_fraction: float = 0.05   # entities named by more than this share of readable memories are not crossed
+    hub_min: int = 50            # ... nor by fewer than this many memories ever counted as hubs
+    max_nodes: int = 5_000       # neighbourhood budget (memories): rarer entities are crossed first, until it is spent
+
+
+@dataclass(slots=True)
+class Walk:
+    rows: np.ndarray        # memory rows int64, best first
+    scores: np.ndarray      # PageRank mass float32 (sums to <= 1 over the neighbourhood)
+    iterations: int
+    nodes: int              # memories in the neighbourhood walked
+    entities: int           # entity nodes in it
+
+
+class MemoryGraph:
+    """Memories, entities and links as sparse matrices (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.entity_of: dict[str, int] = {}
+        self.entity_keys: list[str] = []
+        self.incidence = GrowingMatrix()   # memory row x entity
+        self.links = GrowingMatrix()       # memory row x memory row, symmetric
+        self.n_rows = 0
+        self._inc_t: sp.csr_matrix | None = None
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.entity_keys)
+
+    # ---- writes ----------------------------------------------------------------------------------
+    def entity(self, key: str, create: bool = True) -> int:
+        e = self.entity_of.get(key)
+        if e is None and create:
+            e = self.entity_of[key] = len(self.entity_keys)
+            self.entity_keys.append(key)
+        return -1 if e is None else e
+
+    def add_memory(self, row: int, entity_keys: list[str]) -> None:
+        self.n_rows = max(self.n_rows, row + 1)
+        if entity_keys:
+            ents = np.array(sorted({self.entity(k) for k in entity_keys}), dtype=np.int64)
+            self.incidence.add(np.full(ents.size, row, np.int64), ents, np.ones(ents.size, np.float32))
+
+    def link(self, a: int, b: int, weight: float) -> None:
+        """An undirected edge between memory rows ``a`` and ``b``."""
+        if a != b and weight > 0:
+            self.links.add(np.array([a, b]), np.array([b, a]), np.array([weight, weight], np.float32))
+
+    def compact(self, keep: np.ndarray) -> None:
+        new = np.full(max(self.n_rows, int(keep.max(initial=-1)) + 1), -1, np.int64)
+        new[keep] = np.arange(keep.size)
+        self.incidence.compact(new, None, keep.size, self.n_entities)
+        self.links.compact(new, new, keep.size, keep.size)
+        self.n_rows = int(keep.size)
+        self._inc_t = None
+
+    def matrices(self, n_rows: int) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+        """(incidence, its transpose, links) as CSR over ``n_rows`` memory rows."""
+        self.n_rows = max(self.n_rows, n_rows)
+        pending = self.incidence.pending
+        inc = self.incidence.csr(self.n_rows, self.n_entities)
+        if pending or self._inc_t is None or self._inc_t.shape != (inc.shape[1], inc.shape[0]):
+            self._inc_t = inc.T.tocsr()
+        return inc, self._inc_t, self.links.csr(self.n_rows, self.n_rows)
+
+    # ---- reads -----------------------------------------------------------------------------------
+    def entity_degrees(self, readable: np.ndarray) -> np.ndarray:
+        """float64 (n_entities,): readable memories naming each entity."""
+        _, inc_t, _ = self.matrices(readable.size)
+        return inc_t @ readable[: inc_t.shape[1]].astype(np.float64)
+
+    def ppr(self, readable: np.ndarray, seed_rows: np.ndarray, seed_weights: np.ndarray,
+            seed_entities: np.ndarray, entity_weights: np.ndarray | None, settings: WalkSettings,
+            k: int) -> Walk:
+        """Personalised PageRank from memory and entity seeds over readable rows.
+
+        seed_rows/seed_weights: memory seeds and their teleport weights; seed_entities: entity
+        seeds (each weighs the mean memory seed weight, or 1). Returns the ``k`` memory rows with
+        the most mass, seeds included.
+        """
+        n = readable.size
+        inc, inc_t, links = self.matrices(n)
+        R = readable[: inc.shape[0]].astype(np.float64)
+        if R.size < inc.shape[0]:
+            R = np.concatenate([R, np.zeros(inc.shape[0] - R.size)])
+        seed_rows = np.asarray(seed_rows, np.int64)
+        ok = (seed_rows >= 0) & (seed_rows < R.size)
+        ok[ok] = R[seed_rows[ok]] > 0
+        seed_rows, seed_weights = seed_rows[ok], np.asarray(seed_weights, np.float64)[ok]
+        deg_e = inc_t @ R  # readable memories per entity
+        seed_entities = np.asarray(seed_entities, np.int64)
+        seed_entities = seed_entities[(seed_entities >= 0) & (seed_entities < deg_e.size)]
+        seed_entities = seed_entities[deg_e[seed_entities] > 0]
+        if not seed_rows.size and not seed_entities.size:
+            return Walk(np.zeros(0, np.int64), np.zeros(0, np.float32), 0, 0, 0)
+        n_readable = max(float(R.sum()), 1.0)
+        hub = deg_e > max(settings.hub_fraction * n_readable, settings.hub_min)
+        # entity weight: how specific it is among readable memories, in (0, 1]
+        if entity_weights is None:
+            entity_weights = np.log1p(n_readable / np.maximum(deg_e, 1.0)) / np.log1p(n_readable)
+        # the neighbourhood: memory rows and non-hub entities within `hops` steps of a seed
+        mem = np.zeros(R.size, bool)
+        mem[seed_rows] = True
+        ent = np.zeros(deg_e.size, bool)
+        ent[seed_entities] = True
+        frontier_m, frontier_e = seed_rows, seed_entities
+        budget = settings.max_nodes
+        for _ in range(settings.hops):
+            left = budget - int(mem.sum())
+            if left <= 0:
+                break
+            # memory -> entity (not hubs), entity -> memory, memory -> linked memory; the most
+            # specific entities first, while the memories they name fit in the budget
+            e_new = np.unique(inc[frontier_m].indices) if frontier_m.size else np.zeros(0, np.int64)
+            e_new = e_new[~hub[e_new] & ~ent[e_new]]
+            e_new = e_new[np.argsort(deg_e[e_new], kind="stable")]
+            e_new = e_new[np.cumsum(deg_e[e_new]) <= left]
+            ent[e_new] = True
+            e_all = np.concatenate([frontier_e, e_new])
+            m_from_e = inc_t[e_all].indices if e_all.size else np.zeros(0, np.int64)
+            m_from_l = links[frontier_m].indices if frontier_m.size else np.zeros(0, np.int64)
+            cand = np.unique(np.concatenate([m_from_e, m_from_l]).astype(np.int64))
+            cand = cand[(R[cand] > 0) & ~mem[cand]]
+            mem[cand] = True
+            frontier_m, frontier_e = cand, np.zeros(0, np.int64)
+            if not cand.size:
+                break
+        mem &= R > 0
+        rows = np.flatnonzero(mem)
+        ents = np.flatnonzero(ent & (deg_e > 0))
+        sub_inc = inc[rows][:, ents].astype(np.float64)
+        sub_links = links[rows][:, rows].astype(np.float64)
+        w_e = entity_weights[ents]
+        # memory out-weight: entities (by weight) plus links (by weight), over the neighbourhood
+        out = sub_inc @ w_e + np.asarray(sub_links.sum(axis=1)).ravel()
+        deg_sub_e = np.asarray(sub_inc.sum(axis=0)).ravel()
+        inv_out = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)
+        inv_deg_e = np.divide(1.0, deg_sub_e, out=np.zeros_like(deg_sub_e), where=deg_sub_e > 0)
+        # one transition matrix over [memories; entities], columns scaled by how their mass leaves:
+        # memory -> memory by link weight, memory -> entity by entity weight, entity -> memory evenly
+        a = settings.alpha
+        transition = sp.bmat([[sub_links @ sp.diags(inv_out), sub_inc @ sp.diags(inv_deg_e)],
+                              [sp.diags(w_e) @ sub_inc.T @ sp.diags(inv_out), None]], format="csr")
+        transition = (a * transition).tocsr()
+        pos_m = np.full(R.size, -1, np.int64)
+        pos_m[rows] = np.arange(rows.size)
+        pos_e = np.full(deg_e.size, -1, np.int64)
+        pos_e[ents] = np.arange(ents.size)
+        p = np.zeros(rows.size + ents.size)
+        np.add.at(p, pos_m[seed_rows], seed_weights)
+        if seed_entities.size:
+            p[rows.size + pos_e[seed_entities]] = float(seed_weights.mean()) if seed_weights.size else 1.0
+        p *= (1.0 - a) / p.sum()
+        x = p / (1.0 - a)
+        it = 0
+        for it in range(1, settings.max_iter + 1):
+            nx = transition @ x + p
+            delta = float(np.abs(nx - x).sum())
+            x = nx
+            if delta < settings.tol:
+                break
+        xm = x[: rows.size]
+        k = min(k, rows.size)
+        top = np.argpartition(-xm, k - 1)[:k] if 0 < k < rows.size else np.arange(rows.size)
+        top = top[np.argsort(-xm[top], kind="stable")]
+        top = top[xm[top] > 0]
+        return Walk(rows[top].astype(np.int64), xm[top].astype(np.float32), it, int(rows.size), int(ents.size))
+
+
+__all__ = ["GrowingMatrix", "MemoryGraph", "Walk", "WalkSettings"]

@@ -1,0 +1,159 @@
+"""Knowledge over time: supersession chains and contradictions between memories (HippoRAG stage 5),
+read from the typed links the memory graph keeps (``supersedes``, ``contradicts``).
+
+A memory B that links ``supersedes`` to A replaced A's fact. A memory the caller can see is
+*superseded* when a memory it can also see, inside the query's bi-temporal view (``as_of_event``:
+event time at or before the moment; ``as_of_ingestion``: stored by then), supersedes it; the chain is
+followed to its latest visible memory. So "as of" a moment before the update, the old memory is
+still the truth, and "now" the update is.
+
+``contradicts`` pairs are resolved as the seed design does: the more recent memory (event time)
+wins when it is at least as confident (``recency``); at the same event time the more confident
+wins (``confidence``); when the newer one is less confident, recency and confidence disagree and
+the pair is ``unresolved``: both are kept, each naming the other. A superseded memory and a
+resolved contradiction's loser are hidden unless the query asks for ``include_historical``; the
+winner takes the loser's place in the candidate pool when the retrieval had not found it itself
+(and the filters admit it). Every pair found is reported in the summary (``ConflictPair``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.domain import LinkType
+from teleo_server.pipeline.stages import stage
+from teleo_server.pipeline.state import State
+from teleo_server.pipeline.types import ConflictPair
+
+RECENCY, CONFIDENCE, UNRESOLVED, SUPERSEDED = "recency", "confidence", "unresolved", "supersedes"
+
+
+class Links:
+    """Typed links among the memories one query may see (readable and inside its bi-temporal view)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        name = state.role("graph")
+        self.graph = state.spaces.get(name) if name is not None else None
+        self.cat = state.ctx.catalog
+        self.visible = self.graph.walkable(state.ctx) if self.graph is not None else state.ctx.readable
+
+    def row(self, memory_id: str) -> int | None:
+        r = self.cat.row_of.get(memory_id)
+        return r if r is not None and self.visible is not None and bool(self.visible[r]) else None
+
+    def superseders(self, memory_id: str) -> list[int]:
+        """Visible rows that supersede this memory."""
+        if self.graph is None:
+            return []
+        out = []
+        for source in self.graph.linked_from(memory_id):
+            r = self.row(source)
+            if r is not None and any(t == memory_id and k == LinkType.SUPERSEDES for t, k, _ in self.graph.links_of(source)):
+                out.append(r)
+        return out
+
+    def latest(self, row: int, limit: int = 32) -> int:
+        """The end of the supersession chain from ``row`` (``row`` itself when nothing supersedes it);
+        among several superseders the one with the latest event time is followed."""
+        seen = {row}
+        for _ in range(limit):
+            nxt = self.superseders(self.cat.memory(row).id)
+            nxt = [r for r in nxt if r not in seen]
+            if not nxt:
+                return row
+            row = max(nxt, key=lambda r: (float(self.cat.event_time[r]), r))
+            seen.add(row)
+        return row
+
+    def contradictions(self, memory_id: str) -> list[int]:
+        """Visible rows in a ``contradicts`` link with this memory, either direction."""
+        if self.graph is None:
+            return []
+        rows = set()
+        for target, kind, _ in self.graph.links_of(memory_id):
+            if kind == LinkType.CONTRADICTS and (r := self.row(target)) is not None:
+                rows.add(r)
+        for source in self.graph.linked_from(memory_id):
+            if any(t == memory_id and k == LinkType.CONTRADICTS for t, k, _ in self.graph.links_of(source)):
+                if (r := self.row(source)) is not None:
+                    rows.add(r)
+        return sorted(rows)
+
+
+def resolve(cat, a: int, b: int) -> tuple[str, int]:
+    """(resolution, winner row or -1) of a ``contradicts`` pair, by recency then confidence."""
+    ta, tb = float(cat.event_time[a]), float(cat.event_time[b])
+    ca, cb = float(cat.confidence[a]), float(cat.confidence[b])
+    if ta == tb:
+        return (CONFIDENCE, a if ca > cb else b) if ca != cb else (UNRESOLVED, -1)
+    newer, older = (a, b) if ta > tb else (b, a)
+    cn, co = float(cat.confidence[newer]), float(cat.confidence[older])
+    return (RECENCY, newer) if cn >= co else (UNRESOLVED, -1)
+
+
+def _place(state: State, loser_pos: int, winner: int, mask: np.ndarray) -> None:
+    """Put ``winner`` into the pool with at least the loser's score, if the filters admit it."""
+    c = state.cands
+    if not mask[winner]:
+        return
+    pos = int(c.extend(np.array([winner]))[0])
+    for arr in (c.score, c.content):
+        if arr is not None and not arr[pos] >= arr[loser_pos]:  # NaN (just added) or lower
+            arr[pos] = arr[loser_pos]
+
+
+@stage("conflicts", needs_score=True)
+def conflicts(state: State) -> str:
+    """Find supersessions and contradictions touching the candidates; hide losers unless
+    ``include_historical``; report every pair."""
+    c, cat = state.cands, state.ctx.catalog
+    links = Links(state)
+    if links.graph is None:
+        return "skipped: no memory graph"
+    historical = state.ctx.query.include_historical
+    found: list[ConflictPair] = []
+    hide: set[int] = set()
+    keep_both: dict[int, list[str]] = {}
+    mask = state.ctx.mask
+    rows = c.rows.tolist()
+    for pos, r in enumerate(rows):
+        memory = cat.memory(r)
+        last = links.latest(r)
+        if last != r:
+            found.append(ConflictPair(memory.id, cat.memory(last).id, "supersedes", SUPERSEDED, cat.memory(last).id))
+            if not historical:
+                hide.add(r)
+                _place(state, pos, last, mask)
+            continue
+        for other in links.contradictions(memory.id):
+            resolution, winner = resolve(cat, r, other)
+            oid = cat.memory(other).id
+            pair = tuple(sorted((memory.id, oid)))
+            if any(tuple(sorted((f.id_a, f.id_b))) == pair for f in found):
+                continue
+            found.append(ConflictPair(memory.id, oid, "contradicts", resolution, cat.memory(winner).id if winner >= 0 else ""))
+            if resolution == UNRESOLVED:
+                keep_both.setdefault(r, []).append(oid)
+                keep_both.setdefault(other, []).append(memory.id)
+                _place(state, pos, other, mask)
+            elif not historical:
+                loser = other if winner == r else r
+                hide.add(loser)  # a loser not in the pool stays out of it
+                if loser == r:
+                    _place(state, pos, winner, mask)
+    c = state.cands
+    if hide:
+        keep = np.flatnonzero(~np.isin(c.rows, np.fromiter(hide, np.int64, len(hide))))
+        state.cands = c = c.take(keep)
+    annotated = np.full(c.size, "", dtype=object)
+    for i, r in enumerate(c.rows.tolist()):
+        if r in keep_both:
+            annotated[i] = ",".join(keep_both[r])
+    c.columns["conflicts_with"] = annotated
+    state.report["conflicts"] = found
+    n_super = sum(f.edge_type == "supersedes" for f in found)
+    return f"pairs={len(found)} superseded={n_super} contradictions={len(found) - n_super} hidden={len(hide)} include_historical={historical}"
+
+
+__all__ = ["CONFIDENCE", "Links", "RECENCY", "SUPERSEDED", "UNRESOLVED", "conflicts", "resolve"]

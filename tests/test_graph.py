@@ -1,0 +1,171 @@
+"""The memory graph and its personalised PageRank: the walk matches a dense reference of the
+documented chain, stays inside what the caller may read, grows incrementally and survives compaction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from teleo_server.index.graph import MemoryGraph, WalkSettings
+
+FULL = WalkSettings(hops=50, hub_fraction=1.0, hub_min=10**9, tol=1e-12, max_iter=1000)
+
+
+def _graph(seed: int = 0, n: int = 40, n_ent: int = 25, links: int = 15) -> tuple[MemoryGraph, list[list[str]], list[tuple[int, int, float]]]:
+    rng = np.random.default_rng(seed)
+    ents = [[f"e{j}" for j in rng.choice(n_ent, size=rng.integers(1, 5), replace=False)] for _ in range(n)]
+    edges = [(int(a), int(b), float(w)) for a, b, w in zip(rng.integers(0, n, links), rng.integers(0, n, links),
+                                                           rng.uniform(0.5, 2.0, links)) if a != b]
+    g = MemoryGraph()
+    for row, keys in enumerate(ents):
+        g.add_memory(row, keys)
+    for a, b, w in edges:
+        g.link(a, b, w)
+    return g, ents, edges
+
+
+def _reference(ents: list[list[str]], edges: list[tuple[int, int, float]], readable: np.ndarray,
+               seeds: dict[int, float], alpha: float = 0.85) -> np.ndarray:
+    """Dense power iteration of the chain the module documents, over readable memories only."""
+    keys = sorted({k for i, ks in enumerate(ents) if readable[i] for k in ks})
+    col = {k: j for j, k in enumerate(keys)}
+    n, m = len(ents), len(keys)
+    inc = np.zeros((n, m))
+    for i, ks in enumerate(ents):
+        if readable[i]:
+            for k in ks:
+                inc[i, col[k]] = 1.0
+    lk = np.zeros((n, n))
+    for a, b, w in edges:
+        if readable[a] and readable[b]:
+            lk[a, b] += w
+            lk[b, a] += w
+    n_r = readable.sum()
+    deg_e = inc.sum(axis=0)
+    w_e = np.log1p(n_r / np.maximum(deg_e, 1)) / np.log1p(n_r)
+    out = inc @ w_e + lk.sum(axis=1)
+    pm = np.zeros(n)
+    for r, w in seeds.items():
+        pm[r] = w
+    pm /= pm.sum()
+    xm, xe = pm.copy(), np.zeros(m)
+    for _ in range(5000):
+        um = np.divide(xm, out, out=np.zeros(n), where=out > 0)
+        ue = np.divide(xe, deg_e, out=np.zeros(m), where=deg_e > 0)
+        nm = alpha * (inc @ ue + lk @ um) + (1 - alpha) * pm
+        ne = alpha * w_e * (inc.T @ um)
+        if np.abs(nm - xm).sum() + np.abs(ne - xe).sum() < 1e-14:
+            xm, xe = nm, ne
+            break
+        xm, xe = nm, ne
+    return xm
+
+
+def test_walk_matches_the_dense_reference():
+    g, ents, edges = _graph()
+    readable = np.ones(40, dtype=bool)
+    seeds = {3: 1.0, 17: 0.5}
+    walk = g.ppr(readable, np.array([3, 17]), np.array([1.0, 0.5]), np.zeros(0, np.int64), None, FULL, 40)
+    ref = _reference(ents, edges, readable, seeds)
+    got = np.zeros(40)
+    got[walk.rows] = walk.scores
+    np.testing.assert_allclose(got, ref, atol=1e-6)
+    assert list(walk.rows[:5]) == list(np.argsort(-ref, kind="stable")[:5])
+    assert walk.iterations < FULL.max_iter
+
+
+def test_unreadable_memories_neither_appear_nor_shape_scores():
+    g, ents, edges = _graph(seed=1)
+    readable = np.ones(40, dtype=bool)
+    readable[::3] = False  # another tenant's memories
+    readable[3] = True
+    walk = g.ppr(readable, np.array([3]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 40)
+    assert not set(walk.rows.tolist()) & set(np.flatnonzero(~readable).tolist())
+    # exactly the walk over a graph that never held the unreadable memories
+    alone = MemoryGraph()
+    for row, keys in enumerate(ents):
+        alone.add_memory(row, keys if readable[row] else [])
+    for a, b, w in edges:
+        if readable[a] and readable[b]:
+            alone.link(a, b, w)
+    other = alone.ppr(readable, np.array([3]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 40)
+    np.testing.assert_allclose(dict(zip(walk.rows.tolist(), walk.scores.tolist())).get(5, 0.0),
+                               dict(zip(other.rows.tolist(), other.scores.tolist())).get(5, 0.0), atol=1e-7)
+    assert walk.rows.tolist() == other.rows.tolist()
+    np.testing.assert_allclose(walk.scores, other.scores, atol=1e-7)
+
+
+def test_entity_seeds_reach_memories_naming_them_and_their_neighbours():
+    g = MemoryGraph()
+    g.add_memory(0, ["priya raman", "halcyon"])
+    g.add_memory(1, ["halcyon", "lisbon"])
+    g.add_memory(2, ["lisbon"])
+    g.add_memory(3, ["unrelated"])
+    walk = g.ppr(np.ones(4, bool), np.zeros(0, np.int64), np.zeros(0), np.array([g.entity("priya raman")]), None, FULL, 4)
+    assert walk.rows[0] == 0
+    assert 2 in walk.rows.tolist()  # two entity hops away: priya -> memory 0 -> halcyon -> 1 -> lisbon -> 2
+    assert 3 not in walk.rows.tolist()  # nothing connects it
+
+
+def test_incremental_writes_equal_a_fresh_build_and_compaction_renumbers():
+    g, ents, edges = _graph(seed=2, n=30)
+    readable = np.ones(30, dtype=bool)
+    before = g.ppr(readable, np.array([0]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 30)
+    g.add_memory(30, ["e1", "e2"])   # writes after a walk fold in on the next walk
+    g.link(30, 0, 1.0)
+    readable = np.ones(31, dtype=bool)
+    after = g.ppr(readable, np.array([0]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 31)
+    assert 30 in after.rows.tolist() and before.rows.size == 30 or 30 in after.rows.tolist()
+    fresh = MemoryGraph()
+    for row, keys in enumerate(ents + [["e1", "e2"]]):
+        fresh.add_memory(row, keys)
+    for a, b, w in edges + [(30, 0, 1.0)]:
+        fresh.link(a, b, w)
+    ref = fresh.ppr(readable, np.array([0]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 31)
+    np.testing.assert_allclose(after.scores, ref.scores, atol=1e-7)
+    # delete rows 5 and 6 (tombstones), then compact: the walk over the compacted graph is the
+    # walk over the tombstoned one, renumbered
+    readable[[5, 6]] = False
+    tomb = g.ppr(readable, np.array([0]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 31)
+    keep = np.flatnonzero(readable)
+    g.compact(keep)
+    new_of_old = {int(o): i for i, o in enumerate(keep)}
+    compacted = g.ppr(np.ones(keep.size, bool), np.array([0]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 31)
+    assert compacted.rows.tolist() == [new_of_old[r] for r in tomb.rows.tolist()]
+    np.testing.assert_allclose(compacted.scores, tomb.scores, atol=1e-7)
+
+
+def test_hub_entities_are_not_crossed_and_hops_bound_the_neighbourhood():
+    g = MemoryGraph()
+    n = 200
+    for row in range(n):
+        g.add_memory(row, ["caroline", f"topic{row // 2}"])  # a speaker's name on every turn
+    near = WalkSettings(hops=1, hub_fraction=0.05, hub_min=10)
+    walk = g.ppr(np.ones(n, bool), np.array([10]), np.array([1.0]), np.zeros(0, np.int64), None, near, 50)
+    assert sorted(walk.rows.tolist()) == [10, 11]  # its topic's partner only: the hub is not crossed
+    assert walk.nodes == 2
+    crossing = WalkSettings(hops=1, hub_fraction=1.0, hub_min=10**9)
+    wide = g.ppr(np.ones(n, bool), np.array([10]), np.array([1.0]), np.zeros(0, np.int64), None, crossing, 50)
+    assert wide.nodes == n
+
+
+def test_no_seed_gives_an_empty_walk():
+    g, _, _ = _graph()
+    walk = g.ppr(np.ones(40, bool), np.zeros(0, np.int64), np.zeros(0), np.array([g.entity("nope", create=False)]),
+                 None, FULL, 10)
+    assert walk.rows.size == 0
+    # a seed the caller cannot read is no seed
+    readable = np.ones(40, bool)
+    readable[3] = False
+    assert g.ppr(readable, np.array([3]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 10).rows.size == 0
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.85])
+def test_alpha_is_the_chance_of_following_an_edge(alpha):
+    g, ents, edges = _graph(seed=4)
+    readable = np.ones(40, dtype=bool)
+    s = WalkSettings(alpha=alpha, hops=50, hub_fraction=1.0, hub_min=10**9, tol=1e-12, max_iter=1000)
+    walk = g.ppr(readable, np.array([7]), np.array([1.0]), np.zeros(0, np.int64), None, s, 40)
+    got = np.zeros(40)
+    got[walk.rows] = walk.scores
+    np.testing.assert_allclose(got, _reference(ents, edges, readable, {7: 1.0}, alpha), atol=1e-6)
