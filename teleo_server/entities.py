@@ -7,7 +7,7 @@ An entity's ``key`` is what links: the same entity written differently gets the 
 ``text`` is the surface form where the key was first seen (after NFKC, without a trimmed leading
 article, honorific or possessive). ``extract`` gives each key once, in order of first appearance.
 
-Kinds, in the order they are tried on each whitespace-separated chunk of a line:
+Kinds (a line is read as whitespace-separated chunks, less the punctuation around them):
 
 - **identifier** (keys lower-cased, never split): URLs (key: host and path, without the scheme,
   ``www.``, query, fragment or trailing ``/``, so ``https://www.example.com/a/`` and
@@ -34,7 +34,7 @@ Kinds, in the order they are tried on each whitespace-separated chunk of a line:
 - **proper**: runs of capitalised words and acronyms (Latin, Greek and Cyrillic scripts), joined
   across the lower-case connectors ``of de del della di da dos das du des van von der den la le``
   (``Bank of America``, ``Ludwig van Beethoven``), a connector and ``the`` (``Lord of the Rings``)
-  and ``&`` (``Johnson & Johnson``). ``and`` joins too, but a span with ``and`` gives its parts,
+  and ``&`` (``Johnson & Johnson``; ``AT&T`` is one word). ``and`` joins too, but a span with ``and`` gives its parts,
   and itself only when it is two capitalised words: ``Caroline and Melanie`` gives
   ``caroline and melanie``, ``caroline`` and ``melanie`` (a list of names is far more common than
   ``Procter and Gamble``, and a query about Caroline must find it); ``Bank of America and Wells
@@ -46,13 +46,16 @@ Kinds, in the order they are tried on each whitespace-separated chunk of a line:
   key: ``Melanie Smith`` and a later ``Melanie`` do not link (no coreference).
 
 Sentence starts (after ``. ! ? : …``, at a line start, after an opening quote, a bullet or a
-list number; not after ``Dr.``, ``etc.`` or an initial such as ``J.``) are
-where capitals say nothing: there a leading common English word is trimmed from a span
-(``Yesterday Caroline`` gives ``caroline``), and a span of one word is kept only if the same word
-is capitalised in the middle of a sentence elsewhere in the text, or else if it is neither a stop
-word (English, with a list of common sentence openers such as "Yesterday", "Also", "Thanks", and
-the stop words of the text's language when that is not English: ``Die``, ``Le``, ``El``) nor found
-in lower case elsewhere in the text. A name before a colon at a line start (``Caroline: ...``) is a
+list number; not after ``Dr.``, ``etc.`` or an initial such as ``J.``) are where capitals say
+nothing: there a leading common English word is trimmed from a span (``Yesterday Caroline`` gives
+``caroline``), a span that joins the first word across connectors gives what follows them as well
+(``Price of the Nimbus Pro`` also gives ``nimbus pro``; ``Bank of America`` also ``america``), and
+a span of one word is kept only if the same word is capitalised in the middle of a sentence
+elsewhere in the text, or else if it is neither a stop word (English, with a list of common
+sentence openers such as "Yesterday", "Also", "Thanks", "Upgraded", and the stop words of the
+text's language when that is not English: ``Die``, ``Le``, ``El``) nor found in lower case
+elsewhere in the text. Without a dictionary, other common words that open a sentence are kept
+(``Latency was high`` gives ``latency``). A name before a colon at a line start (``Caroline: ...``) is a
 speaker and kept, unless it is a label (``Note:``, ``User:``). ``I`` and its contractions, other
 contractions (``Don't``, ``It's``), month and weekday names, single letters and chatty acronyms
 (``OK``, ``PM``, ``FYI``) are never entities on their own; ``APIs`` gives ``api``.
@@ -124,6 +127,14 @@ working worked bought visited met had took gave found felt seems seemed turns tu
 coming went watched watching read reading wrote writing made talked talking spent learned started
 after before during since until while when where what which who why how if unless because though
 although whether
+upgrade upgraded update updated change changed switch switched migrate migrated forgot forget decide
+decided agree agreed confirm confirmed create created release released launch launched ship shipped
+merge merged install installed configure configured rename renamed replace replaced schedule scheduled
+cancel cancelled canceled postpone postponed book booked order ordered pay paid send sent receive
+received learn noticed realized discussed mentioned reported promised joined left stopped enabled
+disabled bumped reverted dropped increased decreased raised lowered reduced extended renewed signed
+correction clarification followup follow latest late new old current previous final quick
+hopefully currently tomorrow's today's yesterday's
 one two three four five six seven eight nine ten
 """.split())
 
@@ -145,6 +156,7 @@ _MONTHS_DAYS = frozenset("""
 january february march april may june july august september october november december
 jan feb apr jun jul aug sept oct nov dec
 monday tuesday wednesday thursday friday saturday sunday mon tue tues thu thur thurs fri
+mondays tuesdays wednesdays thursdays fridays saturdays sundays weekend weekends
 """.split())
 _HONORIFICS = frozenset("mr mrs ms mx dr prof sir madam mme mlle herr frau sr sra srta".split())
 _ARTICLES = frozenset(("the", "a", "an"))
@@ -250,7 +262,7 @@ _INITIALS = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]?")
 _LEAD = "\"'“‘«「『„‚‹(<[{*•·‣◦▪–—-¿¡"
 _TRAIL = ".,;:!?…)]}>\"'”’»」』›"
 _OPEN_QUOTES = frozenset("\"'“‘«「『„‚‹")
-_QUOTE_CHARS = frozenset("\"“„«「『`‘'")
+_QUOTE_CHAR = re.compile("[\"“„«「『`‘']")
 _BULLETS = frozenset("*•·‣◦▪–—-")
 _SENTENCE_END = frozenset(".!?:…")
 _QUOTE_STRIP = " \t.,;:!?…-–—"
@@ -330,7 +342,7 @@ def normalize_key(text: str) -> str:
     last = words[-1]
     if last.endswith("'s") and len(last) > 2:
         words[-1] = last[:-2]
-    return " ".join(_word_key(w) for w in words)
+    return " ".join([_word_key(w) for w in words])
 
 
 def _number(s: str) -> str:
@@ -513,7 +525,7 @@ class _Extractor:
     def line(self, line: str, base: int) -> None:
         """A line's entities. Its whitespace-separated chunks are numbered; a chunk of lower-case
         letters only (most of a text) costs next to nothing: spans join tokens of adjacent chunks."""
-        if not _QUOTE_CHARS.isdisjoint(line):
+        if ('"' in line or "'" in line or "`" in line) if line.isascii() else _QUOTE_CHAR.search(line):
             self.quotes(line, base)
         words = line.split()
         toks: list[list] = []
@@ -526,15 +538,22 @@ class _Extractor:
             if raw.isalpha():
                 if raw.islower():
                     # a connector matters only right after a capitalised word or a connector
-                    if raw in _CONN_WORDS and toks and toks[-1][8] == k - 1 and not toks[-1][5]:
+                    if toks and toks[-1][8] == k - 1 and not toks[-1][5] and raw in _CONN_WORDS:
                         toks.append([_CONN, raw, -1, -1, k == sent_k, False, False, False, k])
                     continue
                 pos = line.find(raw, pos)
                 start = base + pos
                 pos += len(raw)
-                tok = self.word(raw, start, start + len(raw), 2 if k == line_k else k == sent_k, False, k)
-                if tok is not None:
-                    toks.append(tok)
+                sent = 2 if k == line_k else k == sent_k
+                if raw.istitle() and raw != "I":  # the common case of word(), inline
+                    key = raw.lower() if raw.isascii() else _word_key(raw)
+                    if not sent:
+                        self.mid_caps.add(key)
+                    toks.append([_CAP, key, start, start + len(raw), sent, False, False, sent == 2, k])
+                else:
+                    tok = self.word(raw, start, start + len(raw), sent, False, k)
+                    if tok is not None:
+                        toks.append(tok)
                 continue
             stripped = raw.lstrip(_LEAD)
             core = stripped.rstrip(_TRAIL)
@@ -542,7 +561,7 @@ class _Extractor:
             trail = stripped[len(core):]
             ends = bool(trail) and not _SENTENCE_END.isdisjoint(trail)
             if core.isalpha() and core.islower():  # a lower-case word with punctuation around it
-                if core in _CONN_WORDS and not trail and not lead_n and toks and toks[-1][8] == k - 1:
+                if toks and toks[-1][8] == k - 1 and not trail and not lead_n and core in _CONN_WORDS:
                     toks.append([_CONN, core, -1, -1, k == sent_k, False, False, False, k])
                 if ends:
                     sent_k = k + 1
@@ -569,7 +588,7 @@ class _Extractor:
             if k == line_k and trail in (".", ")") and (core.isdigit() or len(core) == 1):
                 line_k = sent_k = k + 1  # "1." or "a)": a numbered item; the line's text starts after it
                 continue
-            if _WORD.fullmatch(core):
+            if core.isalpha() or _WORD.fullmatch(core):
                 tok = self.word(core, start, end, sent, bool(trail), k)
                 if tok is not None:
                     if trail == "." and (tok[1] in _ABBREVIATIONS or len(core) == 1 and k + 1 < len(words) and (
@@ -750,7 +769,8 @@ class _Extractor:
 
     def emit(self, span: list[list], base: int) -> None:
         """A span's entity, trimmed at its ends. A span with "and" gives its parts, and itself only
-        when it is two capitalised words (Procter and Gamble)."""
+        when it is two capitalised words (Procter and Gamble). A span that starts a sentence and
+        joins its first word across connectors gives what follows the connectors too."""
         if len(span) == 1:
             self.single(span[0], 0)
             return
@@ -776,11 +796,19 @@ class _Extractor:
         if lo or hi < len(span):
             span = span[lo:hi]
         if len(span) > 1:
-            if not any(t[1] == "and" for t in span):
-                self.add(span[0][2], 1, " ".join(t[1] for t in span), self.text[span[0][2]:span[-1][3]], PROPER)
+            words = [t[1] for t in span]
+            if "and" not in words:
+                self.add(span[0][2], 1, " ".join(words), self.text[span[0][2]:span[-1][3]], PROPER)
+                if lo == 0 and sent0 and span[1][0] == _CONN:
+                    # a sentence's first word says nothing by its capital: "Price of the Nimbus Pro"
+                    # gives "nimbus pro" too (and "Bank of America" gives "america")
+                    j = 2
+                    while span[j][0] == _CONN:
+                        j += 1
+                    self.emit(span[j:], base)
                 return
             if len(span) == 3 and span[0][0] == _CAP and span[2][0] == _CAP:
-                self.add(span[0][2], 1, " ".join(t[1] for t in span), self.text[span[0][2]:span[-1][3]], PROPER)
+                self.add(span[0][2], 1, " ".join(words), self.text[span[0][2]:span[-1][3]], PROPER)
             part: list[list] = []
             for t in span + [None]:
                 if t is None or t[1] == "and":
@@ -820,9 +848,15 @@ class _Extractor:
             foreign = self.languages()[1]
             if key in foreign or word in foreign:
                 return False
-        if word not in self.text:  # the text is case-sensitive: only a lower-case occurrence matches
-            return True
-        return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", self.text) is None
+        # a lower-case occurrence as a word of its own (the search is case-sensitive)
+        text = self.text
+        i = text.find(word)
+        while i >= 0:
+            j = i + len(word)
+            if (i == 0 or not text[i - 1].isalnum()) and (j == len(text) or not text[j].isalnum()):
+                return False
+            i = text.find(word, i + 1)
+        return True
 
     def result(self, limit: int) -> list[Entity]:
         cands = self.cands
@@ -840,7 +874,7 @@ class _Extractor:
 
 
 # Entities are immutable: the same one is shared (cheaper than a frozen dataclass's __init__)
-_entity = lru_cache(maxsize=65536)(Entity)
+_entity = lru_cache(maxsize=8192)(Entity)
 
 
 def extract(text: str, limit: int = 64) -> list[Entity]:

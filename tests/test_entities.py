@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from teleo_server.entities import Entity, extract, keys, normalize_key
 
@@ -56,6 +58,8 @@ def test_connectors_join_a_span_and_articles_are_dropped():
     assert keys("He reads The New York Times daily") == ["new york times"]
     # a connector joins only between capitalised words
     assert keys("Paris of course was lovely") == ["paris"]
+    # a sentence's first word joined across connectors: what follows them is an entity too
+    assert keys("Price of the Nimbus Pro plan: $59 per month.") == ["price of the nimbus pro", "nimbus pro", "$59"]
 
 
 def test_and_gives_the_parts():
@@ -85,6 +89,8 @@ def test_sentence_initial_common_words_are_dropped_names_kept():
     assert "will" in keys("Will went home. Then we met Will again.")
     # a word found in lower case elsewhere is a common word
     assert keys("Deploy went fine. Later we will deploy again.") == []
+    assert keys("Zebra rides start soon. We saw a zebra.") == []
+    assert keys("Art is fun. We start now.") == ["art"]  # "art" only inside "start"
 
 
 @pytest.mark.parametrize("text, name, article", [
@@ -250,3 +256,23 @@ def test_normalize_key_matches_extract():
     assert normalize_key("Melanie’s") == "melanie"
     assert normalize_key("José  MÜLLER") == "jose muller"
     assert normalize_key("") == ""
+
+
+_PIECES = ["Caroline", "of", "the", "and", "NASA", "I'm", "Melanie's", "v2.3.1", "250", "ms", "$", "1,200", '"',
+           "'", "US", "DO", "l'Europe", "Dr.", "J.", "https://x.y/z", "-", "1.", "&", "O'Brien", "getUserName",
+           "a_b", "x.py", "#1", "@a", "2026-13-40", "2026-03-14", "「東京」", "\n", "José", "ÉCOLE", ":"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.text(max_size=120), st.lists(st.sampled_from(_PIECES), max_size=20).map(" ".join)),
+       st.integers(min_value=0, max_value=12))
+def test_any_text_gives_unique_normalised_keys(text, limit):
+    ents = extract(text, limit)
+    ks = [e.key for e in ents]
+    assert len(ks) <= limit
+    assert len(set(ks)) == len(ks)
+    for e in ents:
+        assert e.key and e.key == e.key.strip() and "  " not in e.key and "\n" not in e.key
+        assert e.key == e.key.lower()
+        assert e.kind in ("proper", "quoted", "identifier", "quantity")
+        assert e.text
