@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--tokens", type=int, default=24, help="per-token vectors per memory")
-    ap.add_argument("--profiles", default="teleological,hybrid")
+    ap.add_argument("--profiles", default="teleological,hybrid,hipporag")
     ap.add_argument("--tenants", type=int, default=1,
                     help="spread memories over this many namespaces; each query then reads only its own")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latency.json")

@@ -91,7 +91,7 @@ class WalkSettings:
     hops: int = 3                # neighbourhood radius in memory steps (memory -> entity -> memory is one)
     hub_fraction: float = 0.05   # entities named by more than this share of readable memories are not crossed
     hub_min: int = 50            # ... nor by fewer than this many memories ever counted as hubs
-    max_nodes: int = 5_000       # neighbourhood budget (memories): rarer entities are crossed first, until it is spent
+    max_nodes: int = 2_000       # neighbourhood budget (memories): rarer entities are crossed first, until it is spent
 
 
 @dataclass(slots=True)
@@ -194,8 +194,15 @@ class MemoryGraph:
         mem[seed_rows] = True
         ent = np.zeros(deg_e.size, bool)
         ent[seed_entities] = True
-        frontier_m, frontier_e = seed_rows, seed_entities
         budget = settings.max_nodes
+        # entity seeds spend the budget too, the most specific first
+        seed_entities = seed_entities[np.argsort(deg_e[seed_entities], kind="stable")]
+        seed_entities = seed_entities[np.cumsum(deg_e[seed_entities]) <= max(budget - seed_rows.size, 0)]
+        ent[:] = False
+        ent[seed_entities] = True
+        if not seed_rows.size and not seed_entities.size:
+            return Walk(np.zeros(0, np.int64), np.zeros(0, np.float32), 0, 0, 0)
+        frontier_m, frontier_e = seed_rows, seed_entities
         for _ in range(settings.hops):
             left = budget - int(mem.sum())
             if left <= 0:

@@ -69,11 +69,17 @@ def validate(state: State) -> str:
     confident = cat.confidence[c.rows] >= np.float32(cfg.validation_min_confidence)
     rel = relevance(signals(state, c.rows), c.size)
     c.columns["relevance"] = rel
+    w = cfg.validation_rerank_weight
+    if w > 0:
+        assert c.score is not None
+        top_s, top_r = float(c.score.max(initial=0.0)), float(rel.max(initial=0.0))
+        fused = c.score / top_s if top_s > 0 else c.score
+        c.score = ((1.0 - w) * fused + w * (rel / top_r if top_r > 0 else rel)).astype(np.float32)
     relevant = rel >= cfg.validation_min_relevance
     keep = np.flatnonzero(confident & relevant)
     state.cands = c.take(keep)
     state.report["validation"] = list(CHECKS)
-    return (f"depth={depth} validated={n_in} below_confidence={int((~confident).sum())} "
+    return (f"depth={depth} rerank_weight={w:g} validated={n_in} below_confidence={int((~confident).sum())} "
             f"below_relevance={int((confident & ~relevant).sum())} min_relevance={cfg.validation_min_relevance:g}")
 
 

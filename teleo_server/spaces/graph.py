@@ -36,7 +36,7 @@ class GraphSettings(SpaceSettings):
     tol: float = Field(1e-6, gt=0)
     hops: int = Field(3, ge=1, le=8)                # neighbourhood radius walked (memory steps)
     hub_fraction: float = Field(0.05, gt=0, le=1)   # entities on more memories than this share are not crossed
-    max_nodes: int = Field(5_000, ge=100)
+    max_nodes: int = Field(2_000, ge=100)
     max_entities: int = Field(64, ge=1)             # entities kept per memory
     link_weight: float = Field(1.0, ge=0)           # typed link edge weight (times the link's own weight)
     session_weight: float = Field(0.5, ge=0)        # edge to the previous / next memory of the session
