@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--only", choices=("scifact", "locomo"), action="append")
     ap.add_argument("--runs", nargs="*", help="only the runs with these names (e.g. hipporag teleological)")
+    ap.add_argument("--tag", default="", help="name the result files eval-<tag>.{json,md}")
     ap.add_argument("--split", default="test", help="SciFact split to report (train for tuning)")
     ap.add_argument("--quick", action="store_true", help="skip the variants that need their own index")
     ap.add_argument("--threads", type=int, default=2, help="embedding threads when the cache is cold")
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     if "locomo" in data:
         res["locomo"] = locomo_eval(data["locomo"], base, args.quick, args.runs)
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "" if args.split == "test" and not args.settings and not args.runs else f"-{args.split}"
+    suffix = f"-{args.tag}" if args.tag else "" if args.split == "test" and not args.settings and not args.runs else f"-{args.split}"
     (args.out / f"eval{suffix}.json").write_text(json.dumps(res, indent=2))
     (args.out / f"eval{suffix}.md").write_text(markdown(res))
     print(markdown(res))  # noqa: T201 - the command's report

@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.eval.generated import jsonl, write_or_check
 from bench.eval.knowledge_update.templates import (CORRECTIONS, ENTITIES, LATE, MONTHS, SLOTS, SOURCES, Entity,
                                                    Slot, version_key)
 
@@ -218,25 +218,15 @@ def read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
     args = ap.parse_args(argv)
     memories, queries = build()
-    files = {MEMORIES: _jsonl(memories), QUERIES: _jsonl(queries)}
+    files = {MEMORIES: jsonl(memories), QUERIES: jsonl(queries)}
     if args.check:
-        stale = [p.name for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
-        if stale:
-            print(f"out of date: {', '.join(stale)} (run python -m bench.eval.knowledge_update.build)",  # noqa: T201
-                  file=sys.stderr)
-            return 1
-        return 0
-    for path, text in files.items():
-        path.write_text(text, encoding="utf-8")
+        return write_or_check(files, True, "python -m bench.eval.knowledge_update.build")
+    write_or_check(files, False, "python -m bench.eval.knowledge_update.build")
     kinds = {k: sum(q["kind"] == k for q in queries) for k in ("now", "as_of_event", "as_of_ingestion")}
     links = {k: sum(q["link"] == k for q in queries if q["kind"] == "now") for k, _ in LINK_SHARES}
     print(f"{len({m['scenario'] for m in memories})} scenarios, {len(memories)} memories, "  # noqa: T201

@@ -11,13 +11,12 @@ language code, so the files change only when the templates (``templates.py``) or
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import string
-import sys
 from pathlib import Path
 from typing import Any
 
+from bench.eval.generated import jsonl, write_or_check
 from bench.eval.multilingual.templates import LANGUAGES, TIMES, Family, Language
 
 SEED = 20240611
@@ -132,24 +131,15 @@ def build() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return memories, queries
 
 
-def _jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
     args = ap.parse_args(argv)
     memories, queries = build()
-    files = {MEMORIES: _jsonl(memories), QUERIES: _jsonl(queries)}
+    files = {MEMORIES: jsonl(memories), QUERIES: jsonl(queries)}
     if args.check:
-        stale = [p.name for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
-        if stale:
-            print(f"out of date: {', '.join(stale)} (run python -m bench.eval.multilingual.build)", file=sys.stderr)
-            return 1
-        return 0
-    for path, text in files.items():
-        path.write_text(text, encoding="utf-8")
+        return write_or_check(files, True, "python -m bench.eval.multilingual.build")
+    write_or_check(files, False, "python -m bench.eval.multilingual.build")
     counts = {lang.code: (sum(m["lang"] == lang.code for m in memories), sum(q["lang"] == lang.code for q in queries))
               for lang in LANGUAGES}
     print(f"{len(memories)} memories, {len(queries)} queries: "  # noqa: T201 - the command's report
