@@ -48,6 +48,9 @@ _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 _WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+_ROUTES = frozenset({"simple", "multi_hop", "exploratory", "skip"})  # a bounded label set
+
+
 class Metrics:
     """One server's metrics. ``watch`` attaches them to a core; ``serve`` starts the endpoint."""
 
@@ -66,6 +69,11 @@ class Metrics:
         self.stage_candidates = Histogram(
             "teleo_retrieve_stage_candidates", "Candidates each pipeline stage that ran passed on.",
             ["profile", "stage"], buckets=_CANDIDATE_BUCKETS, registry=r)
+        self.routes = Counter(
+            "teleo_retrieve_routes", "Retrievals by the router's route (profiles with a router; a result-cache "
+            "answer counts as skip).", ["profile", "route"], registry=r)
+        self.retries = Counter(
+            "teleo_retrieve_retries", "Bounded retries run (attempts after the first).", ["profile"], registry=r)
         self.store_write_duration = Histogram(
             "teleo_store_write_duration_seconds", "Time of each committed store write transaction.",
             buckets=_WRITE_BUCKETS, registry=r)
@@ -115,6 +123,10 @@ class Metrics:
 
     def observe_retrieve(self, summary: pb.RetrieveSummary) -> None:
         profile = _profile_label(summary.profile)
+        if summary.route in _ROUTES:
+            self.routes.labels(profile, summary.route).inc()
+        if summary.retry_count > 0:
+            self.retries.labels(profile).inc(summary.retry_count)
         for stage in summary.stages:
             if stage.skipped:
                 continue

@@ -324,6 +324,21 @@ def test_retries_are_bounded_and_end_on_a_broader_route(hippo):
     assert sum(s.stage == "route" for s in stages) == 3
 
 
+def test_routes_and_retries_are_counted(hippo):
+    srv, stub, auth, _, _ = hippo
+    registry = srv.app.metrics.registry
+
+    def value(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    skips, retries = value("teleo_retrieve_routes_total", profile="hipporag", route="skip"), value("teleo_retrieve_retries_total", profile="hipporag")
+    _ask(stub, auth, "thanks!")
+    window = pb.TimeRange(start=_ts("2001-01-01"), end=_ts("2001-01-02"))
+    _ask(stub, auth, "which region is staging in, counted?", filters=pb.RetrieveFilters(namespaces=[NS], event_time=window))
+    assert value("teleo_retrieve_routes_total", profile="hipporag", route="skip") == skips + 1
+    assert value("teleo_retrieve_retries_total", profile="hipporag") == retries + 2
+
+
 # ---- feedback prior -----------------------------------------------------------------------------
 
 def test_feedback_prior_formula():
