@@ -224,6 +224,8 @@ class PipelineSettings(BaseModel):
     # per-strategy time limits (ms; 0 = none); past it a strategy is abandoned and its breaker counts a failure
     strategy_timeout_ms: dict[str, float] = Field(
         default_factory=lambda: {"vector": 300.0, "bm25": 200.0, "splade": 200.0, "graph": 500.0})
+    # when every strategy is past its limit, the first to answer within this is used (degraded)
+    strategy_ceiling_ms: float = Field(3000.0, gt=0)
     # validation (pipeline/validate.py)
     validation_depth: int = Field(50, ge=1)                  # candidates validated (at least top_k)
     validation_min_confidence: float = Field(0.0, ge=0, le=1)

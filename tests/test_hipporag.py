@@ -272,6 +272,34 @@ def test_every_strategy_failing_is_unavailable(hippo, monkeypatch):
     srv.app.core.retriever.breakers = Breakers(threshold=5, reset_s=1.0)
 
 
+def test_when_every_strategy_is_late_the_first_answer_is_used(hippo, monkeypatch):
+    srv, stub, auth, ids, _ = hippo
+    srv.app.core.retriever.breakers = Breakers(threshold=5, reset_s=1.0)
+    for name in ("vector", "bm25"):
+        st = strategies_mod._STRATEGIES[name]
+
+        def slow(state, seeds, st=st):
+            time.sleep(0.45)  # past the 300 / 200 ms limits
+            return st.run(state, seeds)
+
+        monkeypatch.setitem(strategies_mod._STRATEGIES, name, strategies_mod.Strategy(name, st.role, slow, st.seeded))
+    results, _, summary = _ask(stub, auth, "which region is the staging cluster in? (slow)", top_k=3)
+    assert ids["staging_new"] in _ids(results)
+    assert summary.degraded and "answered late" in summary.degraded_reason
+
+
+def test_with_every_breaker_open_the_query_is_their_trial(hippo):
+    srv, stub, auth, ids, _ = hippo
+    breakers = Breakers(threshold=1, reset_s=3600.0)  # open, and not due to retry for an hour
+    for name in ("vector", "bm25", "splade", "graph"):
+        breakers.get(name).failure("earlier outage")
+    srv.app.core.retriever.breakers = breakers
+    results, _, summary = _ask(stub, auth, "which region is the staging cluster in? (trial)", top_k=3)
+    assert ids["staging_new"] in _ids(results)
+    assert breakers.states()["vector"] == "closed" and breakers.states()["bm25"] == "closed"
+    srv.app.core.retriever.breakers = Breakers(threshold=5, reset_s=1.0)
+
+
 # ---- result cache -------------------------------------------------------------------------------
 
 def test_cache_hit_and_its_invalidation_by_a_write(hippo):

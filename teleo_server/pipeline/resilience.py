@@ -48,6 +48,12 @@ class Breaker:
                 return True
             return self.state != OPEN
 
+    def probe(self) -> None:
+        """Let the next call through as a half-open trial, even before ``reset_s``."""
+        with self._lock:
+            if self.state == OPEN:
+                self.state = HALF_OPEN
+
     def success(self) -> None:
         with self._lock:
             self.failures, self.state = 0, CLOSED
@@ -108,19 +114,24 @@ class Outcome:
     error: str = ""          # "" = it answered
     ms: float = 0.0
     skipped: bool = False    # its breaker was open
+    late: Future | None = None  # still running past its time limit
 
 
 def run_guarded(calls: dict[str, Callable[[], Any]], limits_ms: dict[str, float], breakers: Breakers,
-                background: list[Future], parallel: bool = True) -> dict[str, Outcome]:
+                background: list[Future], parallel: bool = True, probe: bool = False) -> dict[str, Outcome]:
     """Run each call under its breaker and time limit; concurrently when ``parallel``.
 
-    Calls still running at their limit are left in ``background`` for the caller to wait for.
+    Calls still running at their limit are left in ``background`` for the caller to wait for (and
+    in their outcome's ``late``). ``probe``: run even a call whose breaker is open, as its
+    half-open trial.
     """
     out: dict[str, Outcome] = {}
     started: dict[str, tuple[Future, float]] = {}
     for name, fn in calls.items():
         br = breakers.get(name)
-        if not br.allow():
+        if probe:
+            br.probe()
+        elif not br.allow():
             out[name] = Outcome(name, skipped=True, error=f"circuit open: {br.last_error}")
             continue
         t0 = time.perf_counter()
@@ -149,7 +160,8 @@ def run_guarded(calls: dict[str, Callable[[], Any]], limits_ms: dict[str, float]
         except FutureTimeout:
             background.append(fut)
             br.failure(f"timed out after {limit:g} ms")
-            out[name] = Outcome(name, error=f"timed out after {limit:g} ms", ms=(time.perf_counter() - t0) * 1e3)
+            out[name] = Outcome(name, error=f"timed out after {limit:g} ms", ms=(time.perf_counter() - t0) * 1e3,
+                                late=fut)
             continue
         except Exception as exc:
             br.failure(f"{type(exc).__name__}: {exc}")

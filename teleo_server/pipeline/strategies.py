@@ -14,6 +14,7 @@ retrieval fails with UNAVAILABLE.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,15 +126,30 @@ def run_strategies(state: State) -> str:
     for st in _STRATEGIES.values():
         if st.name in names:
             state.feature(state.role(st.role))
-    results = run_guarded({n: (lambda s=s: s.run(state, None)) for n, s in first.items()},
-                          limits, breakers, state.background, parallel=len(first) > 1)
+    calls = {n: (lambda s=s: s.run(state, None)) for n, s in first.items()}
+    results = run_guarded(calls, limits, breakers, state.background, parallel=len(first) > 1)
+    if calls and all(o.skipped for o in results.values()):
+        # every breaker is open: rather than fail without trying, the calls are the half-open trial
+        results = run_guarded(calls, limits, breakers, state.background, parallel=len(first) > 1, probe=True)
     lists = {n: o.value for n, o in results.items() if o.value is not None and not o.error}
+    late = [o.late for o in results.values() if o.late is not None]
+    if not lists and late:
+        # every strategy is past its limit (an overloaded machine): the first to answer, up to the
+        # pipeline's ceiling, beats failing the query; it stays counted against its breaker
+        done, _ = wait(late, timeout=state.cfg.strategy_ceiling_ms / 1e3, return_when=FIRST_COMPLETED)
+        for n, o in results.items():
+            if o.late in done and o.late.exception() is None and o.late.result() is not None:
+                lists[n] = o.late.result()
+                o.error = ""
+                state.report.setdefault("late_strategies", []).append(n)
     seeds = _seeds(lists, state.cfg.graph_seeds, state.cfg.rrf_k)
     later = {n: _STRATEGIES[n] for n in names if _STRATEGIES[n].seeded}
     results.update(run_guarded({n: (lambda s=s: s.run(state, seeds)) for n, s in later.items()},
                                limits, breakers, state.background, parallel=False))
     lists = {n: o.value for n, o in results.items() if o.value is not None and not o.error}
     failed = {n: o.error for n, o in results.items() if o.error}
+    if "late_strategies" in state.report:
+        state.degraded = state.degraded or ("answered late, past their time limits: " + ", ".join(state.report["late_strategies"]))
     if failed:
         state.report.setdefault("failed_strategies", {}).update(failed)
         state.degraded = state.degraded or "strategies left out: " + ", ".join(f"{n} ({e})" for n, e in failed.items())
