@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-import teleo_server
 from teleo_server.domain import AccessLevel, EmbeddingSet, Link, LinkType, Memory, MemoryType, Principal, content_hash
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline.profiles import profile_names
@@ -260,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     timings = {k: round(v, 1) for k, v in timings.items()}
     timings["total_s"] = round(time.perf_counter() - t0, 1)
     n = {kind: sum(q["kind"] == kind for q, _ in queries) for kind in KINDS}
-    env = environment() | {"teleo_server": str(Path(teleo_server.__file__).resolve().parent)}
+    env = environment()
     if args.note:
         env["note"] = args.note
     report = {
