@@ -275,11 +275,11 @@ def test_every_strategy_failing_is_unavailable(hippo, monkeypatch):
 def test_when_every_strategy_is_late_the_first_answer_is_used(hippo, monkeypatch):
     srv, stub, auth, ids, _ = hippo
     srv.app.core.retriever.breakers = Breakers(threshold=5, reset_s=1.0)
-    for name in ("vector", "bm25"):
+    for name in ("vector", "bm25", "splade"):
         st = strategies_mod._STRATEGIES[name]
 
         def slow(state, seeds, st=st):
-            time.sleep(0.45)  # past the 300 / 200 ms limits
+            time.sleep(0.45)  # past the 300 / 200 / 200 ms limits
             return st.run(state, seeds)
 
         monkeypatch.setitem(strategies_mod._STRATEGIES, name, strategies_mod.Strategy(name, st.role, slow, st.seeded))

@@ -25,7 +25,6 @@ import structlog
 from teleo_server.domain import AccessLevel, Principal
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline.types import Hit, Overrides, Query
-from teleo_server.pipeline_settings import ProfileSpec
 
 from bench.eval.corpora import Prepared, load_all
 from bench.eval.metrics import ndcg_at, recall_at
@@ -34,13 +33,8 @@ log = structlog.get_logger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 PRINCIPAL = Principal("eval", "eval", frozenset({"*"}), frozenset({"*"}), AccessLevel.RESTRICTED, "eval")
 SINGLE = ("E1_semantic", "E6_lexical", "E13_splade", "E9_hdc", "E12_late", "E2_recency", "E4_sequence")
-PROFILES = ("teleological", "hybrid", "entry_point", "openclaw", "hipporag", "teleological+graph")
-# the teleological pipeline with the memory-graph walk joining the pool before fusion (its
-# PageRank scores fused like another space's)
-GRAPH_PROFILE = ProfileSpec(
-    stages=("sparse_recall", "dense", "graph", "fusion", "alignment", "late_interaction", "finalize"),
-    settings={"space_weights": {"E1_semantic": 0.5, "E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.3, "E8_graph": 0.5}},
-    description="teleological with the memory graph's personalised PageRank fused as a space")
+PROFILES = ("teleological", "hybrid", "entry_point", "openclaw", "hipporag", "teleological_graph")
+
 ABLATE = ("sparse_recall", "dense", "fusion", "alignment", "late_interaction")
 
 
@@ -177,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_dir():
         ap.error(f"--data {args.data} does not exist")
     base = PipelineSettings(**args.settings)
-    if "teleological+graph" not in base.profiles:
-        base = base.updated({"profiles": {**base.profiles, "teleological+graph": GRAPH_PROFILE}})
     data = load_all(args.data, args.cache, args.threads, which)
     res: dict[str, Any] = {"environment": environment(), "settings": base.model_dump(mode="json")}
     if "scifact" in data:
