@@ -258,6 +258,9 @@ class TeleologicalRetriever:
                 if force_route:
                     state.report["force_route"] = force_route
                 yield from self._run_stages(state, stage_list, attempt)
+                c = state.cands
+                if c.size and "relevance" not in c.columns:  # once, for the retry check and the hits
+                    c.columns["relevance"] = relevance(c.spaces, c.size)
                 confidence = retrieval_confidence(state)
                 route = state.report.get("route", "")
                 if (attempt == cfg.max_attempts or route == "skip"
