@@ -393,3 +393,11 @@ def test_helpful_feedback_raises_and_misleading_lowers_a_memory(hippo):
     assert [i for i in _ids(after) if i in ids.values()] == [up, down]
     m = stub.Get(pb.GetRequest(ids=[up]), metadata=auth, timeout=30).memories[0]
     assert (m.helpful_count, m.sufficient_count, m.insufficient_count) == (3, 3, 0)
+
+
+def test_a_citation_survives_a_time_no_calendar_holds():
+    from teleo_server.pipeline.retriever import citation
+
+    assert citation("ops", 1.7735e9, "1f5a2b3c9d") == "ops/2026-03-14 (memory 1f5a2b3c\u2026)"
+    assert citation("ops", 1e12, "1f5a2b3c9d") == "ops/undated (memory 1f5a2b3c\u2026)"
+    assert citation("ops", 0.0, "abc") == "ops/undated (memory abc\u2026)"

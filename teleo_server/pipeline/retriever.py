@@ -75,7 +75,10 @@ def retrieval_confidence(state: State) -> float:
 
 def citation(namespace: str, event_time: float, memory_id: str) -> str:
     """"namespace/YYYY-MM-DD (memory 1f5a2b3c...)": where a result can be found again."""
-    day = datetime.fromtimestamp(event_time, tz=timezone.utc).strftime("%Y-%m-%d") if event_time else "undated"
+    try:
+        day = datetime.fromtimestamp(event_time, tz=timezone.utc).strftime("%Y-%m-%d") if event_time else "undated"
+    except (OverflowError, OSError, ValueError):  # a row stored before times were validated
+        day = "undated"
     return f"{namespace}/{day} (memory {memory_id[:8]}\u2026)"
 
 
