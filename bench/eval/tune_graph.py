@@ -81,10 +81,12 @@ FAMILIES = ("teleological_graph", "hipporag")
 DEFAULTS: dict[str, dict[str, Any]] = {
     "teleological_graph": {"w_graph": 0.5, "graph_seeds": 10, "graph_results": 50, "hops": 3, "session_weight": 0.5,
                            "hub_fraction": 0.05, "alpha": 0.85, "max_nodes": 2000, "mmr_lambda": 1.0},
+    # hipporag's first configuration (the built-in profile has since taken tuned values: it is
+    # evaluated beside as builtin:hipporag)
     "hipporag": {"splade": False, "fusion": "rrf", "late": False, "alignment": False, "w_dense": 1.0, "w_graph": 1.0,
                  "strategy_candidates": 100, "graph_seeds": 10, "graph_results": 50, "hops": 3, "session_weight": 0.5,
                  "hub_fraction": 0.05, "alpha": 0.85, "max_nodes": 2000, "mmr_lambda": 1.0, "min_relevance": 0.0,
-                 "rerank_w": float(HIPPO.settings.get("validation_rerank_weight", 0.0))},
+                 "rerank_w": 0.0},
 }
 # the values each knob is tried at (its default among them)
 AXES: dict[str, dict[str, list[Any]]] = {
@@ -130,6 +132,11 @@ EXTEND: dict[str, dict[str, tuple[Any, list[Any]]]] = {
     "hipporag": {"w_graph": (2.0, [3.0, 4.0, 6.0]), "session_weight": (1.0, [2.0]), "graph_seeds": (5, [2, 3]),
                  "strategy_candidates": (300, [600])},
 }
+# the built-in profiles' values (as set from an earlier run of this descent), a second start
+SECOND_START: dict[str, dict[str, Any]] = {
+    "teleological_graph": {"w_graph": 2.0, "graph_seeds": 5},
+    "hipporag": {"splade": True, "late": True, "w_graph": 2.0, "graph_seeds": 5},
+}
 QUICK_AXES: dict[str, dict[str, list[Any]]] = {
     "teleological_graph": {"w_graph": [0.5, 1.0, 2.0], "graph_seeds": [10, 20], "session_weight": [0.5, 1.0],
                            "hub_fraction": [0.05, 1.0]},
@@ -172,9 +179,10 @@ def materialise(family: str, knobs: dict[str, Any]) -> dict[str, Any]:
             "graph_results": k["graph_results"], "validation_min_relevance": k["min_relevance"], "mmr_lambda": k["mmr_lambda"],
             "validation_rerank_weight": k["rerank_w"],
             "strategy_timeout_ms": dict(NO_TIME_LIMITS)})
-        if k["splade"]:
-            every = ("vector", "bm25", "splade", "graph")
-            settings["routes"] = {"simple": every, "multi_hop": every, "exploratory": every}
+        every = ("vector", "bm25", "splade", "graph")
+        # splade False: the first configuration's routes, SPLADE on exploratory questions only
+        plain = every if k["splade"] else ("vector", "bm25", "graph")
+        settings["routes"] = {"simple": plain, "multi_hop": plain, "exploratory": every}
         return {"family": family, "knobs": k, "stages": stages, "settings": settings, "graph": graph}
     raise ValueError(family)
 
@@ -283,40 +291,63 @@ def floor_probe(r: Any, p: Prepared) -> list[dict[str, Any]]:
 
 # ---- parent side ---------------------------------------------------------------------------------
 class Evaluator:
-    def __init__(self, convs: list[Prepared], workers: int) -> None:
+    def __init__(self, convs: list[Prepared], workers: int, checkpoint: Path | None = None, code: str = "") -> None:
         self.convs = convs
         self.done: dict[str, dict[str, Any]] = {}
         self.probes: dict[str, list[dict[str, Any]]] = {}
         self.build_s: dict[str, float] = defaultdict(float)
         self.pool = mp.get_context("fork").Pool(workers) if workers > 1 else None
+        self.checkpoint, self.code = checkpoint, code
 
-    def run(self, variants: list[dict[str, Any]], probes: tuple[str, ...] = (), label: str = "") -> None:
+    def resume(self) -> None:
+        """The variants a killed run of the same code had finished (its checkpoint)."""
+        if self.checkpoint is None or not self.checkpoint.is_file():
+            return
+        saved = json.loads(self.checkpoint.read_text())
+        if saved.get("code_sha256") != self.code:
+            log.warning("checkpoint_ignored", reason="other code", path=str(self.checkpoint))
+            return
+        self.done.update(saved["variants"])
+        log.info("resumed", variants=len(self.done))
+
+    def _save(self) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            self.checkpoint.write_text(json.dumps({"code_sha256": self.code, "variants": self.done}))
+
+    def run(self, variants: list[dict[str, Any]], probes: tuple[str, ...] = (), label: str = "", chunk: int = 8) -> None:
         todo = [v for v in variants if v["name"] not in self.done]
         todo = list({v["name"]: v for v in todo}.values())
         probes = tuple(n for n in probes if n not in self.probes)
         if not todo and not probes:
             return
+        t0 = time.perf_counter()
+        n_todo = len(todo)
         if probes:  # a probed variant is evaluated again alongside its probe (cheap next to the probe)
             todo += [v for v in variants if v["name"] in probes and v["name"] in self.done]
-        t0 = time.perf_counter()
-        # the largest conversations first, so two workers finish together
-        tasks = sorted(((ci, todo, list(probes)) for ci in range(len(self.convs))),
-                       key=lambda t: -len(self.convs[t[0]].queries["dev"]))
-        outs = self.pool.map(_work, tasks, chunksize=1) if self.pool else [_work(t) for t in tasks]
-        for v in todo:
-            self.done[v["name"]] = {**v, **aggregate([o["results"][v["name"]] for o in outs]),
-                                    "per_conversation": {o["conv"]: {c: round(o["results"][v["name"]][c]["recall@10"], 4)
-                                                                     for c in ("all", "multi-hop") if c in o["results"][v["name"]]}
-                                                         for o in outs}}
-        for name in probes:
-            self.probes[name] = [row for o in outs for row in o["probes"][name]]
-        for o in outs:
-            for k, s in o["build_s"].items():
-                self.build_s[k] = max(self.build_s[k], s)
-        log.info("tune_graph_round", label=label, variants=len(todo), probes=len(probes), seconds=round(time.perf_counter() - t0, 1))
-        for v in todo:
-            log.info("variant", name=v["name"], **{c: round(self.done[v["name"]]["locomo"][c]["recall@10"], 4)
-                                                 for c in ("all", "multi-hop")}, J=round(self.done[v["name"]]["objective"], 4))
+        while todo:
+            part = todo[:chunk] if not probes else todo
+            todo = todo[len(part):]
+            # the conversations with the most questions first, so two workers finish together
+            tasks = sorted(((ci, part, list(probes)) for ci in range(len(self.convs))),
+                           key=lambda t: -len(self.convs[t[0]].queries["dev"]))
+            outs = self.pool.map(_work, tasks, chunksize=1) if self.pool else [_work(t) for t in tasks]
+            for v in part:
+                res = [o["results"][v["name"]] for o in outs]
+                self.done[v["name"]] = {**v, **aggregate(res),
+                                        "per_conversation": {o["conv"]: {c: round(o["results"][v["name"]][c]["recall@10"], 4)
+                                                                         for c in ("all", "multi-hop") if c in o["results"][v["name"]]}
+                                                             for o in outs}}
+                log.info("variant", name=v["name"], **{c: self.done[v["name"]]["locomo"][c]["recall@10"]
+                                                     for c in ("all", "multi-hop")}, J=self.done[v["name"]]["objective"])
+            for name in probes:
+                self.probes[name] = [row for o in outs for row in o["probes"][name]]
+            probes = ()
+            for o in outs:
+                for k, s in o["build_s"].items():
+                    self.build_s[k] = max(self.build_s[k], s)
+            self._save()
+        log.info("tune_graph_round", label=label, variants=n_todo, seconds=round(time.perf_counter() - t0, 1))
 
     def close(self) -> None:
         if self.pool:
@@ -607,6 +638,8 @@ def code_state(git_repo: Path) -> dict[str, Any]:
     h = hashlib.sha256()
     for f in sorted([*(REPO / "teleo_server").rglob("*.py"), *(REPO / "teleo_server").rglob("*.json"),
                      *(REPO / "bench" / "eval").glob("*.py")]):
+        if f.name == "tune_graph.py":
+            continue
         h.update(str(f.relative_to(REPO)).encode())
         h.update(f.read_bytes())
     out: dict[str, Any] = {"code_sha256": h.hexdigest()[:16], "code_root": REPO.name}
@@ -632,7 +665,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only add the multi-hop diagnostic to an existing --out file (its best variants)")
     ap.add_argument("--git-repo", type=Path, default=REPO, help="checkout whose commit is recorded (when run from a copy)")
     ap.add_argument("--resume", action="store_true",
-                    help="take the variants already in --out as evaluated (same data and code: same numbers)")
+                    help="take the variants a killed run of the same code finished as evaluated (its checkpoint, "
+                         "--checkpoint, written after every few variants)")
+    ap.add_argument("--checkpoint", type=Path, default=REPO / "var" / "eval" / "tune_graph.partial.json")
     ap.add_argument("--no-memo", action="store_true", help="compute MaxSim afresh for every variant")
     ap.add_argument("--check-walk-swap", action="store_true", help="also verify query-time walk settings against a rebuild")
     args = ap.parse_args(argv)
@@ -661,11 +696,9 @@ def main(argv: list[str] | None = None) -> int:
         res["walk_swap_check"] = check_walk_swap(convs)
         log.info("walk_swap_check", **res["walk_swap_check"])
     _CONVS = convs
-    ev = Evaluator(convs, args.workers)
-    if args.resume and args.out.is_file():
-        for name, v in json.loads(args.out.read_text()).get("variants", {}).items():
-            ev.done[name] = {"name": name, **v}
-        log.info("resumed", variants=len(ev.done))
+    ev = Evaluator(convs, args.workers, args.checkpoint, res["environment"]["code_sha256"])
+    if args.resume:
+        ev.resume()
     axes = QUICK_AXES if args.quick else AXES
     rounds: list[dict[str, Any]] = []
     try:
@@ -719,6 +752,25 @@ def main(argv: list[str] | None = None) -> int:
                     ev.run(r5, label="round 5")
                     rounds.append({"round": 5, "what": "each knob alone around the best after round 4",
                                    "variants": [v["name"] for v in r5]})
+            # rounds 6 and 7: a second start, the built-in profile as configured now (chosen from an
+            # earlier run of this descent), in case the descent above ended in another local optimum
+            r6, before = [], {}
+            for fam in FAMILIES:
+                before[fam] = dict(best_of(ev, fam)["knobs"])
+                start = {**DEFAULTS[fam], **SECOND_START.get(fam, {})}
+                r6 += neighbours(fam, start, wider[fam])
+            ev.run(r6, label="round 6")
+            rounds.append({"round": 6, "what": "each knob alone around a second start (the built-in profile's values)",
+                           "starts": SECOND_START, "variants": [v["name"] for v in r6]})
+            r7 = []
+            for fam in FAMILIES:
+                best = best_of(ev, fam)
+                if best["knobs"] != before[fam]:
+                    r7 += neighbours(fam, dict(best["knobs"]), wider[fam])
+            if r7:
+                ev.run(r7, label="round 7")
+                rounds.append({"round": 7, "what": "each knob alone around the best after round 6",
+                               "variants": [v["name"] for v in r7]})
         res["rounds"] = rounds
         teleo_all = ev.done["teleological"]["locomo"]["all"]["recall@10"]
         best = {}
@@ -734,7 +786,9 @@ def main(argv: list[str] | None = None) -> int:
         # the relevance floor of hipporag, default and tuned
         floors: dict[str, Any] = {}
         tuned = ev.done[best["hipporag"]["best_objective"]]["knobs"]
-        for label, knobs in (("hipporag (default)", dict(DEFAULTS["hipporag"])), ("hipporag (tuned)", dict(tuned))):
+        for label, knobs in (("hipporag (first configuration)", dict(DEFAULTS["hipporag"])),
+                             ("hipporag (built-in profile now)", {**DEFAULTS["hipporag"], **SECOND_START["hipporag"]}),
+                             ("hipporag (tuned)", dict(tuned))):
             vs = [make("hipporag", {**knobs, "min_relevance": f}) for f in FLOORS]
             ev.run(vs, probes=(vs[0]["name"],), label=f"floors {label}")
             floors[label] = {"variant": vs[0]["name"],
@@ -760,6 +814,7 @@ def main(argv: list[str] | None = None) -> int:
     res["seconds"] = round(time.perf_counter() - t_start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2))
+    args.checkpoint.unlink(missing_ok=True)
     # the command's report
     ordered = sorted(ev.done.values(), key=lambda v: (v["family"], -v["objective"]))
     print(table(ordered))  # noqa: T201
