@@ -329,18 +329,23 @@ class _IndexCollector(Collector):
         pending = GaugeMetricFamily(
             "teleo_index_pending_entries", "Postings in a sparse index's write buffer, not yet merged.",
             labels=["space"])
-        for space, n_rows, n_entries, n_pending in _space_sizes(self._retriever):
+        size = GaugeMetricFamily(
+            "teleo_index_bytes", "Bytes of a space's stored entries (sparse postings and their row-major "
+            "copy, dense rows and truncations, token codes), capacity not yet written excluded.", labels=["space"])
+        for space, n_rows, n_entries, n_pending, n_bytes in _space_sizes(self._retriever):
             rows.add_metric([space], n_rows)
             entries.add_metric([space], n_entries)
             if n_pending is not None:
                 pending.add_metric([space], n_pending)
+            size.add_metric([space], n_bytes)
         yield rows
         yield entries
         yield pending
+        yield size
 
 
-def _space_sizes(retriever: Retriever) -> Iterator[tuple[str, int, int, int | None]]:
-    """(space, rows, entries, write-buffer postings or None) of each space with an index."""
+def _space_sizes(retriever: Retriever) -> Iterator[tuple[str, int, int, int | None, int]]:
+    """(space, rows, entries, write-buffer postings or None, bytes) of each space with an index."""
     from teleo_server.index.dense import DenseIndex
     from teleo_server.index.sparse import SparseIndex
     from teleo_server.index.tokens import TokenStore
@@ -349,11 +354,11 @@ def _space_sizes(retriever: Retriever) -> Iterator[tuple[str, int, int, int | No
         index, tokens = getattr(space, "index", None), getattr(space, "store", None)
         if isinstance(index, SparseIndex):
             buffered = index.pending
-            yield name, index.n_rows, int(index.indices.size) + buffered, buffered
+            yield name, index.n_rows, int(index.indices.size) + buffered, buffered, index.nbytes
         elif isinstance(index, DenseIndex):
-            yield name, index.n, index.n, None
+            yield name, index.n, index.n, None, index.nbytes
         elif isinstance(tokens, TokenStore):
-            yield name, tokens.n, tokens.n_tokens, None
+            yield name, tokens.n, tokens.n_tokens, None, tokens.nbytes
 
 
 class _ResilienceCollector(Collector):

@@ -295,6 +295,7 @@ FLAT_SPACE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "hnsw_ef_construction": (("E1_semantic", "hnsw_ef_construction"),),
     "hnsw_ef_search": (("E1_semantic", "hnsw_ef_search"),),
     "late_interaction_dim": (("E12_late", "dim"),),
+    "late_interaction_bits": (("E12_late", "bits"),),
     "hdc_dim_bits": (("E9_hdc", "dim_bits"),),
     "hdc_ngram": (("E9_hdc", "ngram"),),
     "hdc_query_grams": (("E9_hdc", "query_grams"),),

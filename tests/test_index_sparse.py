@@ -157,3 +157,50 @@ def test_row_values_never_scan_the_postings():
     idx.indices = NoScan()  # type: ignore[assignment]
     idx._d_rows = NoScan()  # type: ignore[assignment]
     assert idx.row_values(4)[0].tolist() == [4, 5]
+
+
+@pytest.mark.parametrize("min_merge", [pytest.param(10**9, id="delta-only"), pytest.param(50, id="merging")])
+def test_half_precision_values_score_within_their_rounding_and_take_fewer_bytes(min_merge):
+    """float16 storage halves the value bytes; scores stay within float16's rounding of the
+    float32 index, postings and row values come back as float32, and compaction keeps it all."""
+    rng = np.random.default_rng(7)
+    full = SparseIndex(min_merge=min_merge)
+    half = SparseIndex(min_merge=min_merge, values="float16")
+    lean = SparseIndex(min_merge=min_merge, values="float16", row_major=False)
+    for r in range(300):
+        ids = rng.choice(400, size=rng.integers(1, 12), replace=False)
+        vals = (rng.random(ids.size) * 3).astype(np.float32)
+        for idx in (full, half, lean):
+            idx.add(r, ids, vals)
+    q_ids = rng.choice(400, size=20, replace=False).astype(np.int32)
+    q_w = rng.random(20).astype(np.float32)
+    want = full.scores(ops("numpy"), q_ids, q_w)
+    for idx in (half, lean):
+        got = idx.scores(ops("numpy"), q_ids, q_w)
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=1e-4)
+        assert not np.array_equal(got, want)  # rounded: the float16 values, not the float32 ones
+        which, rows, raw = idx.postings(q_ids)
+        assert raw.dtype == np.float32 and rows.dtype == np.int64
+    assert half.row_values(5)[1].dtype == np.float32
+    np.testing.assert_allclose(half.row_values(5)[1], full.row_values(5)[1], rtol=1e-3)
+    with pytest.raises(RuntimeError, match="row-major"):
+        lean.row_values(5)
+    assert lean.nbytes < half.nbytes < full.nbytes
+    keep = np.arange(0, 300, 3)
+    for idx in (full, half, lean):
+        idx.compact(keep)
+    np.testing.assert_allclose(lean.scores(ops("numpy"), q_ids, q_w), full.scores(ops("numpy"), q_ids, q_w),
+                               rtol=2e-3, atol=1e-4)
+
+
+def test_an_unknown_value_type_is_refused():
+    with pytest.raises(ValueError, match="float32 or float16"):
+        SparseIndex(values="int8")
+
+
+def test_repeated_entries_of_a_row_are_summed_when_merged():
+    idx = SparseIndex(min_merge=1, merge_fraction=0.0)
+    idx.add(0, np.array([3, 3, 5]), np.array([1.0, 2.0, 4.0], np.float32))
+    idx.merge()
+    np.testing.assert_allclose(idx.scores(ops("numpy"), np.array([3, 5], np.int32), np.ones(2, np.float32)), [7.0])
+    assert idx.indices.size == 2

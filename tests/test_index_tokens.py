@@ -1,11 +1,13 @@
-"""Packed token store: CSR layout, compaction, and the optional projection."""
+"""Packed token store: CSR layout, compaction, the optional projection and the compact codes."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from teleo_server.compute.backend import ops
 from teleo_server.compute.maxsim import maxsim
-from teleo_server.index.tokens import TokenStore, projection
+from teleo_server.index.tokens import TokenCodec, TokenStore, gaussian_levels, projection
 from bench.harness.memories import unit
 
 
@@ -37,3 +39,70 @@ def test_projection_is_orthonormal_and_roughly_preserves_maxsim_order():
     for store in (full, small):
         s = maxsim(store.transform(q), store.offsets, store.tokens, np.array([0, 1], dtype=np.int32))
         assert s[1] > s[0]
+
+
+def test_gaussian_levels_are_the_known_lloyd_max_quantisers():
+    one, _ = gaussian_levels(1)
+    np.testing.assert_allclose(one, [-0.7979, 0.7979], atol=2e-3)   # sqrt(2 / pi)
+    two, thresholds = gaussian_levels(2)
+    np.testing.assert_allclose(two, [-1.510, -0.4528, 0.4528, 1.510], atol=3e-3)
+    np.testing.assert_allclose(thresholds, [-0.9816, 0.0, 0.9816], atol=3e-3)
+
+
+@pytest.mark.parametrize("bits,min_cosine", [(1, 0.75), (2, 0.92), (4, 0.99), (8, 0.999), (16, 0.9999)])
+def test_codes_round_trip_close_to_the_rotated_vector(bits, min_cosine):
+    rng = np.random.default_rng(3)
+    x = unit(rng.standard_normal((200, 96)).astype(np.float32))
+    codec = TokenCodec(96, 32, bits)
+    codes = codec.encode(x)
+    assert codes.shape == (200, codec.width) and codes.nbytes == 200 * codec.bytes_per_token
+    assert codec.bytes_per_token == (32 * bits // 8 if bits < 16 else 64)
+    back = codec.decode(codes)
+    np.testing.assert_allclose(np.linalg.norm(back, axis=1), 1.0, atol=2e-3)
+    cosine = (back * codec.transform(x)).sum(axis=1)
+    assert cosine.mean() >= min_cosine
+    if bits < 16:  # fewer bits, a coarser copy: the 8-bit round trip is closer than the 1-bit one
+        assert cosine.mean() < 1.0
+
+
+def test_a_bad_width_for_the_code_size_is_refused():
+    with pytest.raises(ValueError, match="multiple of 8"):
+        TokenStore(dim_out=20, bits=1)
+    with pytest.raises(ValueError, match="bits"):
+        TokenCodec(32, 16, bits=3)
+
+
+@pytest.mark.parametrize("bits", [2, 16])
+def test_coded_store_maxsim_matches_maxsim_over_its_decoded_tokens(bits):
+    """The store's MaxSim decodes only the candidates, and gives what a raw store of the decoded
+    tokens gives, repeats and empty rows included; compaction keeps the codes."""
+    rng = np.random.default_rng(4)
+    store = TokenStore(dim_out=32, bits=bits)
+    docs = [unit(rng.standard_normal((n, 64)).astype(np.float32)) for n in (4, 0, 7, 3, 5)]
+    for r, d in enumerate(docs):
+        store.add(r, d)
+    q = store.transform(unit(rng.standard_normal((3, 64)).astype(np.float32)))
+    cand = np.array([4, 0, 2, 2, 1], dtype=np.int64)
+    decoded = store.vectors(0, store.n_tokens) if bits < 16 else store.codes
+    want = maxsim(q, store.offsets, decoded, cand.astype(np.int32))
+    np.testing.assert_allclose(store.maxsim(ops("numpy"), q, cand), want, rtol=1e-5, atol=1e-6)
+    assert store.maxsim(ops("numpy"), q, cand)[4] == 0.0
+    before = store.vectors(int(store.offsets[2]), int(store.offsets[3]))
+    store.compact(np.array([2, 4]))
+    np.testing.assert_array_equal(store.vectors(0, 7), before)
+    assert store.nbytes == store.n_tokens * store.codec.bytes_per_token + 8 * 3
+
+
+def test_coded_tokens_keep_the_maxsim_order_of_near_and_far_documents():
+    rng = np.random.default_rng(5)
+    q = unit(rng.standard_normal((8, 128)).astype(np.float32))
+    wins = 0
+    for trial in range(20):
+        near = unit(q + 0.08 * rng.standard_normal(q.shape).astype(np.float32))
+        far = unit(rng.standard_normal((8, 128)).astype(np.float32))
+        store = TokenStore(dim_out=64, bits=2, seed=trial)
+        store.add(0, far)
+        store.add(1, near)
+        s = store.maxsim(ops("numpy"), store.transform(q), np.array([0, 1]))
+        wins += int(s[1] > s[0])
+    assert wins == 20

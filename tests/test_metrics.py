@@ -106,7 +106,14 @@ def traffic(server, stub, auth):
     with pytest.raises(grpc.RpcError) as err:
         stub.Get(pb.GetRequest(ids=[UNKNOWN_ID]), metadata=auth, timeout=10)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    after = _scrape(server.app.metrics_port)
+    # a call is counted as its handler finishes, which can be just after the client has its status
+    deadline = time.monotonic() + 10
+    while True:
+        after = _scrape(server.app.metrics_port)
+        counted = {(labels.get("method"), labels.get("code")) for labels, _ in after.get("teleo_rpc_requests_total", [])}
+        if ("Get", "NOT_FOUND") in counted or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     stages = [e.stage for e in first if e.WhichOneof("event") == "stage"]
     assert [e.WhichOneof("event") for e in first][-1] == "summary"
     return before, after, ids, stages
@@ -163,6 +170,10 @@ def test_store_writes_and_index_sizes_are_reported(traffic):
     assert {"E1_semantic", "E6_lexical", "E12_late"} <= rows.keys()
     assert rows["E1_semantic"] >= 3 and rows["E6_lexical"] == 3
     assert all(entries[space] > 0 for space in rows)
+    size = {labels["space"]: v for labels, v in after["teleo_index_bytes"]}
+    assert size.keys() == rows.keys() and all(size[space] > 0 for space in rows)
+    # late interaction keeps 2-bit codes of 128 dimensions: 32 bytes a token, plus the offsets
+    assert size["E12_late"] == 32 * entries["E12_late"] + 8 * (rows["E12_late"] + 1)
 
 
 def test_no_label_carries_query_text_ids_or_tokens(server, traffic):

@@ -157,7 +157,7 @@ class TokenBackend:
         has = self.store.count(ids) > 0
         has &= self.removed.kept(ids)
         if has.any() and q.shape[0]:
-            out[has] = self.ops.maxsim(q, self.store.offsets, self.store.tokens, ids[has].astype(np.int32)) / q.shape[0]
+            out[has] = self.store.maxsim(self.ops, q, ids[has]) / q.shape[0]
         return out
 
     def search(self, query: TokenQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:

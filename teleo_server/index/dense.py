@@ -58,6 +58,11 @@ class DenseIndex:
         """
         return self._view(self._m, self.dim)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored rows (full and truncated copies); unwritten capacity excluded."""
+        return self.n * (self.dim + sum(self.truncations)) * 4 + self.n
+
     def truncated(self, d: int) -> np.ndarray:
         return self.matrix if d >= self.dim else self._view(self._trunc[d], d)
 

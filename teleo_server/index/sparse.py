@@ -41,26 +41,35 @@ class SparseIndex:
     weigh_key : callable() -> float, optional
         The input the weighting depends on (BM25: avgdl); CSC values are re-derived once it has
         moved by more than ``reweigh_tolerance`` (relative) since they were last derived.
+    values : numpy dtype name
+        How raw values are stored: "float32" (the exact reference) or "float16" (half the bytes;
+        about three significant digits, which term frequencies below 2,048 keep exactly).
+    row_major : bool
+        Keep the row-major copy that :meth:`row_values` reads (a space that can re-derive a row's
+        terms from its text turns it off and saves the bytes).
     """
 
     def __init__(self, weigh: Weigh | None = None, merge_fraction: float = 0.1, min_merge: int = 50_000,
-                 weigh_key: Callable[[], float] | None = None, reweigh_tolerance: float = 0.005) -> None:
+                 weigh_key: Callable[[], float] | None = None, reweigh_tolerance: float = 0.005,
+                 values: str = "float32", row_major: bool = True) -> None:
         self._weigh = weigh
         self._weigh_key = weigh_key
         self._weighed_key = weigh_key() if weigh_key is not None else 0.0
         self._reweigh_tolerance = reweigh_tolerance
         self._merge_fraction = merge_fraction
         self._min_merge = min_merge
+        self._values = np.dtype(values)
+        if self._values not in (np.dtype(np.float32), np.dtype(np.float16)):
+            raise ValueError(f"values must be float32 or float16, got {values}")
+        self.row_major = row_major
         self.n_rows = 0
         self.n_terms = 0
         # CSC over (n_rows_main, n_terms_main): indptr int64 (V+1,), indices int32, data float32
         self.indptr = np.zeros(1, dtype=np.int64)
         self.indices = np.zeros(0, dtype=np.int32)
-        self.raw = np.zeros(0, dtype=np.float32)
-        self.data = np.zeros(0, dtype=np.float32)
-        self._d_rows = Column(np.int64)
-        self._d_terms = Column(np.int64)
-        self._d_raw = Column(np.float32)
+        self.raw = np.zeros(0, dtype=self._values)
+        self.data = self.raw
+        self._d_rows, self._d_terms, self._d_raw = self._new_delta()
         # term-sorted copy of the first _snap_n delta entries: indptr over terms, rows, raw values
         self._snap_n = 0
         self._snap: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -68,8 +77,20 @@ class SparseIndex:
         # row r holds [_r_ptr[r], _r_ptr[r + 1]) of _r_terms / _r_raw
         self._r_ptr = Column(np.int64)
         self._r_ptr.append(0)
-        self._r_terms = Column(np.int64)
-        self._r_raw = Column(np.float32)
+        self._r_terms = Column(np.int32)
+        self._r_raw = Column(self._values)
+
+    def _new_delta(self) -> tuple[Column, Column, Column]:
+        return Column(np.int32), Column(np.int32), Column(self._values)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored entries (capacity not yet written is not counted: it is not resident)."""
+        csc = self.indptr.nbytes + self.indices.nbytes + self.raw.nbytes
+        csc += self.data.nbytes if self.data is not self.raw else 0
+        delta = self.pending * (8 + self._values.itemsize)
+        rows = self._r_ptr.n * 8 + self._r_terms.n * 4 + self._r_raw.n * self._values.itemsize
+        return csc + delta + rows
 
     @property
     def pending(self) -> int:
@@ -84,16 +105,19 @@ class SparseIndex:
         """Index ``row`` (must be ``n_rows`` or later) with int term ids and float32 raw values."""
         if row < self.n_rows:
             raise ValueError(f"row {row} already indexed (rows are append-only)")
+        if term_ids.size and (int(term_ids.min()) < 0 or int(term_ids.max()) >= 2**31):
+            raise ValueError("term ids must be in [0, 2**31)")
         self._pad_rows(row)
         self.n_rows = row + 1
-        self._r_terms.extend(np.asarray(term_ids, dtype=np.int64))
-        self._r_raw.extend(np.asarray(values, dtype=np.float32))
-        self._r_ptr.append(self._r_terms.n)
+        if self.row_major:
+            self._r_terms.extend(np.asarray(term_ids, dtype=np.int32))
+            self._r_raw.extend(np.asarray(values, dtype=self._values))
+            self._r_ptr.append(self._r_terms.n)
         if term_ids.size:
             self.n_terms = max(self.n_terms, int(term_ids.max()) + 1)
-            self._d_rows.extend(np.full(term_ids.size, row, dtype=np.int64))
-            self._d_terms.extend(term_ids.astype(np.int64, copy=False))
-            self._d_raw.extend(values.astype(np.float32, copy=False))
+            self._d_rows.extend(np.full(term_ids.size, row, dtype=np.int32))
+            self._d_terms.extend(np.asarray(term_ids, dtype=np.int32))
+            self._d_raw.extend(np.asarray(values, dtype=self._values))
         if self.pending > max(self._min_merge, self._merge_fraction * self.indices.size):
             self.merge()
 
@@ -104,12 +128,14 @@ class SparseIndex:
 
     def _pad_rows(self, n_rows: int) -> None:
         """Empty row-major entries for rows before ``n_rows`` that were never added."""
+        if not self.row_major:
+            return
         missing = n_rows - (self._r_ptr.n - 1)
         if missing > 0:
             self._r_ptr.extend(np.full(missing, self._r_terms.n, dtype=np.int64))
 
     def _delta(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Delta entries in arrival order: rows int64, terms int64, raw float32 (views)."""
+        """Delta entries in arrival order: rows int32, terms int32, raw values (views)."""
         return self._d_rows.view, self._d_terms.view, self._d_raw.view
 
     def _snapshot(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -118,6 +144,7 @@ class SparseIndex:
         if self._snap is None or n - self._snap_n > max(4096, self._snap_n // 8):
             rows, terms, raw = self._delta()
             order = np.argsort(terms, kind="stable")
+            rows = rows.astype(np.int64)
             indptr = np.zeros(self.n_terms + 1, dtype=np.int64)
             np.cumsum(np.bincount(terms, minlength=self.n_terms), out=indptr[1:])
             self._snap = (indptr, rows[order], raw[order])
@@ -128,8 +155,8 @@ class SparseIndex:
         counts = np.diff(self.indptr)
         terms = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
         d_rows, d_terms, d_raw = self._delta()
-        rows = np.concatenate([self.indices.astype(np.int64), d_rows])
-        return rows, np.concatenate([terms, d_terms]), np.concatenate([self.raw, d_raw])
+        rows = np.concatenate([self.indices.astype(np.int64), d_rows.astype(np.int64)])
+        return rows, np.concatenate([terms, d_terms.astype(np.int64)]), np.concatenate([self.raw, d_raw])
 
     def merge(self) -> None:
         """Fold the delta into the CSC and re-derive values (e.g. BM25 with the current avgdl)."""
@@ -140,17 +167,25 @@ class SparseIndex:
         """Re-derive CSC values from raw values (after the weighting's inputs changed)."""
         if self._weigh is not None and self.indices.size:
             self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
-            self.data = self._weigh(self.raw, self.indices.astype(np.int64)).astype(np.float32)
+            self.data = self._weigh(self.raw.astype(np.float32), self.indices.astype(np.int64)).astype(np.float32)
 
     def _rebuild(self, rows: np.ndarray, terms: np.ndarray, raw: np.ndarray) -> None:
-        mat = sp.csc_matrix((raw, (rows, terms)), shape=(max(self.n_rows, 1), max(self.n_terms, 1)))
-        mat.sort_indices()
-        self.indptr = mat.indptr.astype(np.int64)
-        self.indices = mat.indices.astype(np.int32)
-        self.raw = mat.data.astype(np.float32)
+        # term-major order (rows ascending within a term) without a float64 COO round trip
+        order = np.lexsort((rows, terms))
+        rows, terms, raw = rows[order], terms[order], np.asarray(raw)[order]
+        repeat = (np.diff(rows) == 0) & (np.diff(terms) == 0)
+        if repeat.any():  # one entry per (row, term): repeats are summed, as a sparse matrix does
+            first = np.flatnonzero(np.r_[True, ~repeat])
+            rows, terms = rows[first], terms[first]
+            raw = np.add.reduceat(raw.astype(np.float64), first)
+        counts = np.bincount(terms, minlength=max(self.n_terms, 1))
+        self.indptr = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.indptr[1:])
+        self.indices = rows.astype(np.int32)
+        self.raw = raw.astype(self._values)
         self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
-        self.data = self.raw if self._weigh is None else self._weigh(self.raw, self.indices.astype(np.int64)).astype(np.float32)
-        self._d_rows, self._d_terms, self._d_raw = Column(np.int64), Column(np.int64), Column(np.float32)
+        self.data = self.raw if self._weigh is None else self._weigh(self.raw.astype(np.float32), self.indices.astype(np.int64)).astype(np.float32)
+        self._d_rows, self._d_terms, self._d_raw = self._new_delta()
         self._snap, self._snap_n = None, 0
 
     def compact(self, keep_rows: np.ndarray) -> None:
@@ -165,12 +200,14 @@ class SparseIndex:
         self._keep_row_major(keep_rows)
 
     def _keep_row_major(self, keep_rows: np.ndarray) -> None:
+        if not self.row_major:
+            return
         self._pad_rows(int(keep_rows[-1]) + 1 if keep_rows.size else 0)
         ptr = self._r_ptr.view
         starts, lengths = ptr[keep_rows], ptr[keep_rows + 1] - ptr[keep_rows]
         take = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(int(lengths.sum()))
         terms, raw = self._r_terms.view[take], self._r_raw.view[take]
-        self._r_ptr, self._r_terms, self._r_raw = Column(np.int64), Column(np.int64), Column(np.float32)
+        self._r_ptr, self._r_terms, self._r_raw = Column(np.int64), Column(np.int32), Column(self._values)
         self._r_ptr.extend(np.r_[0, np.cumsum(lengths)].astype(np.int64))
         self._r_terms.extend(terms)
         self._r_raw.extend(raw)
@@ -178,13 +215,15 @@ class SparseIndex:
     def row_values(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Term ids int64 and scoring values float32 of one row, in O(its terms) (pairwise
         comparison); values are weighed with the current inputs (BM25: today's avgdl)."""
+        if not self.row_major:
+            raise RuntimeError("this index keeps no row-major copy (row_major=False)")
         if row + 1 >= self._r_ptr.n:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         ptr = self._r_ptr.view
         lo, hi = int(ptr[row]), int(ptr[row + 1])
-        terms, raw = self._r_terms.view[lo:hi].copy(), self._r_raw.view[lo:hi]
+        terms, raw = self._r_terms.view[lo:hi].astype(np.int64), self._r_raw.view[lo:hi].astype(np.float32)
         if self._weigh is None:
-            return terms, raw.copy()
+            return terms, raw
         return terms, self._weigh(raw, np.full(raw.size, row, dtype=np.int64)).astype(np.float32)
 
     def postings(self, q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,7 +239,7 @@ class SparseIndex:
             sel = np.flatnonzero((q_ids >= 0) & (q_ids < indptr.size - 1))
             lengths, pos = _slices(indptr, q_ids[sel])
             if pos.size:
-                parts.append((np.repeat(sel, lengths), rows[pos].astype(np.int64), raw[pos]))
+                parts.append((np.repeat(sel, lengths), rows[pos].astype(np.int64), raw[pos].astype(np.float32)))
         if self.pending:
             d_rows, d_terms, d_raw = self._delta()
             t_rows, t_terms, t_raw = d_rows[self._snap_n :], d_terms[self._snap_n :], d_raw[self._snap_n :]
@@ -209,7 +248,7 @@ class SparseIndex:
                 known = q_ids[(q_ids >= 0) & (q_ids < which.size)]
                 which[known] = np.flatnonzero((q_ids >= 0) & (q_ids < which.size))
                 hit = np.flatnonzero(which[t_terms] >= 0)
-                parts.append((which[t_terms[hit]], t_rows[hit], t_raw[hit]))
+                parts.append((which[t_terms[hit]], t_rows[hit].astype(np.int64), t_raw[hit].astype(np.float32)))
         if not parts:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
         return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
@@ -250,7 +289,7 @@ class SparseIndex:
         in_snap = q_ids < indptr.size - 1
         lengths, pos = _slices(indptr, q_ids[in_snap])
         if pos.size:
-            rows, raw = s_rows[pos], s_raw[pos]
+            rows, raw = s_rows[pos], s_raw[pos].astype(np.float32)
             vals = raw if self._weigh is None else self._weigh(raw, rows)
             out += np.bincount(rows, weights=np.repeat(q_weights[in_snap], lengths) * vals,
                                minlength=self.n_rows)[: self.n_rows].astype(np.float32)
@@ -262,7 +301,7 @@ class SparseIndex:
             np.add.at(q_vec, q_ids, q_weights)
             hit = np.flatnonzero(q_vec[t_terms])
             if hit.size:
-                raw, rows = t_raw[hit], t_rows[hit]
+                raw, rows = t_raw[hit].astype(np.float32), t_rows[hit].astype(np.int64)
                 vals = raw if self._weigh is None else self._weigh(raw, rows)
                 out += np.bincount(rows, weights=q_vec[t_terms[hit]] * vals,
                                    minlength=self.n_rows)[: self.n_rows].astype(np.float32)

@@ -45,7 +45,8 @@ class HyperdimensionalSpace(SparseScoredSpace):
         self.n = self.config.ngram
         self._cache: dict[str, tuple[int, float]] = {}
         self.df = np.zeros(self.dim, dtype=np.int32)
-        self.index = SparseIndex(merge_fraction=self.config.merge_fraction)
+        # similarity re-encodes the text, so no row-major copy; values are normalised counts
+        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values="float16", row_major=False)
         self.terms_of = settings.analyzer.build().terms
 
     def _coord(self, gram: str) -> tuple[int, float]:

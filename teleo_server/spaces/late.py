@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -16,7 +16,10 @@ from teleo_server.spaces.registry import register
 
 
 class LateSettings(SpaceSettings):
-    dim: int | None = Field(None, ge=8)  # seeded orthogonal projection of the tokens to this width
+    # seeded orthogonal rotation of the tokens to this width (None: the model's width)
+    dim: int | None = Field(128, ge=8)
+    # bits per stored coordinate: 1, 2, 4 or 8 (Gaussian codes), 16 (float16, no codes)
+    bits: Literal[1, 2, 4, 8, 16] = 2
 
 
 @register
@@ -34,7 +37,7 @@ class LateInteractionSpace(Space):
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.store = TokenStore(self.config.dim)
+        self.store = TokenStore(self.config.dim, bits=self.config.bits)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
@@ -61,7 +64,7 @@ class LateInteractionSpace(Space):
             inside = chunks < store.n
             out = np.zeros(chunks.size, dtype=np.float32)
             if inside.any():
-                out[inside] = ops.maxsim(feats, store.offsets, store.tokens, chunks[inside].astype(np.int32)) / n_q
+                out[inside] = store.maxsim(ops, feats, chunks[inside]) / n_q
             return out
 
         return self.fold_candidates(rows, chunk_scores)
@@ -77,7 +80,7 @@ class LateInteractionSpace(Space):
         def tokens_of(r: int) -> np.ndarray:
             start, count = int(self.catalog.chunk_start[r]), int(self.catalog.chunk_count[r])
             lo, hi = store.offsets[start], store.offsets[min(start + count, store.n)]
-            return store.tokens[lo:hi].astype(np.float32)
+            return store.vectors(int(lo), int(hi))
 
         ta = tokens_of(a)
         out = np.zeros(rows.size, dtype=np.float32)

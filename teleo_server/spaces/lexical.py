@@ -39,7 +39,9 @@ class LexicalSpace(SparseScoredSpace):
         self.df = Column(np.int64)
         self.doc_len = Column(np.float32)
         self._len_sum = 0.0
-        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=self.config.merge_fraction, weigh_key=self._avgdl)
+        # raw values are term frequencies: float16 holds them exactly below 2,048
+        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=self.config.merge_fraction, weigh_key=self._avgdl,
+                                 values="float16")
         self.terms_of = settings.analyzer.build().terms
 
     def _avgdl(self) -> float:

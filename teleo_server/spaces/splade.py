@@ -35,7 +35,7 @@ class SpladeSpace(SparseScoredSpace):
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.index = SparseIndex(merge_fraction=self.config.merge_fraction)
+        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values="float16")
         self.backend: SparseBackend | None = None  # scoring goes through the index interface
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:

@@ -1,0 +1,197 @@
+"""Bytes per memory: what a corpus costs the server in memory and on disk.
+
+Three measurements over SciFact's 5,183 abstracts, written from the cached embeddings:
+
+* ``index``  — the in-process retriever: resident memory (RSS) grown by loading the corpus and
+  running the background upkeep, in a fresh child process; plus each space's own arrays;
+* ``server`` — the real server (``python -m teleo_server``) started on the stored corpus, against
+  the same server started on an empty store: the difference of their RSS once serving;
+* ``database`` — the SQLite file (after a checkpoint), and per head the bytes of its stored vectors;
+* ``ingest`` — the empty server's RSS before and after one 64 KB memory goes in through ``Store``
+  (the embedding runtime's buffers are sized by the largest batch it has run).
+
+    python -m bench.eval.footprint --data ../shared/data [--settings '{"late_interaction_bits": 16}']
+
+Results go to ``bench/results/footprint[-tag].json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import multiprocessing as mp
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _arrays_bytes(obj: Any, seen: set[int], depth: int = 0) -> int:
+    """Bytes of the numpy arrays reachable from ``obj`` (views counted once, through their base)."""
+    if id(obj) in seen or depth > 8:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        base = obj if obj.base is None else obj.base
+        if base is not obj:
+            return _arrays_bytes(base, seen, depth + 1)
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(_arrays_bytes(v, seen, depth + 1) for v in obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return sum(_arrays_bytes(v, seen, depth + 1) for v in obj)
+    total = 0
+    if hasattr(obj, "__dict__"):
+        total += _arrays_bytes(vars(obj), seen, depth + 1)
+    for slot in getattr(type(obj), "__slots__", ()):
+        total += _arrays_bytes(getattr(obj, slot, None), seen, depth + 1)
+    return total
+
+
+def _index_child(data: Path, cache: Path, settings: dict[str, Any], out: Any) -> None:
+    from bench.eval.corpora import load_all
+    from teleo_server.pipeline import PipelineSettings, make_retriever
+
+    prepared = load_all(data, cache, 1, ("scifact",))["scifact"][0]
+    gc.collect()
+    before = rss_mb()
+    r = make_retriever(PipelineSettings(**settings), "numpy")
+    for m, e in prepared.items:
+        r.add(m, e)
+    r.maintain()
+    gc.collect()
+    after = rss_mb()
+    n = len(prepared.items)
+    seen = {id(r.catalog)}  # the catalog is shared by every space: counted once, on its own
+    spaces = {name: _arrays_bytes(s, seen) / n for name, s in r.spaces.items()}
+    late = r.spaces.get("E12_late")
+    out.put({"memories": n, "rss_growth_bytes_per_memory": (after - before) * 2**20 / n,
+             "arrays_bytes_per_memory": {"catalog": _arrays_bytes(r.catalog, set()) / n, **spaces},
+             "tokens_per_memory": late.store.n_tokens / n if late is not None else None,
+             "token_bytes": late.store.codec.bytes_per_token if late is not None and late.store.codec else None})
+
+
+def measure_index(data: Path, cache: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_index_child, args=(data, cache, settings, q))
+    p.start()
+    res = q.get()
+    p.join()
+    return res
+
+
+def write_store(data: Path, cache: Path, path: Path) -> int:
+    from bench.eval.corpora import load_all
+    from teleo_server.store import SQLiteStore
+
+    prepared = load_all(data, cache, 1, ("scifact",))["scifact"][0]
+    store = SQLiteStore(path)
+    try:
+        store.put_many(prepared.items)
+    finally:
+        store.close()
+    return len(prepared.items)
+
+
+def measure_database(path: Path, n: int) -> dict[str, Any]:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        heads = {h: (b or 0) / n for h, b in conn.execute(
+            "SELECT head, SUM(length(data)) + SUM(COALESCE(length(ids), 0)) FROM chunk_vectors GROUP BY head")}
+        content = conn.execute("SELECT SUM(length(content)) FROM memories").fetchone()[0] or 0
+    finally:
+        conn.close()
+    files = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
+    return {"file_bytes_per_memory": files / n, "vector_bytes_per_memory": heads, "content_bytes_per_memory": content / n}
+
+
+def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n: int) -> dict[str, Any]:
+    from bench.harness.server import ServerProcess
+
+    from bench.harness.server import store_batch
+    from teleo.v1 import memory_pb2 as pb
+
+    env = {"TELEO_PIPELINE": json.dumps(settings)} if settings else {}
+    out: dict[str, Any] = {}
+    for name, d in (("empty", empty_dir), ("loaded", data_dir)):
+        server = ServerProcess(d, env=env)
+        t0 = time.perf_counter()
+        with server.start(timeout=900):
+            time.sleep(3.0)  # let start-up upkeep settle
+            out[f"{name}_rss_mb"] = server.rss_mb()
+            out[f"{name}_start_s"] = time.perf_counter() - t0
+            if name == "empty":
+                # a short memory first (the first embedding loads the models), then the long one
+                store_batch(server.address, server.metadata, [pb.MemoryInput(content="warm-up note", namespace="fp")])
+                before = server.rss_mb()
+                text = long_text(64 * 1024)
+                t1 = time.perf_counter()
+                resp = store_batch(server.address, server.metadata, [pb.MemoryInput(content=text, namespace="fp")])
+                if resp.failed:
+                    raise RuntimeError(f"the 64 KB Store failed: {resp.items[0].error}")
+                out["ingest"] = {"bytes": len(text.encode()), "store_s": time.perf_counter() - t1,
+                                 "rss_before_mb": before, "rss_after_mb": server.rss_mb(),
+                                 "rss_growth_mb": server.rss_mb() - before, "target_growth_mb": 100}
+    out["rss_bytes_per_memory"] = (out["loaded_rss_mb"] - out["empty_rss_mb"]) * 2**20 / n
+    return out
+
+
+def long_text(size: int) -> str:
+    """Deterministic prose-like text of ``size`` bytes (words of the synthetic corpus)."""
+    from bench.harness import synthetic
+
+    corpus = synthetic.make_corpus(synthetic.CorpusSpec(n=400, seed=7, median_words=120, max_words=400, max_tokens=1))
+    text = ". ".join(corpus.texts)
+    while len(text) < size:
+        text += ". " + text
+    return text[:size]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--cache", type=Path, default=REPO / "var" / "eval" / "cache")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--settings", type=json.loads, default={}, help="PipelineSettings overrides as JSON")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--skip-server", action="store_true", help="index and database only")
+    args = ap.parse_args(argv)
+    if not (args.data / "beir" / "scifact").is_dir():
+        ap.error(f"SciFact not found under {args.data}")
+    sys.path.insert(0, str(REPO))
+    from bench.eval.run import environment
+
+    res: dict[str, Any] = {"environment": environment(), "settings": args.settings, "target_bytes_per_memory": 17 * 1024}
+    res["index"] = measure_index(args.data, args.cache, args.settings)
+    with tempfile.TemporaryDirectory(prefix="teleo-footprint-") as tmp:
+        loaded, empty = Path(tmp) / "loaded", Path(tmp) / "empty"
+        loaded.mkdir()
+        n = write_store(args.data, args.cache, loaded / "teleo.db")
+        res["database"] = measure_database(loaded / "teleo.db", n)
+        if not args.skip_server:
+            res["server"] = measure_server(loaded, empty, args.settings, n)
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = f"footprint{'-' + args.tag if args.tag else ''}.json"
+    (args.out / name).write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=2))  # noqa: T201 - the command's report
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
