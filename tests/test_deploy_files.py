@@ -48,8 +48,13 @@ def test_readme_commands_name_files_that_exist():
 
 
 def test_image_is_gpu_ready_non_root_and_probed_by_teleo_health():
-    assert re.search(r"^FROM nvidia/cuda:[\w.-]+-runtime", DOCKERFILE, re.M)
-    assert ".[gpu]" in DOCKERFILE
+    assert re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:12[\w.-]+-runtime", DOCKERFILE, re.M)
+    assert re.search(r"^FROM \$\{CUDA_IMAGE\}", DOCKERFILE, re.M)
+    # the extra follows the image's CUDA major
+    assert "extra=gpu " in DOCKERFILE and '[ "${CUDA_VERSION%%.*}" = 13 ]; then extra=gpu-cuda13; fi' in DOCKERFILE
+    assert '-e ".[$extra]"' in DOCKERFILE
+    installs = [a for run in re.findall(r"^RUN ((?:.*\\\n)*.*)", DOCKERFILE, re.M) for a in project_pip_installs(run)]
+    assert sorted(w for a in installs for w in a if PROJECT_SPEC.match(w)) == [".[gpu-cuda13]", ".[gpu]"]
     user = re.findall(r"^USER (\S+)", DOCKERFILE, re.M)
     assert user and user[-1] not in ("root", "0")
     assert re.search(r"^HEALTHCHECK .*\n?.*teleo\", \"health", DOCKERFILE, re.M)
@@ -58,7 +63,9 @@ def test_image_is_gpu_ready_non_root_and_probed_by_teleo_health():
 def test_gpu_extra_installs_cupy_and_cuvs():
     pyproject = (REPO / "pyproject.toml").read_text()
     gpu = re.search(r"^gpu = \[(.*?)\]", pyproject, re.M | re.S).group(1)
-    assert "cupy-cuda12x" in gpu and "cuvs" in gpu
+    assert "cupy-cuda12x" in gpu and "cuvs-cu12" in gpu
+    gpu13 = re.search(r"^gpu-cuda13 = \[(.*?)\]", pyproject, re.M | re.S).group(1)
+    assert "cupy-cuda13x" in gpu13 and "cuvs-cu13" in gpu13
 
 
 def test_compose_serves_the_checkout_repository_on_gpus():
@@ -204,15 +211,30 @@ PROJECT_SPEC = re.compile(r"^\.(\[[\w,\s-]+\])?$")  # `.` or `.[gpu]`: this proj
 def project_pip_installs(command: str) -> list[list[str]]:
     """The arguments of each `pip install` in a RUN command that installs this project."""
     found = []
-    for part in re.split(r"&&|\|\||;", command):
+    parts = re.split(r"&&|\|\||;", command)
+    # a variable the command assigns (`extra=gpu`, `then extra=gpu-cuda13`) stands for each value
+    values: dict[str, list[str]] = {}
+    for part in parts:
+        for name, value in re.findall(r"(?:^|\s)(\w+)=([\w.-]+)(?=\s|$)", part):
+            values.setdefault(name, []).append(value)
+    for part in parts:
         words = shlex.split(part)
         for i, word in enumerate(words[:-1]):
             if PurePosixPath(word).name in ("pip", "pip3") and words[i + 1] == "install":  # also `-m pip`
-                args = words[i + 2:]
-                if any(PROJECT_SPEC.match(a) for a in args):
-                    found.append(args)
+                for args in _expand(words[i + 2:], values):
+                    if any(PROJECT_SPEC.match(a) for a in args):
+                        found.append(args)
                 break
     return found
+
+
+def _expand(args: list[str], values: dict[str, list[str]]) -> list[list[str]]:
+    """``args`` once per value of the first assigned variable they name ($x or ${x})."""
+    for name, options in values.items():
+        pattern = re.compile(rf"\$(?:{name}\b|\{{{name}\}})")
+        if any(pattern.search(a) for a in args):
+            return [a for v in options for a in _expand([pattern.sub(v, w) for w in args], values)]
+    return [args]
 
 
 def offline_args(args: list[str]) -> list[str]:
