@@ -6,10 +6,11 @@ at 384 float16 dimensions that is 270 KB a memory). They are kept compact instea
 1. a seeded random orthonormal rotation to ``dim`` dimensions (128 by default), re-normalised;
    random rather than fitted, so nothing has to be learnt from the corpus or stored beside it, and
    every coordinate of a unit vector then has about the same spread, 1/sqrt(dim);
-2. each coordinate as a ``bits``-bit code (2 by default): the Lloyd-Max levels of a Gaussian of
-   that spread, the quantiser with the least squared error for such values; codes are packed
-   little-endian into bytes (four 2-bit codes a byte), so a token costs ``dim * bits / 8`` bytes
-   (32 at the defaults, 24x less than float16 at 384 dimensions).
+2. each coordinate as a ``bits``-bit code: the Lloyd-Max levels of a Gaussian of that spread, the
+   quantiser with the least squared error for such values; codes are packed little-endian into
+   bytes (eight 1-bit or four 2-bit codes a byte), so a token costs ``dim * bits / 8`` bytes (16
+   at the late-interaction space's defaults, 128 dimensions and 1 bit: 48x less than float16 at
+   384 dimensions).
 
 Scoring decodes only the candidates' tokens (a 256-entry table per byte) and re-normalises them, so
 MaxSim still compares unit vectors; the query keeps full precision (asymmetric). ``bits = 16``
