@@ -11,7 +11,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARIES = ("teleo", "numpy", "scipy", "hnswlib", "onnxruntime", "grpcio", "protobuf", "cupy-cuda12x",
-             "cuvs-cu12", "pymilvus", "milvus-lite", "lancedb", "pyarrow", "bm25s", "matplotlib")
+             "cuvs-cu12", "pymilvus", "milvus-lite", "lancedb", "pyarrow", "bm25s", "matplotlib", "qdrant-edge-py",
+             "tantivy", "sqlite-vec", "pysqlite3-binary", "chromadb")
 
 
 def _run(cmd: list[str]) -> str:

@@ -57,11 +57,18 @@ STAGE_ORDER = ("embed", "sparse_recall", "dense", "entry", "single_space", "fusi
 
 # Which peer measurement each Teleo profile is compared with (same data, same embeddings).
 PAIRS = {
-    "hybrid": [("milvus_lite", "hybrid"), ("milvus_lite_hnsw", "hybrid"), ("lancedb", "hybrid")],
-    "teleological": [("milvus_lite", "hybrid"), ("milvus_lite_hnsw", "hybrid"), ("lancedb", "hybrid")],
-    "single_space:E6_lexical": [("bm25s", "bm25"), ("lancedb", "fts")],
-    "single_space:E1_semantic": [("milvus_lite", "dense"), ("lancedb", "dense")],
-    "single_space:E13_splade": [("milvus_lite", "sparse")],
+    "hybrid": [("qdrant_edge", "hybrid"), ("qdrant_edge", "hybrid_sq"), ("qdrant_edge", "hybrid_bq"),
+               ("milvus_lite", "hybrid"), ("milvus_lite_hnsw", "hybrid"), ("lancedb", "hybrid")],
+    "teleological": [("qdrant_edge", "teleological"), ("qdrant_edge", "teleological_sq"),
+                     ("qdrant_edge", "teleological_bq"),
+                     ("milvus_lite", "hybrid"), ("milvus_lite_hnsw", "hybrid"), ("lancedb", "hybrid")],
+    "openclaw": [("openclaw_sqlite", "hybrid")],
+    "single_space:E6_lexical": [("tantivy", "bm25_teleo_tokens"), ("tantivy", "bm25"), ("qdrant_edge", "bm25"),
+                                ("bm25s", "bm25"), ("lancedb", "fts"), ("openclaw_sqlite", "fts_or")],
+    "single_space:E1_semantic": [("qdrant_edge", "dense"), ("qdrant_edge", "dense_exact"), ("qdrant_edge", "dense_sq"),
+                                 ("qdrant_edge", "dense_bq"), ("chroma", "dense"), ("openclaw_sqlite", "dense_knn"),
+                                 ("openclaw_sqlite", "dense"), ("milvus_lite", "dense"), ("lancedb", "dense")],
+    "single_space:E13_splade": [("qdrant_edge", "sparse"), ("milvus_lite", "sparse")],
 }
 
 
@@ -94,7 +101,8 @@ def targets(records: list[Rec]) -> list[list[Any]]:
     scale size), rather than a failure.
     """
     rows: list[list[Any]] = []
-    for n in (10_000, 100_000):
+    has_milvus = any(r.get("system", "").startswith("milvus_lite") for r in records)
+    for n in (10_000, 100_000) if has_milvus else ():
         t = _sel(records, "scale", system="teleo", metric="query", n=n, profile="hybrid")
         m = _sel(records, "scale", system="milvus_lite", metric="query", n=n, mode="hybrid")
         r = _ratio(t[-1]["p50_ms"], m[-1]["p50_ms"]) if t and m else None
@@ -106,9 +114,12 @@ def targets(records: list[Rec]) -> list[list[Any]]:
             r = _ratio(t[-1]["p50_ms"], h[-1]["p50_ms"])
             rows.append([f"(same, Milvus Lite with an HNSW index) at {n:,}",
                          f"{t[-1]['p50_ms']:.2f} / {h[-1]['p50_ms']:.2f} ms = {r:.3f}×", r is not None and r <= 0.5])
+    rows += stronger_targets(records)
     tq = _sel(records, "quality", system="teleo", metric="quality", dataset="scifact", mode="hybrid")
     mq = _sel(records, "quality", system="milvus_lite", metric="quality", dataset="scifact", mode="hybrid")
-    if tq and mq:
+    if not has_milvus:
+        pass
+    elif tq and mq:
         rows.append(["SciFact hybrid nDCG@10 ≥ Milvus Lite hybrid",
                      f"{tq[-1]['ndcg@10']:.4f} vs {mq[-1]['ndcg@10']:.4f}", tq[-1]["ndcg@10"] >= mq[-1]["ndcg@10"]])
         r = _ratio(tq[-1]["p50_ms"], mq[-1]["p50_ms"])
@@ -118,7 +129,9 @@ def targets(records: list[Rec]) -> list[list[Any]]:
         rows.append(["SciFact hybrid nDCG@10 ≥ Milvus Lite hybrid", "not measured", None])
     tb = _sel(records, "quality", system="teleo", metric="quality", dataset="scifact", mode="single_space:E6_lexical")
     bb = _sel(records, "quality", system="bm25s", metric="quality", dataset="scifact", mode="bm25")
-    if tb and bb:
+    if not has_milvus:
+        pass
+    elif tb and bb:
         stage = tb[-1].get("stage_p50_ms", {}).get("single_space")
         r_wall = _ratio(tb[-1]["p50_ms"], bb[-1]["p50_ms"])
         r_stage = _ratio(stage, bb[-1]["p50_ms"])
@@ -132,6 +145,60 @@ def targets(records: list[Rec]) -> list[list[Any]]:
                      abs(d) <= 0.005])
     else:
         rows.append(["BM25 vs bm25s on SciFact", "not measured", None])
+    return rows
+
+
+def _p50_row(label: str, t: list[Rec], p: list[Rec], bound: float) -> list[Any]:
+    """(target, "a / b ms = r×", met) for Teleo's p50 ≤ ``bound`` × the peer's p50."""
+    r = _ratio(t[-1]["p50_ms"], p[-1]["p50_ms"]) if t and p else None
+    return [label, f"{t[-1]['p50_ms']:.2f} / {p[-1]['p50_ms']:.2f} ms = {r:.3f}×" if r is not None else "not measured",
+            None if r is None else r <= bound]
+
+
+def stronger_targets(records: list[Rec]) -> list[list[Any]]:
+    """The targets against the strongest peers (Qdrant Edge, Tantivy), when the run measured them."""
+    rows: list[list[Any]] = []
+    if not any(r.get("system") in ("qdrant_edge", "tantivy") for r in records):
+        return rows
+    for n in (10_000, 100_000):
+        t = _sel(records, "scale", system="teleo", metric="query", n=n, mode="teleological")
+        for mode in ("teleological", "teleological_sq", "teleological_bq"):
+            q = _sel(records, "scale", system="qdrant_edge", metric="query", n=n, mode=mode)
+            if mode == "teleological" or q:
+                rows.append(_p50_row(f"teleological p50 at {n:,} ≤ 0.5 × Qdrant Edge {mode} (RRF → MaxSim)", t, q, 0.5))
+    for n in (10_000, 100_000):
+        t = _sel(records, "scale", system="teleo", metric="query", n=n, mode="hybrid")
+        q = _sel(records, "scale", system="qdrant_edge", metric="query", n=n, mode="hybrid")
+        rows.append(_p50_row(f"hybrid p50 at {n:,} ≤ Qdrant Edge hybrid{' (target)' if n == 100_000 else ''}", t, q, 1.0))
+    tb = _sel(records, "quality", system="teleo", metric="quality", dataset="scifact", mode="single_space:E6_lexical")
+    for mode in ("bm25_teleo_tokens", "bm25"):
+        tv = _sel(records, "quality", system="tantivy", metric="quality", dataset="scifact", mode=mode)
+        if not (tb and tv):
+            rows.append([f"SciFact BM25 stage p50 ≤ Tantivy {mode} at equal nDCG@10", "not measured", None])
+            continue
+        stage = tb[-1].get("stage_p50_ms", {}).get("single_space")
+        r = _ratio(stage, tv[-1]["p50_ms"])
+        d = tb[-1]["ndcg@10"] - tv[-1]["ndcg@10"]
+        rows.append([f"SciFact BM25 stage p50 ≤ Tantivy {mode} (nDCG@10 {tb[-1]['ndcg@10']:.4f} vs "
+                     f"{tv[-1]['ndcg@10']:.4f}, Δ {d:+.4f})",
+                     f"{stage:.3f} / {tv[-1]['p50_ms']:.3f} ms = {r:.3f}×" if r is not None else "not measured",
+                     None if r is None else (r <= 1.0 and d >= -0.005)])
+        r_wall = _ratio(tb[-1]["p50_ms"], tv[-1]["p50_ms"])
+        rows.append([f"(same, Teleo's whole retrieve call) vs Tantivy {mode}",
+                     f"{tb[-1]['p50_ms']:.3f} / {tv[-1]['p50_ms']:.3f} ms = {r_wall:.3f}×", r_wall is not None and r_wall <= 1.0])
+    return rows
+
+
+def memory_rows(records: list[Rec]) -> list[list[Any]]:
+    """Bytes per memory of every system that recorded a footprint (RSS growth over its build, disk)."""
+    rows = []
+    for r in records:
+        if r.get("metric") != "memory" or r.get("skipped"):
+            continue
+        where = r.get("dataset") or (f"synthetic {r['n']:,}" if r.get("n") else "?")
+        parts = ", ".join(f"{k} {v / 1024:.1f}" for k, v in r.get("disk_breakdown_bytes_per_memory", {}).items())
+        rows.append([where, r["system"], r["memories"], r["rss_bytes_per_memory"] / 1024,
+                     r["disk_bytes_per_memory"] / 1024 if r.get("disk_bytes") else None, r.get("build_s"), parts])
     return rows
 
 
@@ -153,6 +220,11 @@ def markdown(records: list[Rec]) -> str:
              "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items())), "",
              "Latencies are per query, single-threaded client unless stated, in milliseconds; p50/p95/p99 are "
              "percentiles over all timed queries after warm-up.", ""]
+    if any(r.get("interleaved") for r in records):
+        lines += ["Teleo and the peers were queried in alternation (each query through every system in a rotating "
+                  "order), so load from other work on this machine, which was shared, fell on all of them alike; "
+                  "ratios compare samples taken over the same minutes. The 1-minute load average at the end of each "
+                  "workload is under Run.", ""]
     lines += ["## Targets", ""] + _table(["target", "measured", "met"], targets(records))
 
     ratios = ratio_rows(records)
@@ -161,11 +233,24 @@ def markdown(records: list[Rec]) -> str:
         lines += _table(["data", "Teleo profile", "peer", "nDCG@10", "R@100 (hit@10 on synthetic)", "p50", "p95", "p99"],
                         ratios)
 
-    checks = _sel(records, "correctness", metric="check")
+    mem = memory_rows(records)
+    if mem:
+        lines += ["## Bytes per memory", "",
+                  "RSS growth of this process over the system's build (every system here runs in-process; arrays "
+                  "the caller already held are not counted), and bytes allocated on disk, per memory, in KiB. "
+                  "Teleo keeps its indexes in memory (per-token vectors as 2-bit codes by default); the server "
+                  "also writes memories and embeddings to SQLite, not measured here.", ""]
+        lines += _table(["data", "system", "memories", "RSS KiB/memory", "disk KiB/memory", "build s",
+                         "disk KiB/memory by part"], mem, 1)
+
+    checks = _sel(records, "correctness", metric="check") + _sel(records, "quality", metric="check") + \
+        _sel(records, "scale", metric="check")
     ann = _sel(records, "correctness", metric="ann_recall")
     if checks or ann:
         lines += ["## Correctness (before timing)", ""]
-        lines += _table(["system", "check", "value", "passed"], [[r["system"], r["check"], r.get("value"), r["passed"]] for r in checks], 4)
+        lines += _table(["workload", "data", "system", "check", "value", "passed"],
+                        [[r["workload"], r.get("dataset") or (f"{r['n']:,}" if r.get("n") else ""), r["system"], r["check"],
+                          r.get("value"), r["passed"]] for r in checks], 4)
         lines += _table(["system", "index", "ef_search", "n", "recall@k vs exact", "p50 ms"],
                         [[r["system"], r["index"], r.get("ef_search"), r["n"], r["recall"], r["p50_ms"]] for r in ann], 4)
 

@@ -134,5 +134,93 @@ def run(ctx: Context) -> None:
                         recall=recall_at_k(ranked, truth, k), p50_ms=percentiles(times)["p50"], version=peer.version())
         finally:
             peer.close()
+    pc.tok_ptr, pc.tokens = corpus.tok_ptr, corpus.tokens
+    pq.tokens = queries.tokens
+    _stronger_peers(ctx, pc, pq, truth, k)
     if cfg.get("gpu_agreement", True):
         _gpu_agreement(ctx, corpus, queries, k)
+
+
+def _bm25_matrix(texts: list[str], k1: float, b: float):
+    """(vocabulary, CSR (n, V) of BM25 term-frequency parts, IDF (V,)) over Teleo's analyser terms."""
+    from collections import Counter
+
+    from scipy import sparse as sp
+
+    from teleo_server.analysis import tokenize
+
+    vocab: dict[str, int] = {}
+    rows, cols, tfs, lengths = [], [], [], []
+    for i, t in enumerate(texts):
+        c = Counter(tokenize(t))
+        lengths.append(sum(c.values()))
+        for term, tf in c.items():
+            rows.append(i)
+            cols.append(vocab.setdefault(term, len(vocab)))
+            tfs.append(tf)
+    dl = np.asarray(lengths, np.float64)
+    tf = np.asarray(tfs, np.float64)
+    part = tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl[rows] / max(dl.mean(), 1e-6)))
+    m = sp.csr_matrix((part, (rows, cols)), shape=(len(texts), len(vocab)))
+    df = np.bincount(cols, minlength=len(vocab)).astype(np.float64)
+    return vocab, m, np.log1p((len(texts) - df + 0.5) / (df + 0.5))
+
+
+def _stronger_peers(ctx: Context, pc: PeerCorpus, pq: PeerQueries, truth: np.ndarray, k: int) -> None:
+    """Exact modes of the stronger peers against float64 oracles; their ANN modes' recall (before timing)."""
+    from scipy import sparse as sp
+
+    from teleo_server.analysis import tokenize
+
+    names = ctx.peers(["qdrant_edge", "tantivy", "openclaw_sqlite", "chroma"])
+    if not names:
+        return
+    m = min(len(pq), 100)
+    sparse_rows = sp.csr_matrix((pc.sp_w.astype(np.float64), pc.sp_ids, pc.sp_ptr), shape=(pc.n_chunks, 30_522))
+    oracle: dict[str, list[list[int]]] = {"dense": [t.tolist() for t in truth[:m]]}
+
+    def ranked(scores: np.ndarray) -> list[int]:
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [int(i) for i in top if scores[i] > 0]
+
+    oracle["splade"] = []
+    for j in range(m):
+        ids, w = pq.sparse[j]
+        qv = np.zeros(30_522)
+        qv[ids] = w
+        oracle["splade"].append(ranked(sparse_rows @ qv))
+    for key, (k1, b) in {"bm25": (0.9, 0.4), "bm25_k1.2_b0.75": (1.2, 0.75)}.items():
+        vocab, mat, idf = _bm25_matrix(pc.texts, k1, b)
+        oracle[key] = []
+        for j in range(m):
+            qv = np.zeros(len(vocab))
+            for term in dict.fromkeys(tokenize(pq.texts[j])):
+                if term in vocab:
+                    qv[vocab[term]] = idf[vocab[term]]
+            oracle[key].append(ranked(mat @ qv))
+    for name in names:
+        peer = open_peer(ctx, name, W)
+        if peer is None:
+            continue
+        try:
+            if build_peer(ctx, peer, pc, ctx.workdir / W / name, W, n=len(pc)) is None:
+                continue
+            exact = getattr(peer, "exact_modes", {})
+            for mode in peer.modes:
+                if mode in getattr(peer, "unavailable_modes", {}):
+                    continue
+                if mode in exact:
+                    want = oracle[exact[mode]]
+                    got = [peer.search(mode, pq, j, k) for j in range(m)]
+                    value = float(np.mean([len(set(g) & set(w)) / max(len(w), 1) for g, w in zip(got, want) if w]))
+                    floor = getattr(peer, "min_agreement", {}).get(mode, 0.99)
+                    ctx.rec.add(W, name, metric="check", mode=mode, check=f"{name} {mode} top-{k} overlap with the "
+                                f"float64 {exact[mode]} oracle >= {floor}", value=value, passed=value >= floor)
+                    continue
+                if mode.startswith("dense"):
+                    ranked_q, times = query_all(peer, mode, pq, k)
+                    ctx.rec.add(W, name, metric="ann_recall", index=mode, ef_search=None, k=k, n=len(pc),
+                                recall=recall_at_k(ranked_q, truth, k), p50_ms=percentiles(times)["p50"],
+                                version=peer.version())
+        finally:
+            peer.close()

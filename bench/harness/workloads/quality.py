@@ -94,8 +94,48 @@ def _peers(ctx: Context, prepared, split: str, modes: dict, k: int, acc: dict, d
             peer.close()
 
 
+def _interleaved(ctx: Context, prepared, split: str, profiles: list[str], modes: dict, k: int, acc: dict,
+                 feet: dict, dataset: str, skipped: set) -> dict:
+    """Teleo and every peer built side by side, then queried in alternation (``interleave = true``)."""
+    from bench.harness.workloads import interleaved as il
+
+    docs = [m for m, _ in prepared.items]
+    corpus = PeerCorpus.from_sets([m.id for m in docs], [m.content for m in docs], [e for _, e in prepared.items])
+    qs = prepared.queries[split]
+    queries = PeerQueries.from_sets([q.text for q, _ in qs], [e for _, e in qs])
+    retriever, build_s = il.build_teleo(ctx, prepared.items, feet.setdefault("teleo", il.Footprint()))
+    teleo_inproc.warm_up(retriever, qs[0][0].text, qs[0][1], profiles)
+    peers = il.build_peers(ctx, W, ctx.peers(list(modes)), corpus, ctx.workdir / W / f"{dataset}-{prepared.name}", feet,
+                           dataset=dataset, part=prepared.name)
+    try:
+        texts, embs = [q.text for q, _ in qs], [e for _, e in qs]
+        runners = [il.teleo_runner(retriever, texts, embs, p, k) for p in profiles]
+        runners += il.peer_runners(ctx, W, peers, modes, queries, corpus.doc_ids, k, skipped=skipped)
+        samples = il.run(runners, len(qs))
+    finally:
+        for peer in peers:
+            peer.close()
+    for (system, mode), smp in samples.items():
+        a = acc[(system, mode)]
+        if system == "teleo":
+            a.build_s += build_s
+        else:
+            a.build_s = feet[system].build_s
+        a.version = "" if system == "teleo" else feet[system].version
+        a.ranked += smp.ranked
+        a.relevant += [qs[j][0].relevant for j in smp.query_index]
+        a.times += smp.times
+        for st, v in smp.stages.items():
+            a.stages[st] += v
+    del retriever
+    gc.collect()
+    return samples
+
+
 def run(ctx: Context) -> None:
     cfg = ctx.section("quality")
+    if cfg.get("interleave"):
+        return _run_interleaved(ctx, cfg)
     datasets = list(cfg.get("datasets", []))
     if not datasets:
         ctx.rec.skip(W, "no datasets in this config group")
@@ -122,6 +162,48 @@ def run(ctx: Context) -> None:
         for (system, mode), a in acc.items():
             p = percentiles(a.times)
             rec = ctx.rec.add(W, system, metric="quality", dataset=dataset, split=split, mode=mode,
+                              memories=n_docs, queries=len(a.times), **_metrics(a.ranked, a.relevant),
+                              p50_ms=p["p50"], p95_ms=p["p95"], p99_ms=p["p99"], build_s=a.build_s,
+                              stage_p50_ms={s: percentiles(v)["p50"] for s, v in a.stages.items()},
+                              stage_p95_ms={s: percentiles(v)["p95"] for s, v in a.stages.items()},
+                              version=a.version or None, backend=ctx.backend if system == "teleo" else None)
+            log.info("quality", dataset=dataset, system=system, mode=mode, ndcg10=round(rec["ndcg@10"], 4),
+                     p50_ms=round(p["p50"], 2))
+
+
+def _run_interleaved(ctx: Context, cfg: dict) -> None:
+    from bench.eval.corpora import load_all
+    from bench.harness.workloads import interleaved as il
+
+    profiles = list(cfg.get("profiles", ["hybrid", "teleological"]))
+    modes = dict(cfg.get("peer_modes", {}))
+    k = int(cfg.get("k", 100))
+    for dataset in cfg.get("datasets", []):
+        marker = {"scifact": ctx.data / "beir" / "scifact" / "corpus.jsonl.gz", "locomo": ctx.data / "locomo" / "locomo_dev.json"}
+        if not marker[dataset].is_file():
+            ctx.rec.skip(W, f"{dataset} not found under {ctx.data} (pass --data)", system=dataset)
+            continue
+        parts = load_all(ctx.data, ctx.cache, int(cfg.get("embed_threads", 1)), (dataset,))[dataset]
+        split = SPLIT[dataset]
+        acc: dict[tuple[str, str], _Acc] = defaultdict(_Acc)
+        feet: dict[str, il.Footprint] = {}
+        skipped: set = set()
+        merged: dict[tuple[str, str], il.Samples] = defaultdict(il.Samples)
+        offset = 0
+        for prepared in parts:
+            samples = _interleaved(ctx, prepared, split, profiles, modes, k, acc, feet, dataset, skipped)
+            for key, smp in samples.items():
+                m = merged[key]
+                m.ranked += smp.ranked
+                m.query_index += [offset + j for j in smp.query_index]
+            offset += len(prepared.queries[split])
+        il.agreement_checks(ctx, W, merged, dataset=dataset)
+        n_docs = sum(len(p.items) for p in parts)
+        for system, foot in feet.items():
+            ctx.rec.add(W, system, dataset=dataset, **foot.record())
+        for (system, mode), a in acc.items():
+            p = percentiles(a.times)
+            rec = ctx.rec.add(W, system, metric="quality", dataset=dataset, split=split, mode=mode, interleaved=True,
                               memories=n_docs, queries=len(a.times), **_metrics(a.ranked, a.relevant),
                               p50_ms=p["p50"], p95_ms=p["p95"], p99_ms=p["p99"], build_s=a.build_s,
                               stage_p50_ms={s: percentiles(v)["p50"] for s, v in a.stages.items()},

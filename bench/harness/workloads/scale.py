@@ -125,6 +125,51 @@ def _peers(ctx: Context, corpus, queries, modes: dict[str, object], k: int) -> N
         gc.collect()
 
 
+def _interleaved(ctx: Context, corpus, queries, profiles: list[str], modes: dict[str, object], k: int,
+                 caps: dict[str, int]) -> None:
+    """Teleo and every peer built side by side, then queried in alternation (``interleave = true``)."""
+    from bench.harness.workloads import interleaved as il
+
+    n = len(corpus)
+    feet: dict[str, il.Footprint] = {}
+    retriever, build_s = il.build_teleo(ctx, ((memory_of(corpus, i), corpus.embedding(i)) for i in range(n)),
+                                        feet.setdefault("teleo", il.Footprint()))
+    foot = feet["teleo"]
+    ctx.rec.add(W, "teleo", metric="build", n=n, seconds=build_s, memories_per_s=n / max(build_s, 1e-9),
+                rss_growth_mb=foot.rss_growth / 2**20, backend=ctx.backend)
+    warm_ms = teleo_inproc.warm_up(retriever, queries.texts[0], queries.embedding(0), profiles)
+    ctx.rec.add(W, "teleo", metric="warmup", n=n, ms=warm_ms,
+                note="first queries after indexing pay lazy goal clustering and Matryoshka calibration")
+    doc_ids = [f"m{i}" for i in range(n)]
+    pc = PeerCorpus(doc_ids=doc_ids, texts=corpus.texts, chunk_doc=np.arange(n), chunk_texts=corpus.texts,
+                    dense=corpus.dense, sp_ptr=corpus.sp_ptr, sp_ids=corpus.sp_ids, sp_w=corpus.sp_w,
+                    tok_ptr=corpus.tok_ptr, tokens=corpus.tokens)
+    pq = PeerQueries(queries.texts, queries.dense, queries.sparse, queries.tokens)
+    peers = il.build_peers(ctx, W, ctx.peers(list(modes)), pc, ctx.workdir / W / f"n{n}", feet, n=n)
+    try:
+        embs = [queries.embedding(j) for j in range(len(queries))]
+        runners = [il.teleo_runner(retriever, queries.texts, embs, p, k) for p in profiles]
+        runners += il.peer_runners(ctx, W, peers, modes, pq, doc_ids, k, caps)
+        samples = il.run(runners, len(queries))
+    finally:
+        for peer in peers:
+            peer.close()
+    il.agreement_checks(ctx, W, samples, n=n)
+    for system, f in feet.items():
+        ctx.rec.add(W, system, n=n, **f.record())
+    for (system, mode), smp in samples.items():
+        targets = queries.targets[smp.query_index]
+        fields = dict(stage_p50_ms={s: percentiles(v)["p50"] for s, v in smp.stages.items()}) if system == "teleo" else {}
+        ctx.rec.add(W, system, metric="query", n=n, mode=mode, interleaved=True,
+                    profile=mode if system == "teleo" else None,
+                    backend=ctx.backend if system == "teleo" else None,
+                    version=feet[system].version if system != "teleo" else None,
+                    **latency_fields(smp.times), hit_at_k=hit_rate(smp.ranked, targets, k, True), k=k, **fields)
+        log.info("scale.interleaved", n=n, system=system, mode=mode, p50=round(percentiles(smp.times)["p50"], 2))
+    del retriever, peers, samples
+    gc.collect()
+
+
 def run(ctx: Context) -> None:
     cfg = ctx.section("scale")
     sizes = [int(s) for s in cfg.get("sizes", [10000])]
@@ -154,8 +199,12 @@ def run(ctx: Context) -> None:
         ctx.rec.add(W, "generator", metric="corpus", n=n, seconds=gen_s, chunks=n,
                     tokens=int(corpus.tok_ptr[-1]), sparse_nnz=int(corpus.sp_ptr[-1]),
                     median_words=float(np.median([w.size for w in corpus.word_ids])))
-        _teleo(ctx, corpus, queries, profiles, k)
-        _peers(ctx, corpus, queries, modes, k)
+        if cfg.get("interleave"):
+            _interleaved(ctx, corpus, queries, profiles, modes, k, {str(p): int(c) for p, c in
+                                                                   dict(cfg.get("query_caps", {})).items()})
+        else:
+            _teleo(ctx, corpus, queries, profiles, k)
+            _peers(ctx, corpus, queries, modes, k)
         last = (n, time.perf_counter() - t0)
         del corpus, queries
         gc.collect()
