@@ -2,8 +2,10 @@
 # (MODELS_STAMP comes from mk/models.mk).
 #
 #   make bench-venv    .venv-bench: the project (same constraints.txt pins) plus the peers
-#                      (Milvus Lite, LanceDB, bm25s) and matplotlib, kept out of the runtime venv
-#   make bench         the cpu group into bench/results/cpu/ (BENCH_GROUP=gpu on a CUDA machine)
+#                      (Qdrant Edge, Tantivy, SQLite FTS5 + sqlite-vec, Chroma, Milvus Lite,
+#                      LanceDB, bm25s) and matplotlib, kept out of the runtime venv
+#   make bench         the cpu group into bench/results/cpu/ (BENCH_GROUP=gpu on a CUDA machine,
+#                      BENCH_GROUP=peers for the strongest peers into bench/results/peers/)
 #   make bench-smoke   the tiny group; `make test` runs it too, through tests/test_bench_smoke.py
 
 BENCH_VENV ?= .venv-bench
