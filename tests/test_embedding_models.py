@@ -185,3 +185,17 @@ def test_empty_text_has_no_tokens_but_has_vectors(dense, sparse):
     assert d.token_counts[0] == 0 and np.isclose(np.linalg.norm(d.dense[0]), 1.0)
     s = sparse.encode([""], [0])
     assert s.counts[0] >= 0
+
+
+def test_freed_memory_can_be_handed_back_to_the_system():
+    """Large embedding calls end by returning the allocator's free pages (glibc here); the call
+    answers False, not an error, where the C library has no such function."""
+    import platform
+
+    from teleo_server.embedding import engine
+
+    assert engine.TRIM_AFTER_CHUNKS > 0
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert engine.release_memory() is True
+    else:
+        assert engine.release_memory() in (True, False)

@@ -121,7 +121,8 @@ def measure_database(path: Path, n: int) -> dict[str, Any]:
     return {"file_bytes_per_memory": files / n, "vector_bytes_per_memory": heads, "content_bytes_per_memory": content / n}
 
 
-def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n: int) -> dict[str, Any]:
+def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n: int,
+                   parts: tuple[str, ...] = ("server", "ingest")) -> dict[str, Any]:
     from bench.harness.server import ServerProcess
 
     from bench.harness.server import store_batch
@@ -130,13 +131,15 @@ def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n:
     env = {"TELEO_PIPELINE": json.dumps(settings)} if settings else {}
     out: dict[str, Any] = {}
     for name, d in (("empty", empty_dir), ("loaded", data_dir)):
+        if name == "loaded" and "server" not in parts:
+            continue
         server = ServerProcess(d, env=env)
         t0 = time.perf_counter()
         with server.start(timeout=900):
             time.sleep(3.0)  # let start-up upkeep settle
             out[f"{name}_rss_mb"] = server.rss_mb()
             out[f"{name}_start_s"] = time.perf_counter() - t0
-            if name == "empty":
+            if name == "empty" and "ingest" in parts:
                 # a short memory first (the first embedding loads the models), then the long one
                 store_batch(server.address, server.metadata, [pb.MemoryInput(content="warm-up note", namespace="fp")])
                 before = server.rss_mb()
@@ -148,7 +151,8 @@ def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n:
                 out["ingest"] = {"bytes": len(text.encode()), "store_s": time.perf_counter() - t1,
                                  "rss_before_mb": before, "rss_after_mb": server.rss_mb(),
                                  "rss_growth_mb": server.rss_mb() - before, "target_growth_mb": 100}
-    out["rss_bytes_per_memory"] = (out["loaded_rss_mb"] - out["empty_rss_mb"]) * 2**20 / n
+    if "loaded_rss_mb" in out:
+        out["rss_bytes_per_memory"] = (out["loaded_rss_mb"] - out["empty_rss_mb"]) * 2**20 / n
     return out
 
 
@@ -170,22 +174,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--settings", type=json.loads, default={}, help="PipelineSettings overrides as JSON")
     ap.add_argument("--tag", default="")
-    ap.add_argument("--skip-server", action="store_true", help="index and database only")
+    ap.add_argument("--parts", default="index,database,server,ingest",
+                    help="comma-separated: index, database, server (loaded vs empty RSS), ingest (one 64 KB Store)")
     args = ap.parse_args(argv)
+    parts = tuple(p.strip() for p in args.parts.split(","))
     if not (args.data / "beir" / "scifact").is_dir():
         ap.error(f"SciFact not found under {args.data}")
     sys.path.insert(0, str(REPO))
     from bench.eval.run import environment
 
     res: dict[str, Any] = {"environment": environment(), "settings": args.settings, "target_bytes_per_memory": 17 * 1024}
-    res["index"] = measure_index(args.data, args.cache, args.settings)
+    if "index" in parts:
+        res["index"] = measure_index(args.data, args.cache, args.settings)
     with tempfile.TemporaryDirectory(prefix="teleo-footprint-") as tmp:
         loaded, empty = Path(tmp) / "loaded", Path(tmp) / "empty"
         loaded.mkdir()
-        n = write_store(args.data, args.cache, loaded / "teleo.db")
-        res["database"] = measure_database(loaded / "teleo.db", n)
-        if not args.skip_server:
-            res["server"] = measure_server(loaded, empty, args.settings, n)
+        n = 0
+        if "database" in parts or "server" in parts:
+            n = write_store(args.data, args.cache, loaded / "teleo.db")
+            res["database"] = measure_database(loaded / "teleo.db", n)
+        if "server" in parts or "ingest" in parts:
+            res["server"] = measure_server(loaded, empty, args.settings, n, parts)
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"footprint{'-' + args.tag if args.tag else ''}.json"
     (args.out / name).write_text(json.dumps(res, indent=2))

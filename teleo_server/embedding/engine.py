@@ -5,6 +5,9 @@ The in-process embedder runs this on a worker thread; Triton's models hold the s
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 from pathlib import Path
 
 from teleo_server.domain import EmbeddingSet
@@ -21,6 +24,31 @@ def version_string(models_version: str, plan: ChunkPlan, query_max_terms: int) -
     the Python heads (none by default)."""
     return (f"{models_version}+{PIPELINE_REVISION}+{plan.signature}q{query_max_terms}"
             f"{heads_signature()}")
+
+
+# A call over more chunks than this hands freed memory back to the system afterwards: its buffers
+# (hidden states, SPLADE logits) are tens of MB a batch, and the allocator keeps freed heap pages
+# of a worker thread's arena unless told to release them.
+TRIM_AFTER_CHUNKS = 16
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim`` (None elsewhere: other allocators return memory by themselves)."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def release_memory() -> bool:
+    """Return the allocator's free pages to the system; False where that is not available."""
+    trim = _malloc_trim()
+    return bool(trim is not None and trim(0) >= 0)
 
 
 class Engine:
@@ -54,7 +82,11 @@ class Engine:
         sparse = self.sparse.encode(
             chunks.texts, [self.query_max_terms if q else 0 for q in chunks.is_query])
         vectors = sets.model_vectors(dense, sparse) | sets.python_vectors(chunks)
-        return sets.assemble(len(texts), chunks, vectors, self.version)
+        out = sets.assemble(len(texts), chunks, vectors, self.version)
+        if len(chunks.texts) > TRIM_AFTER_CHUNKS:
+            del dense, sparse, vectors
+            release_memory()
+        return out
 
 
-__all__ = ["Engine", "version_string"]
+__all__ = ["Engine", "TRIM_AFTER_CHUNKS", "release_memory", "version_string"]
