@@ -21,6 +21,7 @@ import structlog
 from teleo_server.domain import (AccessLevel, ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal,
                                  unreadable_reason)
 from teleo_server.heads import Vector
+from teleo_server.heap import release_memory
 from teleo_server.embedding.base import Embedder, TextRole
 from teleo_server.errors import (
     InvalidArgument,
@@ -209,6 +210,7 @@ class MemoryCore:
                 self.retriever.add(memory, emb)
                 loaded += 1
             self.retriever.settle()
+            release_memory()  # the load's temporaries (decoded vectors, merge buffers) are gone
             return loaded, stale
 
         loaded, stale = await self._on_index(load)

@@ -5,9 +5,6 @@ The in-process embedder runs this on a worker thread; Triton's models hold the s
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 from pathlib import Path
 
 from teleo_server.domain import EmbeddingSet
@@ -16,6 +13,7 @@ from teleo_server.embedding.chunking import Chunker, ChunkPlan
 from teleo_server.embedding.models import PIPELINE_REVISION, DenseEncoder, SparseEncoder
 from teleo_server.embedding.repository import SETUP_HINT, ModelFiles, manifest_version
 from teleo_server.errors import Unavailable
+from teleo_server.heap import release_memory
 from teleo_server.heads import heads_signature
 
 
@@ -30,25 +28,6 @@ def version_string(models_version: str, plan: ChunkPlan, query_max_terms: int) -
 # (hidden states, SPLADE logits) are tens of MB a batch, and the allocator keeps freed heap pages
 # of a worker thread's arena unless told to release them.
 TRIM_AFTER_CHUNKS = 16
-
-
-@functools.cache
-def _malloc_trim():
-    """glibc's ``malloc_trim`` (None elsewhere: other allocators return memory by themselves)."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        return None
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-def release_memory() -> bool:
-    """Return the allocator's free pages to the system; False where that is not available."""
-    trim = _malloc_trim()
-    return bool(trim is not None and trim(0) >= 0)
 
 
 class Engine:
@@ -89,4 +68,4 @@ class Engine:
         return out
 
 
-__all__ = ["Engine", "TRIM_AFTER_CHUNKS", "release_memory", "version_string"]
+__all__ = ["Engine", "TRIM_AFTER_CHUNKS", "version_string"]

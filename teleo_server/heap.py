@@ -1,0 +1,34 @@
+"""Handing freed heap memory back to the operating system.
+
+glibc keeps pages freed by ``free`` inside its arenas (one per thread that allocated) unless asked
+to release them; after a burst of large temporary arrays (embedding a long text, loading every
+memory at start-up) that slack can outweigh what is kept. ``release_memory`` asks once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim`` (None elsewhere: other allocators return memory by themselves)."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def release_memory() -> bool:
+    """Return the allocator's free pages to the system; False where that is not available."""
+    trim = _malloc_trim()
+    return bool(trim is not None and trim(0) >= 0)
+
+
+__all__ = ["release_memory"]
