@@ -172,8 +172,8 @@ def test_store_writes_and_index_sizes_are_reported(traffic):
     assert all(entries[space] > 0 for space in rows)
     size = {labels["space"]: v for labels, v in after["teleo_index_bytes"]}
     assert size.keys() == rows.keys() and all(size[space] > 0 for space in rows)
-    # late interaction keeps 1-bit codes of 128 dimensions: 16 bytes a token, plus the offsets
-    assert size["E12_late"] == 16 * entries["E12_late"] + 8 * (rows["E12_late"] + 1)
+    # late interaction keeps 2-bit codes of 128 dimensions: 32 bytes a token, plus the offsets
+    assert size["E12_late"] == 32 * entries["E12_late"] + 8 * (rows["E12_late"] + 1)
 
 
 def test_no_label_carries_query_text_ids_or_tokens(server, traffic):

@@ -8,8 +8,8 @@ at 384 float16 dimensions that is 270 KB a memory). They are kept compact instea
    every coordinate of a unit vector then has about the same spread, 1/sqrt(dim);
 2. each coordinate as a ``bits``-bit code: the Lloyd-Max levels of a Gaussian of that spread, the
    quantiser with the least squared error for such values; codes are packed little-endian into
-   bytes (eight 1-bit or four 2-bit codes a byte), so a token costs ``dim * bits / 8`` bytes (16
-   at the late-interaction space's defaults, 128 dimensions and 1 bit: 48x less than float16 at
+   bytes (eight 1-bit or four 2-bit codes a byte), so a token costs ``dim * bits / 8`` bytes (32
+   at the late-interaction space's defaults, 128 dimensions and 2 bits: 24x less than float16 at
    384 dimensions).
 
 Scoring decodes only the candidates' tokens (a 256-entry table per byte) and re-normalises them, so

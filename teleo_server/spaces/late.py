@@ -19,7 +19,7 @@ class LateSettings(SpaceSettings):
     # seeded orthogonal rotation of the tokens to this width (None: the model's width)
     dim: int | None = Field(128, ge=8)
     # bits per stored coordinate: 1, 2, 4 or 8 (Gaussian codes), 16 (float16, no codes)
-    bits: Literal[1, 2, 4, 8, 16] = 1
+    bits: Literal[1, 2, 4, 8, 16] = 2
 
 
 @register
