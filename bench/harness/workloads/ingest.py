@@ -48,9 +48,6 @@ def _precomputed(ctx: Context, cfg: dict) -> None:
     """``precomputed = true``: no server and no embedding; Teleo's SQLite commit + indexing of cached
     embeddings beside each peer's insert + flush + index build of the same vectors."""
     from bench.harness import synthetic
-    from bench.harness.workloads.interleaved import rss_bytes
-    from bench.peers.base import dir_bytes
-    from teleo_server.store import SQLiteStore
 
     n, batch = int(cfg.get("n", 2000)), int(cfg.get("batch", 64))
     if (ctx.data / "beir" / "scifact" / "corpus.jsonl.gz").is_file():
@@ -64,29 +61,7 @@ def _precomputed(ctx: Context, cfg: dict) -> None:
         ctx.rec.skip(W, f"SciFact not found under {ctx.data}; using synthetic memories", system="teleo")
         syn = synthetic.make_corpus(synthetic.CorpusSpec(n=n, seed=ctx.seed, max_tokens=32))
         texts, sets, corpus = syn.texts, [syn.embedding(i) for i in range(n)], "synthetic"
-    memories = [Memory(id=f"i{i}", namespace="ingest", content=t, content_hash=content_hash(t),
-                       event_time=1.7e9 + i, ingestion_time=1.7e9 + i) for i, t in enumerate(texts)]
-    store_dir = ctx.workdir / W / "direct"
-    store_dir.mkdir(parents=True, exist_ok=True)
-    store = SQLiteStore(store_dir / "teleo.db")
-    rss0 = rss_bytes()
-    retriever = teleo_inproc.make(backend=ctx.backend)
-    t0 = time.perf_counter()
-    try:
-        for lo in range(0, len(memories), batch):
-            items = list(zip(memories[lo:lo + batch], sets[lo:lo + batch], strict=True))
-            for m, dup in store.put_many(items):
-                if not dup:
-                    retriever.add(m, sets[int(m.id[1:])])
-    finally:
-        store.close()
-    direct_s = time.perf_counter() - t0
-    ctx.rec.add(W, "teleo", metric="store_and_index", corpus=corpus, memories=len(texts), seconds=direct_s,
-                memories_per_s=len(texts) / max(direct_s, 1e-9), batch=batch,
-                chunks=sum(len(e.chunks) for e in sets), rss_growth_bytes=rss_bytes() - rss0,
-                disk_bytes=dir_bytes(store_dir),
-                includes="SQLite commit and indexing of precomputed embeddings (embedding excluded)")
-    del retriever
+    memories = _store_and_index(ctx, texts, sets, batch, corpus, footprint=True)
     pc = PeerCorpus.from_sets([m.id for m in memories], texts, sets)
     for name in ctx.peers():
         peer = open_peer(ctx, name, W)
@@ -137,27 +112,7 @@ def run(ctx: Context) -> None:
                 chunks=sum(len(s.chunks) for s in sets),
                 includes=f"chunking, MiniLM and splade-tiny in this process ({int(cfg.get('embed_threads', 1))} thread(s))")
 
-    from teleo_server.store import SQLiteStore
-
-    memories = [Memory(id=f"i{i}", namespace="ingest", content=t, content_hash=content_hash(t),
-                       event_time=1.7e9 + i, ingestion_time=1.7e9 + i) for i, t in enumerate(texts)]
-    store_dir = ctx.workdir / W / "direct"
-    store_dir.mkdir(parents=True, exist_ok=True)
-    store = SQLiteStore(store_dir / "teleo.db")
-    retriever = teleo_inproc.make(backend=ctx.backend)
-    t0 = time.perf_counter()
-    try:
-        for lo in range(0, len(memories), batch):
-            items = list(zip(memories[lo:lo + batch], sets[lo:lo + batch], strict=True))
-            for m, dup in store.put_many(items):
-                if not dup:
-                    retriever.add(m, sets[int(m.id[1:])])
-    finally:
-        store.close()
-    direct_s = time.perf_counter() - t0
-    ctx.rec.add(W, "teleo", metric="store_and_index", corpus=corpus, memories=len(texts), seconds=direct_s,
-                memories_per_s=len(texts) / max(direct_s, 1e-9), batch=batch,
-                includes="SQLite commit and indexing of precomputed embeddings (embedding excluded)")
+    memories = _store_and_index(ctx, texts, sets, batch, corpus)
 
     pc = PeerCorpus.from_sets([m.id for m in memories], texts, sets)
     for name in ctx.peers():
@@ -169,3 +124,36 @@ def run(ctx: Context) -> None:
                        includes="insert of precomputed vectors, flush, index build")
         finally:
             peer.close()
+
+def _store_and_index(ctx: Context, texts: list[str], sets: list, batch: int, corpus: str,
+                     footprint: bool = False) -> list:
+    """Teleo's SQLite commit and indexing of precomputed embeddings, timed and recorded (with the
+    RSS growth and the database's bytes when ``footprint``); returns the memories written."""
+    from bench.harness.workloads.interleaved import rss_bytes
+    from bench.peers.base import dir_bytes
+    from teleo_server.store import SQLiteStore
+
+    memories = [Memory(id=f"i{i}", namespace="ingest", content=t, content_hash=content_hash(t),
+                       event_time=1.7e9 + i, ingestion_time=1.7e9 + i) for i, t in enumerate(texts)]
+    store_dir = ctx.workdir / W / "direct"
+    store_dir.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(store_dir / "teleo.db")
+    rss0 = rss_bytes()
+    retriever = teleo_inproc.make(backend=ctx.backend)
+    t0 = time.perf_counter()
+    try:
+        for lo in range(0, len(memories), batch):
+            items = list(zip(memories[lo:lo + batch], sets[lo:lo + batch], strict=True))
+            for m, dup in store.put_many(items):
+                if not dup:
+                    retriever.add(m, sets[int(m.id[1:])])
+    finally:
+        store.close()
+    direct_s = time.perf_counter() - t0
+    extra = {"chunks": sum(len(e.chunks) for e in sets), "rss_growth_bytes": rss_bytes() - rss0,
+             "disk_bytes": dir_bytes(store_dir)} if footprint else {}
+    ctx.rec.add(W, "teleo", metric="store_and_index", corpus=corpus, memories=len(texts), seconds=direct_s,
+                memories_per_s=len(texts) / max(direct_s, 1e-9), batch=batch, **extra,
+                includes="SQLite commit and indexing of precomputed embeddings (embedding excluded)")
+    del retriever
+    return memories

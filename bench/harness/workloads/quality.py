@@ -159,16 +159,20 @@ def run(ctx: Context) -> None:
             _teleo(ctx, prepared, split, profiles, k, acc)
             _peers(ctx, prepared, split, modes, k, acc, dataset)
         n_docs = sum(len(p.items) for p in parts)
-        for (system, mode), a in acc.items():
-            p = percentiles(a.times)
-            rec = ctx.rec.add(W, system, metric="quality", dataset=dataset, split=split, mode=mode,
-                              memories=n_docs, queries=len(a.times), **_metrics(a.ranked, a.relevant),
-                              p50_ms=p["p50"], p95_ms=p["p95"], p99_ms=p["p99"], build_s=a.build_s,
-                              stage_p50_ms={s: percentiles(v)["p50"] for s, v in a.stages.items()},
-                              stage_p95_ms={s: percentiles(v)["p95"] for s, v in a.stages.items()},
-                              version=a.version or None, backend=ctx.backend if system == "teleo" else None)
-            log.info("quality", dataset=dataset, system=system, mode=mode, ndcg10=round(rec["ndcg@10"], 4),
-                     p50_ms=round(p["p50"], 2))
+        _record(ctx, acc, dataset, split, n_docs)
+
+def _record(ctx: Context, acc: dict, dataset: str, split: str, n_docs: int, **extra) -> None:
+    """One quality record per (system, mode): ranking metrics, latency percentiles, stage timings."""
+    for (system, mode), a in acc.items():
+        p = percentiles(a.times)
+        rec = ctx.rec.add(W, system, metric="quality", dataset=dataset, split=split, mode=mode, **extra,
+                          memories=n_docs, queries=len(a.times), **_metrics(a.ranked, a.relevant),
+                          p50_ms=p["p50"], p95_ms=p["p95"], p99_ms=p["p99"], build_s=a.build_s,
+                          stage_p50_ms={s: percentiles(v)["p50"] for s, v in a.stages.items()},
+                          stage_p95_ms={s: percentiles(v)["p95"] for s, v in a.stages.items()},
+                          version=a.version or None, backend=ctx.backend if system == "teleo" else None)
+        log.info("quality", dataset=dataset, system=system, mode=mode, ndcg10=round(rec["ndcg@10"], 4),
+                 p50_ms=round(p["p50"], 2))
 
 
 def _run_interleaved(ctx: Context, cfg: dict) -> None:
@@ -201,13 +205,4 @@ def _run_interleaved(ctx: Context, cfg: dict) -> None:
         n_docs = sum(len(p.items) for p in parts)
         for system, foot in feet.items():
             ctx.rec.add(W, system, dataset=dataset, **foot.record())
-        for (system, mode), a in acc.items():
-            p = percentiles(a.times)
-            rec = ctx.rec.add(W, system, metric="quality", dataset=dataset, split=split, mode=mode, interleaved=True,
-                              memories=n_docs, queries=len(a.times), **_metrics(a.ranked, a.relevant),
-                              p50_ms=p["p50"], p95_ms=p["p95"], p99_ms=p["p99"], build_s=a.build_s,
-                              stage_p50_ms={s: percentiles(v)["p50"] for s, v in a.stages.items()},
-                              stage_p95_ms={s: percentiles(v)["p95"] for s, v in a.stages.items()},
-                              version=a.version or None, backend=ctx.backend if system == "teleo" else None)
-            log.info("quality", dataset=dataset, system=system, mode=mode, ndcg10=round(rec["ndcg@10"], 4),
-                     p50_ms=round(p["p50"], 2))
+        _record(ctx, acc, dataset, split, n_docs, interleaved=True)
