@@ -294,6 +294,7 @@ FLAT_SPACE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "hnsw_m": (("E1_semantic", "hnsw_m"),),
     "hnsw_ef_construction": (("E1_semantic", "hnsw_ef_construction"),),
     "hnsw_ef_search": (("E1_semantic", "hnsw_ef_search"),),
+    "dense_values": (("E1_semantic", "values"),),
     "late_interaction_dim": (("E12_late", "dim"),),
     "late_interaction_bits": (("E12_late", "bits"),),
     "hdc_dim_bits": (("E9_hdc", "dim_bits"),),

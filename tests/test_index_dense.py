@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from teleo_server.compute.backend import ops
 from teleo_server.index.dense import DenseIndex
@@ -92,3 +93,28 @@ def test_candidate_scores_are_the_same_whether_gathered_or_from_one_full_pass():
     rows = np.arange(400)
     np.testing.assert_allclose(idx.score(rows, q), x @ q, rtol=1e-5)
     np.testing.assert_allclose(idx.score(rows, x[6]), x @ x[6], rtol=1e-5)
+
+
+def test_half_precision_rows_search_like_float32_and_take_fewer_bytes():
+    """float16 full rows (the dense space's default) rank as float32 rows do, within float16's
+    rounding; the truncated copies a calibrated first pass scans stay float32."""
+    from teleo_server.compute.backend import ops
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((600, 64)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    full, half = DenseIndex(64, (16,)), DenseIndex(64, (16,), values="float16")
+    for idx in (full, half):
+        idx.add(x)
+    assert half.matrix.dtype == np.float16 and half.truncated(16).dtype == np.float32
+    assert half.nbytes < full.nbytes
+    q = x[:20] + 0.05 * rng.standard_normal((20, 64)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    for v in q:
+        for dim in (None, 16):
+            a_ids, a_s = full.search(ops("numpy"), v, 10, dim=dim)
+            b_ids, b_s = half.search(ops("numpy"), v, 10, dim=dim)
+            assert a_ids[0] == b_ids[0]
+            np.testing.assert_allclose(b_s, full.score(b_ids, v), atol=2e-3)
+    with pytest.raises(ValueError, match="float32 or float16"):
+        DenseIndex(8, values="int8")

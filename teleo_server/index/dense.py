@@ -30,13 +30,19 @@ class DenseIndex:
 
     def __init__(self, dim: int, truncations: tuple[int, ...] = (), exact_threshold: int = 50_000,
                  hnsw_m: int = 16, hnsw_ef_construction: int = 200, hnsw_ef_search: int = 256,
-                 oversample: int = 4) -> None:
+                 oversample: int = 4, values: str = "float32") -> None:
         self.dim = dim
+        # the full-dimension rows: float32 (the exact reference) or float16 (half the bytes; the
+        # truncated copies that a calibrated first pass scans stay float32 for the BLAS product,
+        # and the full rows then only rescore that pass's few candidates)
+        self.values = np.dtype(values)
+        if self.values not in (np.dtype(np.float32), np.dtype(np.float16)):
+            raise ValueError(f"values must be float32 or float16, got {values}")
         self.truncations = tuple(d for d in truncations if d < dim)
         self.exact_threshold = exact_threshold
         self._hnsw_params = (hnsw_m, hnsw_ef_construction, hnsw_ef_search)
         self.oversample = oversample
-        self._m = np.zeros((64, dim), dtype=np.float32)
+        self._m = np.zeros((64, dim), dtype=self.values)
         self._trunc: dict[int, np.ndarray] = {d: np.zeros((64, d), dtype=np.float32) for d in self.truncations}
         self.n = 0
         self._views: dict[int, np.ndarray] = {}
@@ -51,7 +57,8 @@ class DenseIndex:
 
     @property
     def matrix(self) -> np.ndarray:
-        """float32 (n, dim), host; rows of removed chunks are still present (masked by ``alive``).
+        """float32 or float16 (``values``) (n, dim), host; rows of removed chunks are still present
+        (masked by ``alive``).
 
         The same view object is returned until rows are added, so a device backend that mirrors
         host arrays by identity uploads the matrix once, not per query.
@@ -61,7 +68,7 @@ class DenseIndex:
     @property
     def nbytes(self) -> int:
         """Bytes of the stored rows (full and truncated copies); unwritten capacity excluded."""
-        return self.n * (self.dim + sum(self.truncations)) * 4 + self.n
+        return self.n * (self.dim * self.values.itemsize + sum(self.truncations) * 4) + self.n
 
     def truncated(self, d: int) -> np.ndarray:
         return self.matrix if d >= self.dim else self._view(self._trunc[d], d)
@@ -110,10 +117,10 @@ class DenseIndex:
                 self._hnsw.mark_deleted(int(r))
 
     def compact(self, keep_rows: np.ndarray) -> None:
-        kept = self._m[keep_rows].copy()
+        kept = self._m[keep_rows].astype(np.float32)
         self._memo = None
         self.n = 0
-        self._m = np.zeros((max(64, kept.shape[0]), self.dim), dtype=np.float32)
+        self._m = np.zeros((max(64, kept.shape[0]), self.dim), dtype=self.values)
         self._trunc = {d: np.zeros((self._m.shape[0], d), dtype=np.float32) for d in self.truncations}
         self.alive = np.zeros(self._m.shape[0], dtype=bool)
         self._hnsw = None
@@ -146,7 +153,7 @@ class DenseIndex:
         need = int(rows.max()) + 1
         if need > self._hnsw.get_max_elements():
             self._hnsw.resize_index(max(2 * need, 1024))
-        self._hnsw.add_items(self._m[rows], rows, num_threads=1)
+        self._hnsw.add_items(self._m[rows].astype(np.float32), rows, num_threads=1)
 
     # ---- search --------------------------------------------------------------------------------
     def search(self, ops: Any, query: np.ndarray, k: int, mask: np.ndarray | None = None,
@@ -184,7 +191,7 @@ class DenseIndex:
         q_t = _normalise(query[:dim])
         ids, _ = ops.dense_topk(self.truncated(dim), q_t, min(k * self.oversample, self.n), mask=live)
         ids = np.asarray(ids, dtype=np.int64)
-        full = self.matrix[ids] @ query
+        full = self.matrix[ids].astype(np.float32) @ query
         order = np.argsort(-full, kind="stable")[:k]
         return ids[order], full[order].astype(np.float32)
 
@@ -218,7 +225,7 @@ class DenseIndex:
         # pass over all of it is cheaper (and is free when the exact search already made it).
         if 4 * rows.size > self.n:
             return self.full_scores(query)[rows]
-        return (self._m[rows] @ query).astype(np.float32)
+        return (self._m[rows].astype(np.float32) @ query).astype(np.float32)
 
     # ---- Matryoshka calibration ------------------------------------------------------------------
     def calibrate(self, ops: Any, threshold: float, k: int = 10, n_queries: int = 64, seed: int = 0) -> int:
@@ -235,13 +242,13 @@ class DenseIndex:
         rng = np.random.default_rng(seed)
         queries = rng.choice(live, size=min(n_queries, live.size), replace=False)
         mask = self.alive[: self.n].copy()
-        truth = [set(self.search(ops, self._m[q], k + 1, mask)[0].tolist()) - {int(q)} for q in queries]
+        truth = [set(self.search(ops, self._m[q].astype(np.float32), k + 1, mask)[0].tolist()) - {int(q)} for q in queries]
         chosen = self.dim
         self.recall_by_dim = {}
         for d in self.truncations:
             hits = total = 0
             for q, t in zip(queries, truth):
-                got = set(self.search(ops, self._m[q], k + 1, mask, dim=d)[0].tolist()) - {int(q)}
+                got = set(self.search(ops, self._m[q].astype(np.float32), k + 1, mask, dim=d)[0].tolist()) - {int(q)}
                 hits += len(got & t)
                 total += len(t)
             recall = hits / max(total, 1)

@@ -3,7 +3,7 @@ heads a plugin adds)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -25,6 +25,8 @@ class DenseHeadSettings(SpaceSettings):
     hnsw_ef_construction: int = Field(200, ge=8)
     hnsw_ef_search: int = Field(256, ge=8)
     matryoshka_oversample: int = Field(4, ge=1)  # truncated search fetches k * this, rescored at full dim
+    # how the full-dimension vectors are held: float16 halves them (scores move by ~1e-3)
+    values: Literal["float32", "float16"] = "float16"
 
 
 class DenseHeadSpace(Space):
@@ -57,7 +59,7 @@ class DenseHeadSpace(Space):
         :class:`DenseIndex`, exact below ``exact_threshold`` live rows and HNSW above."""
         s = self.config
         self.index = DenseIndex(dim, self.truncations(), s.exact_threshold, s.hnsw_m,
-                                s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample)
+                                s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample, s.values)
         return DenseBackend(dim, self.ops or compute_ops("numpy"), index=self.index)
 
     def _ensure(self, dim: int) -> VectorIndex:
@@ -122,7 +124,7 @@ class DenseHeadSpace(Space):
         for i in np.flatnonzero(~single):
             start, count = int(self.catalog.chunk_start[rows[i]]), int(self.catalog.chunk_count[rows[i]])
             if count:
-                v = self.index.matrix[start : start + count].mean(axis=0)
+                v = self.index.matrix[start : start + count].astype(np.float32).mean(axis=0)
                 out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
         return out
 
@@ -135,7 +137,7 @@ class DenseHeadSpace(Space):
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk cosine of every memory row, float32 (n_rows,)."""
         assert self.index is not None
-        return fold_rows(self.index.matrix @ feats, self.catalog.chunk_mem[: self.index.n], self.catalog.n_rows)
+        return fold_rows(self.index.full_scores(feats), self.catalog.chunk_mem[: self.index.n], self.catalog.n_rows)
 
 
 __all__ = ["DenseHeadSettings", "DenseHeadSpace"]
