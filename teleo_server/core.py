@@ -21,7 +21,7 @@ import structlog
 from teleo_server.domain import (AccessLevel, ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal,
                                  unreadable_reason)
 from teleo_server.heads import Vector
-from teleo_server.heap import release_memory
+from teleo_server.heap import TRIM_AFTER_CHUNKS, release_memory
 from teleo_server.embedding.base import Embedder, TextRole
 from teleo_server.errors import (
     InvalidArgument,
@@ -349,6 +349,8 @@ class MemoryCore:
             if not dup:
                 self.retriever.add(memory, emb)
         self.results.written([(m.namespace, m.access_level) for m, dup in stored if not dup])
+        if sum(len(e.chunks) for e in sets) > TRIM_AFTER_CHUNKS:
+            release_memory()  # encoding a long text's vectors left large temporaries on this thread
 
     async def get(self, principal: Principal, ids: list[str]) -> list[Memory]:
         found = await self._on_store(self.store.get, ids)

@@ -11,6 +11,10 @@ import ctypes
 import ctypes.util
 import functools
 
+# Work over more chunks than this (one long memory, a batch) ends by handing freed pages back:
+# its temporaries are tens of MB, kept by the allocator otherwise.
+TRIM_AFTER_CHUNKS = 16
+
 
 @functools.cache
 def _malloc_trim():
@@ -31,4 +35,4 @@ def release_memory() -> bool:
     return bool(trim is not None and trim(0) >= 0)
 
 
-__all__ = ["release_memory"]
+__all__ = ["TRIM_AFTER_CHUNKS", "release_memory"]

@@ -13,7 +13,7 @@ from teleo_server.embedding.chunking import Chunker, ChunkPlan
 from teleo_server.embedding.models import PIPELINE_REVISION, DenseEncoder, SparseEncoder
 from teleo_server.embedding.repository import SETUP_HINT, ModelFiles, manifest_version
 from teleo_server.errors import Unavailable
-from teleo_server.heap import release_memory
+from teleo_server.heap import TRIM_AFTER_CHUNKS, release_memory
 from teleo_server.heads import heads_signature
 
 
@@ -24,10 +24,6 @@ def version_string(models_version: str, plan: ChunkPlan, query_max_terms: int) -
             f"{heads_signature()}")
 
 
-# A call over more chunks than this hands freed memory back to the system afterwards: its buffers
-# (hidden states, SPLADE logits) are tens of MB a batch, and the allocator keeps freed heap pages
-# of a worker thread's arena unless told to release them.
-TRIM_AFTER_CHUNKS = 16
 
 
 class Engine:
@@ -68,4 +64,4 @@ class Engine:
         return out
 
 
-__all__ = ["Engine", "TRIM_AFTER_CHUNKS", "version_string"]
+__all__ = ["Engine", "version_string"]
