@@ -62,16 +62,7 @@ def _precomputed(ctx: Context, cfg: dict) -> None:
         syn = synthetic.make_corpus(synthetic.CorpusSpec(n=n, seed=ctx.seed, max_tokens=32))
         texts, sets, corpus = syn.texts, [syn.embedding(i) for i in range(n)], "synthetic"
     memories = _store_and_index(ctx, texts, sets, batch, corpus, footprint=True)
-    pc = PeerCorpus.from_sets([m.id for m in memories], texts, sets)
-    for name in ctx.peers():
-        peer = open_peer(ctx, name, W)
-        if peer is None:
-            continue
-        try:
-            build_peer(ctx, peer, pc, ctx.workdir / W / name, W, dataset=corpus,
-                       includes="insert of precomputed vectors, flush, index build")
-        finally:
-            peer.close()
+    _build_peers(ctx, memories, texts, sets, corpus)
 
 
 def run(ctx: Context) -> None:
@@ -113,7 +104,11 @@ def run(ctx: Context) -> None:
                 includes=f"chunking, MiniLM and splade-tiny in this process ({int(cfg.get('embed_threads', 1))} thread(s))")
 
     memories = _store_and_index(ctx, texts, sets, batch, corpus)
+    _build_peers(ctx, memories, texts, sets, corpus)
 
+
+def _build_peers(ctx: Context, memories: list, texts: list[str], sets: list, corpus: str) -> None:
+    """Each peer's insert, flush and index build of the same precomputed vectors, timed."""
     pc = PeerCorpus.from_sets([m.id for m in memories], texts, sets)
     for name in ctx.peers():
         peer = open_peer(ctx, name, W)
@@ -124,6 +119,7 @@ def run(ctx: Context) -> None:
                        includes="insert of precomputed vectors, flush, index build")
         finally:
             peer.close()
+
 
 def _store_and_index(ctx: Context, texts: list[str], sets: list, batch: int, corpus: str,
                      footprint: bool = False) -> list:
