@@ -33,11 +33,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 
 
-def rss_mb(pid: int | str = "self") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def rss_mb() -> float:
+    from bench.harness.env import rss_bytes
+
+    return rss_bytes() / 2**20
 
 
 def _arrays_bytes(obj: Any, seen: set[int], depth: int = 0) -> int:
@@ -148,9 +147,10 @@ def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n:
                 resp = store_batch(server.address, server.metadata, [pb.MemoryInput(content=text, namespace="fp")])
                 if resp.failed:
                     raise RuntimeError(f"the 64 KB Store failed: {resp.items[0].error}")
+                after = server.rss_mb()
                 out["ingest"] = {"bytes": len(text.encode()), "store_s": time.perf_counter() - t1,
-                                 "rss_before_mb": before, "rss_after_mb": server.rss_mb(),
-                                 "rss_growth_mb": server.rss_mb() - before, "target_growth_mb": 100}
+                                 "rss_before_mb": before, "rss_after_mb": after,
+                                 "rss_growth_mb": after - before, "target_growth_mb": 100}
     if "loaded_rss_mb" in out:
         out["rss_bytes_per_memory"] = (out["loaded_rss_mb"] - out["empty_rss_mb"]) * 2**20 / n
     return out

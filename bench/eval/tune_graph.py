@@ -732,6 +732,19 @@ def main(argv: list[str] | None = None) -> int:
             rounds.append({"round": 3, "what": "each knob alone from the best so far", "variants": [v["name"] for v in r3]})
             # round 4: past the edge of an axis the best sits on; then each knob alone around a new best
             r4, wider, before = [], {}, {}
+
+            def refine(n: int, before: dict[str, dict[str, Any]]) -> None:
+                """Round ``n``: each knob alone around each family's best, where it moved in round n - 1."""
+                vs = []
+                for fam in FAMILIES:
+                    best = best_of(ev, fam)
+                    if best["knobs"] != before[fam]:
+                        vs += neighbours(fam, dict(best["knobs"]), wider[fam])
+                if vs:
+                    ev.run(vs, label=f"round {n}")
+                    rounds.append({"round": n, "what": f"each knob alone around the best after round {n - 1}",
+                                   "variants": [v["name"] for v in vs]})
+
             for fam in FAMILIES:
                 best = best_of(ev, fam)
                 before[fam] = dict(best["knobs"])
@@ -743,15 +756,7 @@ def main(argv: list[str] | None = None) -> int:
             if r4:
                 ev.run(r4, label="round 4")
                 rounds.append({"round": 4, "what": "past the edge of an axis the best sat on", "variants": [v["name"] for v in r4]})
-                r5 = []
-                for fam in FAMILIES:
-                    best = best_of(ev, fam)
-                    if best["knobs"] != before[fam]:
-                        r5 += neighbours(fam, dict(best["knobs"]), wider[fam])
-                if r5:
-                    ev.run(r5, label="round 5")
-                    rounds.append({"round": 5, "what": "each knob alone around the best after round 4",
-                                   "variants": [v["name"] for v in r5]})
+                refine(5, before)
             # rounds 6 and 7: a second start, the built-in profile as configured now (chosen from an
             # earlier run of this descent), in case the descent above ended in another local optimum
             r6, before = [], {}
@@ -762,15 +767,7 @@ def main(argv: list[str] | None = None) -> int:
             ev.run(r6, label="round 6")
             rounds.append({"round": 6, "what": "each knob alone around a second start (the built-in profile's values)",
                            "starts": SECOND_START, "variants": [v["name"] for v in r6]})
-            r7 = []
-            for fam in FAMILIES:
-                best = best_of(ev, fam)
-                if best["knobs"] != before[fam]:
-                    r7 += neighbours(fam, dict(best["knobs"]), wider[fam])
-            if r7:
-                ev.run(r7, label="round 7")
-                rounds.append({"round": 7, "what": "each knob alone around the best after round 6",
-                               "variants": [v["name"] for v in r7]})
+            refine(7, before)
         res["rounds"] = rounds
         teleo_all = ev.done["teleological"]["locomo"]["all"]["recall@10"]
         best = {}

@@ -15,6 +15,17 @@ LIBRARIES = ("teleo", "numpy", "scipy", "hnswlib", "onnxruntime", "grpcio", "pro
              "tantivy", "sqlite-vec", "pysqlite3-binary", "chromadb")
 
 
+def rss_bytes(pid: int | str = "self") -> int:
+    """Resident memory of a process (this one by default), from /proc; 0 when unavailable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _run(cmd: list[str]) -> str:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=10, cwd=REPO).stdout.strip()

@@ -17,7 +17,7 @@ import grpc
 from teleo.v1 import memory_pb2 as pb
 from teleo.v1 import memory_pb2_grpc
 
-from bench.harness.env import REPO
+from bench.harness.env import REPO, rss_bytes
 
 _SERVING = re.compile(r"teleo: serving on ([\d.]+):(\d+)")
 
@@ -67,13 +67,7 @@ class ServerProcess:
 
     def rss_mb(self) -> float:
         """Resident memory of the server process (MB), from /proc; 0 when unavailable."""
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except (OSError, AttributeError):
-            pass
-        return 0.0
+        return rss_bytes(self.proc.pid) / 2**20 if self.proc else 0.0
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -24,8 +24,6 @@ def version_string(models_version: str, plan: ChunkPlan, query_max_terms: int) -
             f"{heads_signature()}")
 
 
-
-
 class Engine:
     """Chunk, embed with both models, assemble. Not thread-safe: call from one thread.
 

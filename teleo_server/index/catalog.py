@@ -14,6 +14,14 @@ from teleo_server.index.base import Expression
 from teleo_server.query import Filters, visible
 
 
+def value_dtype(name: str) -> np.dtype:
+    """The dtype an index stores its values in: float32 (the exact reference) or float16."""
+    dtype = np.dtype(name)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise ValueError(f"values must be float32 or float16, got {name}")
+    return dtype
+
+
 class Column:
     """A growable 1-D numpy array (amortised O(1) append)."""
 
@@ -337,4 +345,4 @@ class Catalog:
         return code
 
 
-__all__ = ["Catalog", "Column"]
+__all__ = ["Catalog", "Column", "value_dtype"]

@@ -5,18 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions int64 of the concatenated ranges ``[starts[i], starts[i] + lengths[i])``."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    first = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(first - np.asarray(starts, dtype=np.int64), lengths)
+
+
 def expand(chunk_start: np.ndarray, chunk_count: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Chunk rows of memory ``rows`` (chunks of a memory are contiguous).
 
     Returns chunk rows int64 (sum(counts),) in memory order and counts int64 (len(rows),).
     """
     counts = chunk_count[rows].astype(np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64), counts
-    seg_offsets = np.cumsum(counts) - counts
-    base = np.repeat(chunk_start[rows].astype(np.int64) - seg_offsets, counts)
-    return base + np.arange(total, dtype=np.int64), counts
+    return ranges(chunk_start[rows], counts), counts
 
 
 def segment_max(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -51,4 +53,4 @@ def fold_rows(chunk_scores: np.ndarray, chunk_mem: np.ndarray, n_rows: int) -> n
     return out
 
 
-__all__ = ["expand", "fold_rows", "segment_max"]
+__all__ = ["expand", "fold_rows", "ranges", "segment_max"]

@@ -16,6 +16,7 @@ import numpy as np
 import structlog
 
 from teleo_server.compute.dense import dense_scores
+from teleo_server.index.catalog import value_dtype
 
 log = structlog.get_logger(__name__)
 
@@ -35,9 +36,7 @@ class DenseIndex:
         # the full-dimension rows: float32 (the exact reference) or float16 (half the bytes; the
         # truncated copies that a calibrated first pass scans stay float32 for the BLAS product,
         # and the full rows then only rescore that pass's few candidates)
-        self.values = np.dtype(values)
-        if self.values not in (np.dtype(np.float32), np.dtype(np.float16)):
-            raise ValueError(f"values must be float32 or float16, got {values}")
+        self.values = value_dtype(values)
         self.truncations = tuple(d for d in truncations if d < dim)
         self.exact_threshold = exact_threshold
         self._hnsw_params = (hnsw_m, hnsw_ef_construction, hnsw_ef_search)

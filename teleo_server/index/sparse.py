@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
-from teleo_server.index.catalog import Column
+from teleo_server.index.catalog import Column, value_dtype
+from teleo_server.index.chunks import ranges
 
 Weigh = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -58,9 +58,7 @@ class SparseIndex:
         self._reweigh_tolerance = reweigh_tolerance
         self._merge_fraction = merge_fraction
         self._min_merge = min_merge
-        self._values = np.dtype(values)
-        if self._values not in (np.dtype(np.float32), np.dtype(np.float16)):
-            raise ValueError(f"values must be float32 or float16, got {values}")
+        self._values = value_dtype(values)
         self.row_major = row_major
         self.n_rows = 0
         self.n_terms = 0
@@ -144,10 +142,9 @@ class SparseIndex:
         if self._snap is None or n - self._snap_n > max(4096, self._snap_n // 8):
             rows, terms, raw = self._delta()
             order = np.argsort(terms, kind="stable")
-            rows = rows.astype(np.int64)
             indptr = np.zeros(self.n_terms + 1, dtype=np.int64)
             np.cumsum(np.bincount(terms, minlength=self.n_terms), out=indptr[1:])
-            self._snap = (indptr, rows[order], raw[order])
+            self._snap = (indptr, rows[order].astype(np.int64), raw[order])
             self._snap_n = n
         return self._snap
 
@@ -167,7 +164,12 @@ class SparseIndex:
         """Re-derive CSC values from raw values (after the weighting's inputs changed)."""
         if self._weigh is not None and self.indices.size:
             self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
-            self.data = self._weigh(self.raw.astype(np.float32), self.indices.astype(np.int64)).astype(np.float32)
+            self.data = self._weighed()
+
+    def _weighed(self) -> np.ndarray:
+        """Scoring values float32 of the CSC's raw values, with the weighting's current inputs."""
+        assert self._weigh is not None
+        return self._weigh(self.raw.astype(np.float32), self.indices.astype(np.int64)).astype(np.float32)
 
     def _rebuild(self, rows: np.ndarray, terms: np.ndarray, raw: np.ndarray) -> None:
         # term-major order (rows ascending within a term) without a float64 COO round trip
@@ -184,7 +186,7 @@ class SparseIndex:
         self.indices = rows.astype(np.int32)
         self.raw = raw.astype(self._values)
         self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
-        self.data = self.raw if self._weigh is None else self._weigh(self.raw.astype(np.float32), self.indices.astype(np.int64)).astype(np.float32)
+        self.data = self.raw if self._weigh is None else self._weighed()
         self._d_rows, self._d_terms, self._d_raw = self._new_delta()
         self._snap, self._snap_n = None, 0
 
@@ -313,11 +315,7 @@ def _slices(indptr: np.ndarray, terms: np.ndarray) -> tuple[np.ndarray, np.ndarr
     each term's slice int64 (T,) and the entry positions int64 (sum of lengths,)."""
     starts = indptr[terms]
     lengths = indptr[terms + 1] - starts
-    total = int(lengths.sum())
-    if not total:
-        return lengths, np.zeros(0, dtype=np.int64)
-    first = np.cumsum(lengths) - lengths
-    return lengths, np.arange(total, dtype=np.int64) - np.repeat(first - starts, lengths)
+    return lengths, ranges(starts, lengths)
 
 
 __all__ = ["SparseIndex"]

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.index.chunks import ranges
+
 CODE_BITS = (1, 2, 4, 8)
 RAW_BITS = 16
 
@@ -118,12 +120,6 @@ class TokenCodec:
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))
         out /= np.maximum(norms, 1e-12)[:, None]
         return out
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Positions int64 of the concatenated ranges [starts[i], starts[i] + lengths[i])."""
-    first = np.cumsum(lengths) - lengths
-    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(first - starts, lengths)
 
 
 class TokenStore:
@@ -224,7 +220,7 @@ class TokenStore:
         starts, ends = offsets[keep_chunks], offsets[keep_chunks + 1]
         lens = ends - starts
         total = int(lens.sum())
-        kept = self._codes[_ranges(starts, lens)]
+        kept = self._codes[ranges(starts, lens)]
         self._codes = np.zeros((max(1024, total), kept.shape[1]), dtype=kept.dtype)
         self._codes[:total] = kept
         self.n_tokens = total
@@ -246,7 +242,7 @@ class TokenStore:
         offsets = self.offsets
         starts, lens = offsets[unique], offsets[unique + 1] - offsets[unique]
         assert self.codec is not None
-        decoded = self.codec.decode(self.codes[_ranges(starts, lens)])  # float32: no second rounding
+        decoded = self.codec.decode(self.codes[ranges(starts, lens)])  # float32: no second rounding
         local = np.zeros(unique.size + 1, dtype=np.int64)
         np.cumsum(lens, out=local[1:])
         scores = ops.maxsim(query, local, decoded, np.arange(unique.size, dtype=np.int32))

@@ -125,7 +125,7 @@ def _store_and_index(ctx: Context, texts: list[str], sets: list, batch: int, cor
                      footprint: bool = False) -> list:
     """Teleo's SQLite commit and indexing of precomputed embeddings, timed and recorded (with the
     RSS growth and the database's bytes when ``footprint``); returns the memories written."""
-    from bench.harness.workloads.interleaved import rss_bytes
+    from bench.harness.env import rss_bytes
     from bench.peers.base import dir_bytes
     from teleo_server.store import SQLiteStore
 

@@ -25,20 +25,10 @@ from bench.harness.workloads import Context
 from bench.harness.workloads.peers_run import build as build_peer
 from bench.harness.workloads.peers_run import open_peer
 from bench.peers import Peer, PeerCorpus, PeerQueries
+from bench.harness.env import rss_bytes
 from bench.peers.base import dir_bytes
 
 log = structlog.get_logger(__name__)
-
-
-def rss_bytes() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 @dataclass

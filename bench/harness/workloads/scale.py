@@ -16,6 +16,7 @@ import numpy as np
 import structlog
 
 from bench.harness import synthetic, teleo_inproc
+from bench.harness.env import rss_bytes
 from bench.harness.results import percentiles
 from bench.harness.workloads import Context
 from bench.harness.workloads.peers_run import build as build_peer
@@ -38,14 +39,8 @@ def memory_of(corpus: synthetic.SyntheticCorpus, i: int) -> Memory:
 
 
 def _rss_mb() -> float:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = rss_bytes()
+    return rss / 2**20 if rss else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def hit_rate(ranked: list[list[str]] | list[list[int]], targets: np.ndarray, k: int, as_str: bool) -> float:
