@@ -24,8 +24,10 @@
 //
 // Launch  DENSE_THREADS = 256 (8 warps), grid-stride over rows, one warp per row at a time.
 //         Dynamic shared memory: dim * 4 bytes (the query).
-//         dense_scan_vec8: dim % 8 == 0, D % 8 == 0 and m 16-byte aligned; each lane loads
-//         8 halves (16 bytes) per step, so a 256-dim row is one coalesced 512-byte warp load.
+//         dense_scan_reg256 / reg512 / reg1024: the vec8 conditions and dim <= 256 / 512 / 1024;
+//         each lane loads 8 halves (16 bytes) per step, so a 256-dim row is one coalesced 512-byte
+//         warp load, and keeps its slice of the query in registers (no shared memory).
+//         dense_scan_vec8: the same loads for wider prefixes, query in shared memory.
 //         dense_scan_scalar: any dim / D; lanes load one half each.
 //         dense_scan_f32: float32 matrix, any dim / D; lanes load one float each.
 
@@ -33,9 +35,13 @@
 #define DENSE_MAX_DIM 8192
 
 __device__ __forceinline__ float dense_h2f(unsigned short h) {
+#ifdef __CUDA_ARCH__
     float f;
     asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));
     return f;
+#else  // host compilation (the CPU emulation of this kernel): the same IEEE conversion
+    return __half2float(__ushort_as_half(h));
+#endif
 }
 
 __device__ __forceinline__ float dense_to_f(unsigned short h) { return dense_h2f(h); }
@@ -97,6 +103,73 @@ __device__ __forceinline__ void dense_body(const T* __restrict__ m, long long n_
         if (lane == 0) dense_write(dot, nrm, renorm, &out[i]);
     }
 }
+
+// The vectorised path with the query in registers: lane l holds query dims [8v, 8v + 8) for
+// v = l + 32 j, j < NV (dim <= 256 * NV), read once from global memory; no shared memory, no
+// barrier, and no bank conflicts (a shared-memory read of 8 floats at a 32-byte lane stride is
+// a 4-way conflict on every step).
+template <int NV>
+__device__ __forceinline__ void dense_body_reg(const unsigned short* __restrict__ m, long long n_out, int width,
+                                               int dim, const float* __restrict__ q,
+                                               const int* __restrict__ rows, int has_rows,
+                                               const unsigned int* __restrict__ mask, int has_mask,
+                                               int renorm, float* __restrict__ out) {
+    const int lane = threadIdx.x & 31;
+    const int groups = dim >> 3;
+    float qr[NV][8];
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+        const int v = lane + 32 * j;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) qr[j][u] = v < groups ? q[(v << 3) + u] : 0.0f;
+    }
+    const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+    for (long long i = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); i < n_out;
+         i += warps) {
+        const long long r = has_rows ? (long long)rows[i] : i;
+        if (has_mask && !((mask[r >> 5] >> (r & 31)) & 1u)) {  // warp-uniform
+            if (lane == 0) out[i] = __int_as_float(0x7FC00000);
+            continue;
+        }
+        const uint4* row8 = reinterpret_cast<const uint4*>(m + r * (long long)width);
+        float dot = 0.0f, nrm = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+            const int v = lane + 32 * j;
+            if (v < groups) {
+                const uint4 pack = row8[v];
+                const unsigned int words[4] = {pack.x, pack.y, pack.z, pack.w};
+#pragma unroll
+                for (int h = 0; h < 4; ++h) {
+                    const float a = dense_h2f((unsigned short)(words[h] & 0xFFFFu));
+                    const float b = dense_h2f((unsigned short)(words[h] >> 16));
+                    dot = fmaf(a, qr[j][2 * h], dot);
+                    dot = fmaf(b, qr[j][2 * h + 1], dot);
+                    nrm = fmaf(a, a, nrm);
+                    nrm = fmaf(b, b, nrm);
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
+            nrm += __shfl_xor_sync(0xFFFFFFFFu, nrm, o);
+        }
+        if (lane == 0) dense_write(dot, nrm, renorm, &out[i]);
+    }
+}
+
+#define DENSE_REG_ENTRY(NAME, NV)                                                                 \
+    extern "C" __global__ void __launch_bounds__(DENSE_THREADS)                                  \
+    NAME(const unsigned short* __restrict__ m, long long n_out, int width, int dim,              \
+         const float* __restrict__ q, const int* __restrict__ rows, int has_rows,                \
+         const unsigned int* __restrict__ mask, int has_mask, int renorm, float* __restrict__ out) { \
+        dense_body_reg<NV>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out); \
+    }
+
+DENSE_REG_ENTRY(dense_scan_reg256, 1)
+DENSE_REG_ENTRY(dense_scan_reg512, 2)
+DENSE_REG_ENTRY(dense_scan_reg1024, 4)
 
 extern "C" __global__ void __launch_bounds__(DENSE_THREADS)
 dense_scan_vec8(const unsigned short* __restrict__ m, long long n_out, int width, int dim,

@@ -1,8 +1,9 @@
-// Fused late-interaction MaxSim over a packed token store.
+// Fused late-interaction MaxSim over a packed token store, tiled so that shared memory does not
+// depend on the query length or the vector width.
 //
 // Contract
 // --------
-// Query   q       float32 (Q, D) row-major, already widened from fp16 by the wrapper.
+// Query   q       float32 (Q, D) row-major, already widened from fp16 by the wrapper; any Q >= 0.
 // Store   offsets int64 (N+1,), tokens float16 (T, D) row-major, packed CSR: the tokens of row r
 //                 are tokens[offsets[r] : offsets[r+1]]. Packing avoids padding every memory to
 //                 the longest one; a row with no tokens is legal.
@@ -10,39 +11,79 @@
 //                 host-facing wrapper rejects those before launch; this is the last line).
 // Output  out     float32 (C,): out[c] = sum_q max_t <q[q], tokens[t]> over the tokens t of row
 //                 cand[c]; fp16 storage, fp32 products and accumulation. A row with no tokens
-//                 (or Q == 0) scores 0.0. The Q x L similarity matrix is never materialised:
-//                 only a running max per (warp, query token) lives in shared memory.
-// Dims    any D in [1, 32 * NJ]; dims need not be a multiple of 32 (lanes past D load nothing).
-//         One entry per register budget: maxsim_d128 (NJ=4), maxsim_d256, maxsim_d512,
-//         maxsim_d1024; the wrapper picks the smallest that fits.
+//                 (or Q == 0) scores 0.0. The Q x L similarity matrix is never materialised.
+// Dims    any D >= 1. maxsim_vec8 needs D % 8 == 0 and a 16-byte aligned token store (each
+//         thread loads 8 halves, 16 bytes, at once); maxsim_scalar takes any D.
 //
-// Launch  grid = C blocks (one candidate per block), MAXSIM_THREADS = 128 (4 warps).
-//         Dynamic shared memory = (Q * D + 4 * Q) * 4 bytes: the query tokens, then one running
-//         max per warp and query token. Above 48 KiB the wrapper raises the kernel's
-//         max_dynamic_shared_size_bytes; Q * D is bounded by what the device allows.
-//         Warp w takes doc tokens w, w+4, ...: lane l holds dims l, l+32, ... of the token in
-//         registers (coalesced 64-byte loads), computes one partial dot per query token and
-//         reduces it across the warp with shuffles; the lane q % 32 keeps the max for token q.
-//         The block then folds the 4 warps' maxima and sums over q in a fixed order, so the
-//         result does not depend on scheduling.
+// Launch  grid = C blocks (one candidate per block), MAXSIM_THREADS = 128, no dynamic shared
+//         memory: about 9.5 KB of static shared memory whatever Q and D are.
+//
+// Tiling  The block walks 32-query-token tiles; inside one, 32-doc-token tiles; inside one,
+//         32-dim slices. A slice of the query tile and of the doc tile is staged in shared memory
+//         (transposed, padded to 33 columns: conflict-free), and each thread accumulates a 2 x 4
+//         micro-tile of (query token, doc token) dot products in registers: query rows ty and
+//         ty + 16, doc columns tx, tx + 8, tx + 16, tx + 24 (ty = tid / 8, tx = tid % 8). After a
+//         doc tile the thread folds its 4 columns into a running max per query row, in registers.
+//         After the last doc tile the 8 threads of a query row fold their maxima through shared
+//         memory, and thread 0 adds the tile's 32 maxima in order to the block's sum, so the
+//         result does not depend on scheduling. Query tiles beyond the first re-read the doc
+//         tokens (from L2 for a candidate's few hundred tokens); no shared memory grows with Q.
 
 #define MAXSIM_THREADS 128
-#define MAXSIM_WARPS (MAXSIM_THREADS / 32)
+#define MAXSIM_TILE 32
+#define MAXSIM_PAD (MAXSIM_TILE + 1)
 
 __device__ __forceinline__ float maxsim_h2f(unsigned short h) {
+#ifdef __CUDA_ARCH__
     float f;
     asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));
     return f;
+#else  // host compilation (the CPU emulation of this kernel): the same IEEE conversion
+    return __half2float(__ushort_as_half(h));
+#endif
 }
 
-template <int NJ>
+// Stage dims [k0, k0 + 32) of doc tokens [t0, t0 + 32) as fp32, transposed: s_t[dim][token].
+template <bool VEC8>
+__device__ __forceinline__ void maxsim_stage_doc(float (*s_t)[MAXSIM_PAD], const unsigned short* __restrict__ tok,
+                                                 int n_tok, int t0, int k0, int dim) {
+    if (VEC8) {
+        // 32 tokens x 4 groups of 8 halves: one 16-byte load per thread. D % 8 == 0, so a group
+        // is wholly inside or wholly outside the vector.
+        const int t = threadIdx.x >> 2, g = (threadIdx.x & 3) * 8;
+        const int d = k0 + g;
+        float v[8];
+        if (t0 + t < n_tok && d < dim) {
+            const uint4 pack = *reinterpret_cast<const uint4*>(tok + (long long)(t0 + t) * dim + d);
+            const unsigned int words[4] = {pack.x, pack.y, pack.z, pack.w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                v[2 * h] = maxsim_h2f((unsigned short)(words[h] & 0xFFFFu));
+                v[2 * h + 1] = maxsim_h2f((unsigned short)(words[h] >> 16));
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < 8; ++u) v[u] = 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) s_t[g + u][t] = v[u];
+    } else {
+        for (int e = threadIdx.x; e < MAXSIM_TILE * MAXSIM_TILE; e += MAXSIM_THREADS) {
+            const int t = e / MAXSIM_TILE, kk = e % MAXSIM_TILE;  // consecutive threads: consecutive dims
+            const int d = k0 + kk;
+            s_t[kk][t] = (t0 + t < n_tok && d < dim) ? maxsim_h2f(tok[(long long)(t0 + t) * dim + d]) : 0.0f;
+        }
+    }
+}
+
+template <bool VEC8>
 __device__ __forceinline__ void maxsim_body(const float* __restrict__ q, int n_q, int dim,
                                             const long long* __restrict__ offsets, long long n_rows,
                                             const unsigned short* __restrict__ tokens,
                                             const int* __restrict__ cand, float* __restrict__ out) {
-    extern __shared__ float smem[];
-    float* s_q = smem;                          // [n_q * dim]
-    float* s_max = smem + (long long)n_q * dim; // [MAXSIM_WARPS * n_q]
+    __shared__ float s_q[MAXSIM_TILE][MAXSIM_PAD];   // [dim in slice][query token in tile]
+    __shared__ float s_t[MAXSIM_TILE][MAXSIM_PAD];   // [dim in slice][doc token in tile]
+    __shared__ float s_red[MAXSIM_TILE][8];          // [query token][tx]: each thread's max
     const int c = blockIdx.x;
     const int row = cand[c];
     if (row < 0 || (long long)row >= n_rows) {  // block-uniform, before any barrier
@@ -55,64 +96,68 @@ __device__ __forceinline__ void maxsim_body(const float* __restrict__ q, int n_q
         if (threadIdx.x == 0) out[c] = 0.0f;
         return;
     }
-    for (int i = threadIdx.x; i < n_q * dim; i += blockDim.x) s_q[i] = q[i];
-    for (int i = threadIdx.x; i < MAXSIM_WARPS * n_q; i += blockDim.x) {
-        s_max[i] = __int_as_float(0xFF800000);  // -inf
-    }
-    __syncthreads();
-
-    const int warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31;
-    float* w_max = s_max + warp * n_q;
-    for (int t = warp; t < n_tok; t += MAXSIM_WARPS) {
-        const unsigned short* tok = tokens + (first + t) * (long long)dim;
-        float x[NJ];
+    const unsigned short* tok = tokens + first * (long long)dim;
+    const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
+    float total = 0.0f;  // meaningful in thread 0 only
+    for (int q0 = 0; q0 < n_q; q0 += MAXSIM_TILE) {
+        float best[2] = {__int_as_float(0xFF800000), __int_as_float(0xFF800000)};  // -inf
+        for (int t0 = 0; t0 < n_tok; t0 += MAXSIM_TILE) {
+            float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+            for (int k0 = 0; k0 < dim; k0 += MAXSIM_TILE) {
+                for (int e = threadIdx.x; e < MAXSIM_TILE * MAXSIM_TILE; e += MAXSIM_THREADS) {
+                    const int qi = e / MAXSIM_TILE, kk = e % MAXSIM_TILE;
+                    const int d = k0 + kk;
+                    s_q[kk][qi] = (q0 + qi < n_q && d < dim) ? q[(long long)(q0 + qi) * dim + d] : 0.0f;
+                }
+                maxsim_stage_doc<VEC8>(s_t, tok, n_tok, t0, k0, dim);
+                __syncthreads();
+#pragma unroll 8
+                for (int kk = 0; kk < MAXSIM_TILE; ++kk) {
+                    const float a0 = s_q[kk][ty], a1 = s_q[kk][ty + 16];
 #pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            const int d = lane + 32 * j;
-            x[j] = d < dim ? maxsim_h2f(tok[d]) : 0.0f;
-        }
-        for (int qi = 0; qi < n_q; ++qi) {
-            const float* qv = s_q + qi * dim;
-            float acc = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NJ; ++j) {
-                const int d = lane + 32 * j;
-                if (d < dim) acc = fmaf(qv[d], x[j], acc);
+                    for (int j = 0; j < 4; ++j) {
+                        const float b = s_t[kk][tx + 8 * j];
+                        acc[0][j] = fmaf(a0, b, acc[0][j]);
+                        acc[1][j] = fmaf(a1, b, acc[1][j]);
+                    }
+                }
+                __syncthreads();  // the next slice overwrites s_q and s_t
             }
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-            // Every lane now holds the dot; one lane per query token owns its running max, so
-            // there is no race within the warp and no atomics.
-            if (lane == (qi & 31)) w_max[qi] = fmaxf(w_max[qi], acc);
+            for (int j = 0; j < 4; ++j) {
+                if (t0 + tx + 8 * j < n_tok) {  // padding columns are not tokens
+                    best[0] = fmaxf(best[0], acc[0][j]);
+                    best[1] = fmaxf(best[1], acc[1][j]);
+                }
+            }
         }
-    }
-    __syncthreads();
-    // Fold the warps' maxima (a warp that saw no token left -inf, which fmaxf ignores) and sum
-    // over query tokens: lane-strided partial sums, then a fixed shuffle tree in warp 0.
-    if (warp == 0) {
-        float part = 0.0f;
-        for (int qi = lane; qi < n_q; qi += 32) {
-            float m = s_max[qi];
+        s_red[ty][tx] = best[0];
+        s_red[ty + 16][tx] = best[1];
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const int rows = min(MAXSIM_TILE, n_q - q0);
+            for (int qi = 0; qi < rows; ++qi) {
+                float m = s_red[qi][0];
 #pragma unroll
-            for (int w = 1; w < MAXSIM_WARPS; ++w) m = fmaxf(m, s_max[w * n_q + qi]);
-            part += m;
+                for (int x = 1; x < 8; ++x) m = fmaxf(m, s_red[qi][x]);
+                total += m;
+            }
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xFFFFFFFFu, part, o);
-        if (lane == 0) out[c] = part;
+        __syncthreads();  // s_red is rewritten by the next query tile
     }
+    if (threadIdx.x == 0) out[c] = total;
 }
 
-#define MAXSIM_ENTRY(NAME, NJ)                                                                   \
-    extern "C" __global__ void __launch_bounds__(MAXSIM_THREADS)                                \
-    NAME(const float* __restrict__ q, int n_q, int dim, const long long* __restrict__ offsets,   \
-         long long n_rows, const unsigned short* __restrict__ tokens,                           \
-         const int* __restrict__ cand, float* __restrict__ out) {                               \
-        maxsim_body<NJ>(q, n_q, dim, offsets, n_rows, tokens, cand, out);                       \
-    }
+extern "C" __global__ void __launch_bounds__(MAXSIM_THREADS)
+maxsim_vec8(const float* __restrict__ q, int n_q, int dim, const long long* __restrict__ offsets,
+            long long n_rows, const unsigned short* __restrict__ tokens, const int* __restrict__ cand,
+            float* __restrict__ out) {
+    maxsim_body<true>(q, n_q, dim, offsets, n_rows, tokens, cand, out);
+}
 
-MAXSIM_ENTRY(maxsim_d128, 4)
-MAXSIM_ENTRY(maxsim_d256, 8)
-MAXSIM_ENTRY(maxsim_d512, 16)
-MAXSIM_ENTRY(maxsim_d1024, 32)
+extern "C" __global__ void __launch_bounds__(MAXSIM_THREADS)
+maxsim_scalar(const float* __restrict__ q, int n_q, int dim, const long long* __restrict__ offsets,
+              long long n_rows, const unsigned short* __restrict__ tokens, const int* __restrict__ cand,
+              float* __restrict__ out) {
+    maxsim_body<false>(q, n_q, dim, offsets, n_rows, tokens, cand, out);
+}

@@ -27,12 +27,15 @@
 //         Once the scan finds that the whole bin at the cut is wanted, it marks the search done
 //         and later histogram passes return at once, so typical inputs cost 2-4 real passes.
 //         No host synchronisation anywhere: state lives in a zeroed uint64[8] device buffer.
+//         Small n: topk_small<<<1, 1024>>> runs every pass, the choice and the collection in one
+//         block (shared-memory histogram, state in shared memory), so the selection is one launch.
 // State   [0] prefix of the k-th key found so far   [1] mask of the bits fixed in [0]
 //         [2] rank still wanted inside the prefix    [3] done flag
 //         [4] threshold key T                        [5] shift s: select rows with key>>s >= T>>s
 //         [6] qualifying rows (from pass 0)          [7] keys written by topk_collect
 
 #define TOPK_THREADS 256
+#define TOPK_SMALL_THREADS 1024
 #define TOPK_BINS 256
 
 __device__ __forceinline__ bool topk_qualifies(float s, unsigned int row,
@@ -88,19 +91,17 @@ topk_histogram(const float* __restrict__ scores, const unsigned int* __restrict_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(32)
-topk_scan(unsigned int* __restrict__ hist, unsigned long long* __restrict__ state, int k, int pass) {
-    if (threadIdx.x != 0) return;
-    if (state[3]) return;
+// One digit pass of the selection, given that pass's 256-bin histogram: narrows the prefix of the
+// k-th key in st[0..5] (the State layout above; st[6] is set on pass 0). Run by one thread.
+__device__ __forceinline__ void topk_choose(const unsigned int* hist, unsigned long long* st, int k, int pass) {
     const int shift = 56 - 8 * pass;
-    unsigned long long want = (pass == 0) ? (unsigned long long)k : state[2];
+    unsigned long long want = (pass == 0) ? (unsigned long long)k : st[2];
     if (pass == 0) {
         unsigned long long total = 0;
         for (int b = 0; b < TOPK_BINS; ++b) total += hist[b];
-        state[6] = total;
+        st[6] = total;
         if (total <= want) {  // everything that qualifies is selected
-            state[3] = 1; state[4] = 0; state[5] = 0;
-            for (int b = 0; b < TOPK_BINS; ++b) hist[b] = 0;
+            st[3] = 1; st[4] = 0; st[5] = 0;
             return;
         }
     }
@@ -111,15 +112,66 @@ topk_scan(unsigned int* __restrict__ hist, unsigned long long* __restrict__ stat
         above += hist[b];
     }
     const unsigned long long in_bin = hist[b];
-    const unsigned long long prefix = state[0] | ((unsigned long long)b << shift);
+    const unsigned long long prefix = st[0] | ((unsigned long long)b << shift);
     want -= above;
-    state[0] = prefix;
-    state[1] |= 0xFFull << shift;
-    state[2] = want;
+    st[0] = prefix;
+    st[1] |= 0xFFull << shift;
+    st[2] = want;
     if (in_bin == want || pass == 7) {  // the whole bin is taken: its remaining bits do not matter
-        state[3] = 1; state[4] = prefix; state[5] = (unsigned long long)shift;
+        st[3] = 1; st[4] = prefix; st[5] = (unsigned long long)shift;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(32)
+topk_scan(unsigned int* __restrict__ hist, unsigned long long* __restrict__ state, int k, int pass) {
+    if (threadIdx.x != 0) return;
+    if (state[3]) return;
+    topk_choose(hist, state, k, pass);
     for (int i = 0; i < TOPK_BINS; ++i) hist[i] = 0;
+}
+
+// The whole selection in one block, for small n (the wrapper's SMALL_N): every digit pass, the
+// choice and the collection in one launch instead of about twenty. Same state and output as the
+// multi-block path (state must be zeroed; keys_out is left for the sort and topk_decode).
+extern "C" __global__ void __launch_bounds__(TOPK_SMALL_THREADS)
+topk_small(const float* __restrict__ scores, const unsigned int* __restrict__ mask,
+           int has_mask, int use_floor, float floor, int n, int k,
+           unsigned long long* __restrict__ state, unsigned long long* __restrict__ keys_out, int kbuf) {
+    __shared__ unsigned int bins[TOPK_BINS];
+    __shared__ unsigned long long st[8];
+    __shared__ unsigned int written;
+    if (threadIdx.x < 8) st[threadIdx.x] = 0;
+    if (threadIdx.x == 0) written = 0;
+    for (int pass = 0; pass < 8; ++pass) {
+        for (int b = threadIdx.x; b < TOPK_BINS; b += blockDim.x) bins[b] = 0;
+        __syncthreads();  // also publishes st from the previous pass
+        if (st[3]) break;  // block-uniform: read after the barrier, written before it
+        const unsigned long long prefix = st[0], pmask = st[1];
+        const int shift = 56 - 8 * pass;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const float s = scores[i];
+            if (!topk_qualifies(s, (unsigned int)i, mask, has_mask, use_floor, floor)) continue;
+            const unsigned long long key = topk_key(s, (unsigned int)i);
+            if ((key & pmask) == prefix) atomicAdd(&bins[(unsigned int)(key >> shift) & 0xFFu], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) topk_choose(bins, st, k, pass);
+        __syncthreads();  // st is read by every thread at the top of the next pass
+    }
+    const unsigned long long cut = st[4] >> (int)st[5];
+    const int shift = (int)st[5];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float s = scores[i];
+        if (!topk_qualifies(s, (unsigned int)i, mask, has_mask, use_floor, floor)) continue;
+        const unsigned long long key = topk_key(s, (unsigned int)i);
+        if ((key >> shift) >= cut) {
+            const unsigned int slot = atomicAdd(&written, 1u);
+            if (slot < (unsigned int)kbuf) keys_out[slot] = key;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 7) state[threadIdx.x] = st[threadIdx.x];
+    if (threadIdx.x == 0) state[7] = written;
 }
 
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)

@@ -3,15 +3,14 @@
 A request can cause ``InvalidArgument`` (INVALID_ARGUMENT); arrays the server built that disagree
 are ``Internal``. Every class is still the ``ValueError`` / ``TypeError`` it replaced.
 
-The CuPy executors check their host arguments before importing CuPy, so their half of each pair
-runs on the CPU suite. The device wrappers take ``cupy.ndarray`` arguments: their checks run
-against a stand-in ``cupy`` module whose ``ndarray`` is host memory (nothing reaches a kernel),
-and again against real CuPy on a GPU machine.
+The device executors check their host arguments before touching a device, so their half of each
+pair runs on the CPU suite. The device wrappers take device arrays: their checks run under the
+CPU emulation of the kernels (whose device arrays are NumPy arrays) and again against real CuPy
+on a GPU machine.
 """
 
 from __future__ import annotations
 
-import sys
 import types
 
 import grpc
@@ -22,12 +21,15 @@ from teleo_server.api.status import status_of
 from teleo_server.compute import dense, maxsim, sparse, topk
 from teleo_server.compute.errors import DeviceLimit
 from teleo_server.errors import Internal, InvalidArgument, ResourceExhausted
+from teleo_server.gpu import emulator, runtime
 from teleo_server.gpu import ops as gpu_ops
 
 try:
-    from _backends import require_cupy
+    from _backends import RUNTIME_PARAMS, device
 except ImportError:  # tests/ imported as a package
-    from tests._backends import require_cupy
+    from tests._backends import RUNTIME_PARAMS, device
+
+__all__ = ["device"]  # the fixture, imported for pytest
 
 BAD = InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT
 BROKEN = Internal, grpc.StatusCode.INTERNAL
@@ -112,20 +114,10 @@ def test_invalid_argument_messages_say_what_to_change():
         sparse.spmv_scores(*_index(), 4, np.array([0, 1], np.int32), np.ones(1, np.float32))
 
 
-class _FakeDeviceArray(np.ndarray):
-    """Host memory standing in for ``cupy.ndarray`` in the wrappers' argument checks."""
-
-
-@pytest.fixture(params=["stand-in", pytest.param("cupy", marks=pytest.mark.gpu)])
-def to_device(request, monkeypatch):
-    """Host array -> the device array type under test (a stand-in, or real CuPy when present)."""
-    if request.param == "cupy":
-        cupy = require_cupy()
-        return cupy.asarray
-    fake = types.ModuleType("cupy")
-    fake.ndarray = _FakeDeviceArray
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    return lambda host: np.asarray(host).view(_FakeDeviceArray)
+@pytest.fixture
+def to_device(device):
+    """Host array -> a device array of the runtime under test."""
+    return device.xp.asarray
 
 
 def test_topk_device_checks(to_device):
@@ -203,23 +195,20 @@ def test_cagra_search_checks_like_the_exact_scan(to_device):
         index.search(np.ones(16, np.float32), 3, mask=np.ones(4, bool))
 
 
-def test_shared_memory_over_the_device_limit_is_resource_exhausted(monkeypatch):
-    from teleo_server.gpu import loader
-
-    monkeypatch.setattr(loader, "shared_optin_limit", lambda: 64 * 1024)
+@pytest.mark.parametrize("name", [p.values[0] for p in RUNTIME_PARAMS])
+def test_shared_memory_over_the_device_limit_is_resource_exhausted(monkeypatch, name):
+    rt = runtime.get(name)
+    monkeypatch.setattr(rt, "shared_optin_limit", lambda: 64 * 1024)
     with pytest.raises(ResourceExhausted) as info:
-        loader.ensure_shared(None, 64 * 1024 + 4)
+        rt.ensure_shared(None, 64 * 1024 + 4)
     assert isinstance(info.value, ValueError) and isinstance(info.value, DeviceLimit)
     assert status_of(info.value) == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-@pytest.mark.gpu
-def test_maxsim_query_too_long_for_shared_memory(monkeypatch):
-    cupy = require_cupy()
-    from teleo_server.gpu import loader
-    from teleo_server.gpu.maxsim import maxsim_device
-
-    monkeypatch.setattr(loader, "shared_optin_limit", lambda: 64 * 1024)
-    q = cupy.zeros((200, 128), cupy.float32)  # 200 * 128 * 4 bytes > 64 KiB
-    with pytest.raises(ResourceExhausted, match="query of 200 tokens of dim 128 .* shorten the query"):
-        maxsim_device(q, cupy.zeros(2, cupy.int64), cupy.zeros((1, 128), cupy.float16), cupy.zeros(1, cupy.int32))
+def test_an_emulated_launch_over_the_shared_limit_fails_like_the_device():
+    ok, why = emulator.status()
+    if not ok:
+        pytest.skip(why)
+    kernel = emulator.function("dense_scan", "dense_scan_f32")
+    with pytest.raises(DeviceLimit, match="dynamic shared memory"):
+        kernel((1,), (32,), (), shared_mem=64 * 1024)  # above 48 KiB without opting in

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from bench.harness import memories as syn
-from teleo_server.compute.backend import ops
+from teleo_server.compute.backend import cupy_status, ops
+from teleo_server.gpu import emulator
 from teleo_server.domain import AccessLevel, MemoryType
 from teleo_server.heads import SparseVector
 from teleo_server.index.base import Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, make_backend
@@ -88,11 +89,19 @@ def _filters(rng: np.random.Generator) -> dict[str, np.ndarray | None]:
 
 
 BACKENDS = sorted(backends())
+# The GPU-resident backends run on a device when there is one, else with every kernel emulated on
+# the CPU (the same Python code and .cu sources); CAGRA needs the device.
+DEVICE_RUNTIME = "cuda" if cupy_status()[0] else "emulated"
 
 
 def _build(name: str, data):
     info = backends()[name]
     options = {"ops": ops("numpy")}
+    if name.endswith(".resident"):
+        ok, why = emulator.status()
+        if DEVICE_RUNTIME == "emulated" and not ok:
+            pytest.skip(f"no device and no kernel emulation: {why}")
+        options["runtime"] = DEVICE_RUNTIME
     if info.kind == "dense":
         options["dim"] = DIM
     if info.kind == "tokens":

@@ -5,6 +5,7 @@ needs no GPU, so it guards the kernels on CPU-only machines too.
 """
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -56,8 +57,8 @@ def _entries(source):
         if line.startswith('extern "C" __global__'):
             nxt = lines[i + 1].strip()
             names.append(nxt.split("(")[0].split()[-1])
-        elif line.startswith("MAXSIM_ENTRY("):
-            names.append(line[len("MAXSIM_ENTRY(") :].split(",")[0])
+        elif re.match(r"[A-Z_]+_ENTRY\(\w+,", line):  # an entry stamped out by a macro
+            names.append(line.split("(", 1)[1].split(",")[0])
     return names
 
 

@@ -1,4 +1,5 @@
-"""Device wrappers: argument checks, no-sync contract, resident indexes. GPU cases skip on CPU."""
+"""Device wrappers and the kernels under them, against the NumPy references: on the CPU emulation
+of the kernels in every run, and on a CUDA device when there is one (the ``cuda`` cases skip here)."""
 
 import numpy as np
 import pytest
@@ -8,9 +9,11 @@ from teleo_server.gpu import loader
 from teleo_server.gpu._checks import pack_mask
 
 try:
-    from _backends import require_cupy
+    from _backends import device, require_cupy
 except ImportError:  # tests/ imported as a package
-    from tests._backends import require_cupy
+    from tests._backends import device, require_cupy
+
+__all__ = ["device"]  # the fixture, imported for pytest
 
 
 def test_kernel_dir_is_found_and_overridable(tmp_path, monkeypatch):
@@ -56,56 +59,75 @@ def test_device_wrappers_reject_wrong_dtype_and_layout():
         maxsim_device(q, cupy.zeros(2, cupy.int64), cupy.zeros((1, 8), cupy.float32), cupy.zeros(1, cupy.int32))
 
 
-@pytest.mark.gpu
-def test_topk_device_pads_and_counts_without_sync():
-    cupy = require_cupy()
+def test_topk_device_pads_and_counts_without_sync(device):
+    xp = device.xp
     from teleo_server.gpu.topk import topk_device
 
-    scores = cupy.asarray(np.array([0.5, np.nan, 2.0, -1.0, 0.0], np.float32))
+    scores = xp.asarray(np.array([0.5, np.nan, 2.0, -1.0, 0.0], np.float32))
     ids, vals, count = topk_device(scores, 10, floor=0.0)
     assert ids.shape == (5,)
     assert int(count) == 2
-    assert ids.get().tolist() == [2, 0, -1, -1, -1]
-    assert vals.get()[2] == -np.inf
+    assert device.to_host(ids).tolist() == [2, 0, -1, -1, -1]
+    assert device.to_host(vals)[2] == -np.inf
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("n,k", [(1, 1), (1000, 10), (300_000, 1000), (300_000, 299_999)])
-def test_topk_device_matches_reference_at_scale(n, k):
-    cupy = require_cupy()
+@pytest.mark.parametrize("n,k", [(1, 1), (1000, 10), (16384, 100), (16385, 100), (300_000, 1000), (300_000, 299_999)])
+def test_topk_device_matches_reference_at_scale(n, k, device):
+    xp = device.xp
     from teleo_server.gpu.topk import topk_device
 
     rng = np.random.default_rng(n + k)
     host = rng.standard_normal(n).astype(np.float32)
     host[rng.integers(0, n, n // 10 + 1)] = 0.25  # a large tie block
     mask = rng.random(n) < 0.8
-    ids, vals, count = topk_device(cupy.asarray(host), k, mask=cupy.asarray(pack_mask(mask)))
+    ids, vals, count = topk_device(xp.asarray(host), k, mask=xp.asarray(pack_mask(mask)))
     want_ids, want_vals = topk.topk(host, k, mask=mask)
     c = int(count)
-    assert ids[:c].get().tolist() == want_ids.tolist()
-    np.testing.assert_array_equal(vals[:c].get(), want_vals)
+    assert device.to_host(ids[:c]).tolist() == want_ids.tolist()
+    np.testing.assert_array_equal(device.to_host(vals[:c]), want_vals)
 
 
-@pytest.mark.gpu
-def test_spmv_device_accumulates_segments():
-    cupy = require_cupy()
+def test_topk_device_small_input_is_one_selection_launch(device, monkeypatch):
+    """Below SMALL_N the whole radix select is one block: one launch, then the decode (about 20
+    launches on the grid-wide path)."""
+    from teleo_server.gpu import topk as gpu_topk
+
+    launched = []
+    real = device.function
+
+    def counting(module, kernel):
+        fn = real(module, kernel)
+        return lambda *a, **kw: (launched.append(kernel), fn(*a, **kw))[1]
+
+    monkeypatch.setattr(device, "function", counting)
+    xp = device.xp
+    host = np.random.default_rng(3).standard_normal(gpu_topk.SMALL_N).astype(np.float32)
+    ids, _, count = gpu_topk.topk_device(xp.asarray(host), 5)
+    assert launched == ["topk_small", "topk_decode"]
+    assert device.to_host(ids[: int(count)]).tolist() == np.argsort(-host)[:5].tolist()
+    launched.clear()
+    gpu_topk.topk_device(xp.asarray(np.concatenate([host, host])), 5)
+    assert launched.count("topk_histogram") >= 2 and "topk_small" not in launched
+
+
+def test_spmv_device_accumulates_segments(device):
+    xp = device.xp
     from teleo_server.gpu.spmv import spmv_accumulate
 
     rng = np.random.default_rng(5)
     a, b = csc(rng, 50, 400, 0.05), csc(rng, 50, 400, 0.05)
     q_ids = np.array([1, 7, 7, 49, 50], np.int32)
     q_w = np.array([1.0, 0.5, 0.5, 2.0, 9.0], np.float32)
-    out = cupy.zeros(400, cupy.float32)
+    out = xp.zeros(400, xp.float32)
     for seg in (a, b):
-        spmv_accumulate(*(cupy.asarray(x) for x in seg), cupy.asarray(q_ids), cupy.asarray(q_w), out)
+        spmv_accumulate(*(xp.asarray(x) for x in seg), xp.asarray(q_ids), xp.asarray(q_w), out)
     want = sparse.spmv_scores(*a, 400, q_ids, q_w) + sparse.spmv_scores(*b, 400, q_ids, q_w)
-    np.testing.assert_allclose(out.get(), want, rtol=1e-6)
+    np.testing.assert_allclose(device.to_host(out), want, rtol=1e-6)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("dim", [7, 64, 96, 200, 384, 1000])
-def test_maxsim_device_every_entry(dim):
-    cupy = require_cupy()
+def test_maxsim_device_every_entry(dim, device):
+    xp = device.xp
     from teleo_server.gpu.maxsim import maxsim_device
 
     rng = np.random.default_rng(dim)
@@ -114,32 +136,52 @@ def test_maxsim_device_every_entry(dim):
     tokens = rng.standard_normal((int(offsets[-1]), dim)).astype(np.float16)
     q = rng.standard_normal((40, dim)).astype(np.float32)  # Q * D > 48 KiB at dim 384
     cand = rng.integers(0, 40, 64).astype(np.int32)
-    got = maxsim_device(cupy.asarray(q), cupy.asarray(offsets), cupy.asarray(tokens), cupy.asarray(cand)).get()
+    got = device.to_host(maxsim_device(xp.asarray(q), xp.asarray(offsets), xp.asarray(tokens), xp.asarray(cand)))
     np.testing.assert_allclose(got, maxsim.maxsim(q, offsets, tokens, cand), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("width,dim", [(256, None), (256, 64), (100, None), (100, 37)])
-def test_dense_device_paths(width, dim):
-    cupy = require_cupy()
+@pytest.mark.parametrize("dim,misaligned", [(128, False), (128, True), (384, False), (50, False)])
+def test_maxsim_device_tiles_a_254_token_query(dim, misaligned, device):
+    """Shared memory no longer grows with the query: 254 query tokens (8 query tiles) against
+    documents of up to 300 tokens (10 doc tiles), on the 16-byte path and on the scalar one."""
+    xp = device.xp
+    from teleo_server.gpu.maxsim import maxsim_device
+
+    rng = np.random.default_rng(dim + misaligned)
+    lengths = np.array([0, 1, 31, 32, 33, 64, 299, 7, 100, 0, 250, 2])
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n_tok = int(offsets[-1])
+    buffer = np.zeros(n_tok * dim + 4, np.float16)
+    tokens = (buffer[4:] if misaligned else buffer[: n_tok * dim]).reshape(n_tok, dim)  # 8-byte offset: no 16-byte loads
+    tokens[:] = rng.standard_normal((n_tok, dim)) / np.sqrt(dim)
+    q = (rng.standard_normal((254, dim)) / np.sqrt(dim)).astype(np.float32)
+    cand = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 6], np.int32)
+    got = device.to_host(maxsim_device(xp.asarray(q), xp.asarray(offsets), xp.asarray(tokens), xp.asarray(cand)))
+    want = maxsim.maxsim(q, offsets, np.ascontiguousarray(tokens), cand)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert got[0] == 0.0 and got[9] == 0.0  # rows without tokens
+
+
+@pytest.mark.parametrize("width,dim", [(256, None), (256, 64), (384, None), (1024, None), (2048, None), (2048, 1536),
+                                       (100, None), (100, 37)])
+def test_dense_device_paths(width, dim, device):
+    xp = device.xp
     from teleo_server.gpu.dense import dense_scores_device
 
     rng = np.random.default_rng(width)
     m = rng.standard_normal((5000, width))
     m = (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float16)
     q = rng.standard_normal(width).astype(np.float32)
-    got = dense_scores_device(cupy.asarray(m), q, dim=dim).get()
+    got = device.to_host(dense_scores_device(xp.asarray(m), q, dim=dim))
     np.testing.assert_allclose(got, dense.dense_scores(m, q, dim=dim), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.gpu
-def test_resident_indexes_append_delete_compact():
-    require_cupy()
+def test_resident_indexes_append_delete_compact(device):
     from teleo_server.gpu.resident import DeviceExecutor, LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
 
     rng = np.random.default_rng(9)
     vocab, dim = 30, 48
-    executor = DeviceExecutor()
+    executor = DeviceExecutor(runtime_name=device.name)
     try:
         def scenario():
             live = LiveRows()

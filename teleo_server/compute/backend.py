@@ -1,4 +1,4 @@
-"""Backend selection: ``auto | numpy | cupy``, resolved once at start-up.
+"""Backend selection: ``auto | numpy | cupy``, resolved once at start-up; ``emulated`` for tests.
 
 Nothing here imports CuPy at module import time; ``resolve`` probes it only when asked.
 
@@ -20,10 +20,12 @@ from teleo_server.errors import Unavailable
 
 log = get_logger(__name__)
 
-BACKENDS = ("auto", "numpy", "cupy")
+BACKENDS = ("auto", "numpy", "cupy", "emulated")
 INSTALL_HINT = "install the GPU extra (pip install 'teleo[gpu]', CuPy matching the CUDA driver)"
 # Concrete backend -> module that registers it when imported (``numpy`` registers below).
-PROVIDERS: dict[str, str] = {"cupy": "teleo_server.gpu.ops"}
+# ``emulated`` is the device code with every kernel run by the CPU emulation: a test instrument
+# (the settings offer auto, numpy and cupy only).
+PROVIDERS: dict[str, str] = {"cupy": "teleo_server.gpu.ops", "emulated": "teleo_server.gpu.ops"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +63,13 @@ def resolve(name: str) -> str:
 
     Parameters
     ----------
-    name : {"auto", "numpy", "cupy"}
+    name : {"auto", "numpy", "cupy", "emulated"}
         ``auto`` picks ``cupy`` only when CuPy imports and a device is present.
 
     Returns
     -------
     str
-        ``"numpy"`` or ``"cupy"``.
+        ``"numpy"``, ``"cupy"`` or ``"emulated"``.
 
     Raises
     ------
@@ -78,8 +80,8 @@ def resolve(name: str) -> str:
     """
     if name not in BACKENDS:
         raise InvalidValue(f"backend must be one of {BACKENDS}, got {name!r}")
-    if name == "numpy":
-        chosen = "numpy"
+    if name in ("numpy", "emulated"):
+        chosen = name
     else:
         ok, why = cupy_status()
         if name == "cupy" and not ok:

@@ -1,4 +1,4 @@
-"""Argument checks for kernel wrappers: CuPy passes raw pointers and checks nothing itself.
+"""Argument checks for kernel wrappers: a launch passes raw pointers and checks nothing itself.
 
 The wrappers' device arrays are built by the server, so a failed check here is a broken
 invariant: :class:`~teleo_server.compute.errors.InternalTypeError` or ``InternalValueError``.
@@ -11,14 +11,15 @@ from typing import Any
 import numpy as np
 
 from teleo_server.compute.errors import InternalTypeError, InternalValueError
+from teleo_server.gpu import runtime
 
 
 def device_array(name: str, arr: Any, dtype: Any, ndim: int, shape: tuple | None = None) -> None:
-    """Raise InternalTypeError / InternalValueError unless ``arr`` is a C-contiguous CuPy array as described."""
-    import cupy
-
-    if not isinstance(arr, cupy.ndarray):
-        raise InternalTypeError(f"{name} must be a cupy.ndarray on the device, got {type(arr).__name__}")
+    """Raise InternalTypeError / InternalValueError unless ``arr`` is a C-contiguous device array as described."""
+    rt = runtime.current()
+    if not rt.is_array(arr):
+        raise InternalTypeError(f"{name} must be a {rt.xp.__name__}.ndarray (the {rt.name} runtime's device array), "
+                                f"got {type(arr).__name__}")
     if arr.dtype != np.dtype(dtype):
         raise InternalTypeError(f"{name} must be {np.dtype(dtype)}, got {arr.dtype}")
     if arr.ndim != ndim:

@@ -1,8 +1,10 @@
 """GPU-resident index backends behind :class:`teleo_server.index.base.VectorIndex`.
 
-Imported by the backend registry; where CuPy is installed each registers itself by name and is held
-to the same conformance suite as the in-process indexes (``tests/test_index_conformance.py``).
-Importing this module never imports CuPy.
+Imported by the backend registry; each registers itself by name and is held to the same
+conformance suite as the in-process indexes (``tests/test_index_conformance.py``): on a CUDA
+device when there is one, and everywhere under the CPU emulation of the kernels
+(``runtime="emulated"``). Importing this module never imports CuPy; making a resident backend
+without CuPy and a device raises ``Unavailable`` saying what to install.
 
 * ``dense.resident`` — fp16 rows on the device, exact scan (``ResidentDenseMatrix``);
 * ``dense.cagra``    — cuVS CAGRA graph, filtered in-graph by a bitset (approximate);
@@ -12,11 +14,14 @@ Importing this module never imports CuPy.
 
 from __future__ import annotations
 
-import importlib.util
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import numpy as np
 
+from teleo_server.compute.backend import INSTALL_HINT
+from teleo_server.errors import Unavailable
+from teleo_server.gpu import runtime
 from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available
 from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
 from teleo_server.heads import SparseVector
@@ -28,18 +33,44 @@ def _admitted(live: LiveRows, filter: RowFilter | None) -> np.ndarray:
     return mask if filter is None else mask & filter.bits(mask.size)
 
 
+def _runtime(name: str) -> str:
+    """``name`` if that runtime can run here, else Unavailable naming what is missing."""
+    ok, why = runtime.get(name).status()
+    if not ok:
+        hint = INSTALL_HINT if name == "cuda" else "install a C++ compiler"
+        raise Unavailable(f"a GPU-resident index needs the {name} runtime, but {why}; {hint}")
+    return name
+
+
+def _on_runtime(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a backend method with its own runtime current (device arrays never mix runtimes)."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with runtime.use(self.runtime):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
 class ResidentDenseBackend:
     kind, exact = "dense", True
 
-    def __init__(self, dim: int, ops: Any = None) -> None:
-        self.live = LiveRows()
-        self.matrix = ResidentDenseMatrix(dim, self.live)
+    def __init__(self, dim: int, ops: Any = None, runtime: str = "cuda") -> None:
+        self.runtime = _runtime(runtime)
+        self.live, self.matrix = self._make(dim)
         self._host = np.zeros((0, dim), dtype=np.float32)
+
+    @_on_runtime
+    def _make(self, dim: int) -> tuple[LiveRows, ResidentDenseMatrix]:
+        live = LiveRows()
+        return live, ResidentDenseMatrix(dim, live)
 
     @property
     def n(self) -> int:
         return self.live.n_rows
 
+    @_on_runtime
     def add(self, vectors: list[Any]) -> np.ndarray:
         rows = np.asarray(vectors, dtype=np.float32).reshape(-1, self.matrix.dim)
         ids = self.live.append(rows.shape[0])
@@ -47,9 +78,11 @@ class ResidentDenseBackend:
         self._host = np.concatenate([self._host, rows])
         return ids
 
+    @_on_runtime
     def remove(self, rows: np.ndarray) -> None:
         self.live.delete(rows)
 
+    @_on_runtime
     def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         if filter is None:
             ids, scores = self.matrix.search(query.vector, k, dim=query.dim)
@@ -71,10 +104,11 @@ class CagraBackend(ResidentDenseBackend):
     exact = False
 
     def __init__(self, dim: int, ops: Any = None, params: CagraParams | None = None) -> None:
-        super().__init__(dim, ops)
+        super().__init__(dim, ops, "cuda")
         self.params = params or CagraParams()
         self._graph: CagraIndex | None = None
 
+    @_on_runtime
     def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -89,14 +123,20 @@ class CagraBackend(ResidentDenseBackend):
 class ResidentSparseBackend:
     kind, exact = "sparse", True
 
-    def __init__(self, ops: Any = None, vocab: int = 30522, **_: Any) -> None:
-        self.live = LiveRows()
-        self.index = ResidentSparseIndex(vocab, self.live)
+    def __init__(self, ops: Any = None, vocab: int = 30522, runtime: str = "cuda", **_: Any) -> None:
+        self.runtime = _runtime(runtime)
+        self.live, self.index = self._make(vocab)
+
+    @_on_runtime
+    def _make(self, vocab: int) -> tuple[LiveRows, ResidentSparseIndex]:
+        live = LiveRows()
+        return live, ResidentSparseIndex(vocab, live)
 
     @property
     def n(self) -> int:
         return self.live.n_rows
 
+    @_on_runtime
     def add(self, vectors: list[SparseVector]) -> np.ndarray:
         ids = self.live.append(len(vectors))
         rows = np.concatenate([np.full(v.size, r, np.int64) for r, v in zip(ids, vectors)] or [np.zeros(0, np.int64)])
@@ -108,46 +148,57 @@ class ResidentSparseBackend:
         self.index.append(indptr, rows[order].astype(np.int32), vals[order])
         return ids
 
+    @_on_runtime
     def remove(self, rows: np.ndarray) -> None:
         self.live.delete(rows)
 
+    @_on_runtime
     def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         mask = None if filter is None else filter.bits(self.n)
         ids, scores = self.index.search(query.ids, query.weights, k, mask=mask)
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
+    @_on_runtime
     def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
-        import cupy
-
+        rt = runtime.current()
         ids = np.asarray(ids, dtype=np.int64)
-        s = self.index.scores(cupy.asarray(np.asarray(query.ids, np.int32)),
-                              cupy.asarray(np.asarray(query.weights, np.float32))).get()[ids]
+        s = rt.to_host(self.index.scores(rt.xp.asarray(np.asarray(query.ids, np.int32)),
+                                         rt.xp.asarray(np.asarray(query.weights, np.float32))))[ids]
         return np.where((s > 0) & self.live.host_mask()[ids], s, np.nan).astype(np.float32)
 
 
 class ResidentTokenBackend:
     kind, exact = "tokens", True
 
-    def __init__(self, ops: Any = None, dim: int = 384, **_: Any) -> None:
-        self.live = LiveRows()
-        self.store = ResidentTokenStore(dim, self.live)
+    def __init__(self, ops: Any = None, dim: int = 384, runtime: str = "cuda", **_: Any) -> None:
+        self.runtime = _runtime(runtime)
+        self.live, self.store = self._make(dim)
+        self._lengths = np.zeros(0, np.int64)
+
+    @_on_runtime
+    def _make(self, dim: int) -> tuple[LiveRows, ResidentTokenStore]:
+        live = LiveRows()
+        return live, ResidentTokenStore(dim, live)
 
     @property
     def n(self) -> int:
         return self.live.n_rows
 
+    @_on_runtime
     def add(self, vectors: list[np.ndarray]) -> np.ndarray:
         ids = self.live.append(len(vectors))
         lengths = np.array([len(t) for t in vectors], dtype=np.int64)
         tokens = np.concatenate([np.asarray(t, np.float16).reshape(-1, self.store.dim) for t in vectors]
                                 or [np.zeros((0, self.store.dim), np.float16)])
         self.store.append(lengths, tokens)
-        self._lengths = np.concatenate([getattr(self, "_lengths", np.zeros(0, np.int64)), lengths])
+        self._lengths = np.concatenate([self._lengths, lengths])
         return ids
 
+    @_on_runtime
     def remove(self, rows: np.ndarray) -> None:
         self.live.delete(rows)
 
+    @_on_runtime
     def score(self, ids: np.ndarray, query: TokenQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         out = np.full(ids.size, np.nan, dtype=np.float32)
@@ -157,6 +208,7 @@ class ResidentTokenBackend:
             out[has] = self.store.maxsim(q, ids[has]) / q.shape[0]
         return out
 
+    @_on_runtime
     def search(self, query: TokenQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         rows = np.flatnonzero(_admitted(self.live, filter))
         s = self.score(rows, query)
@@ -167,10 +219,10 @@ class ResidentTokenBackend:
 
 
 def register_all() -> None:
-    """Register the backends this machine can run (none without CuPy; CAGRA only with cuVS)."""
-    if importlib.util.find_spec("cupy") is None:
-        return
-    register_backend("dense.resident", "dense", True, lambda dim, ops=None, **kw: ResidentDenseBackend(dim, ops),
+    """Register the resident backends (made on a CUDA device unless ``runtime`` says otherwise)
+    and, where cuVS is installed, CAGRA."""
+    register_backend("dense.resident", "dense", True,
+                     lambda dim, ops=None, runtime="cuda", **kw: ResidentDenseBackend(dim, ops, runtime),
                      "fp16 rows resident on the GPU, exact scan")
     register_backend("sparse.resident", "sparse", True, lambda ops=None, **kw: ResidentSparseBackend(ops, **kw),
                      "CSC postings resident on the GPU, SpMV")

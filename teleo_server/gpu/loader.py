@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from teleo_server.compute._log import get_logger
-from teleo_server.compute.errors import DeviceLimit
 
 log = get_logger(__name__)
 
@@ -74,15 +73,4 @@ def shared_optin_limit() -> int:
     return _device_attr(cupy.cuda.Device().id, "MaxSharedMemoryPerBlockOptin", "sharedMemPerBlockOptin")
 
 
-def ensure_shared(kernel: Any, nbytes: int) -> None:
-    """Let ``kernel`` launch with ``nbytes`` of dynamic shared memory, or raise DeviceLimit."""
-    if nbytes <= DEFAULT_SHARED_LIMIT:
-        return
-    limit = shared_optin_limit()
-    if nbytes > limit:
-        raise DeviceLimit(f"needs {nbytes} bytes of shared memory per block; the device allows {limit}")
-    if kernel.max_dynamic_shared_size_bytes < nbytes:
-        kernel.max_dynamic_shared_size_bytes = nbytes
-
-
-__all__ = ["KERNEL_DIR_ENV", "ensure_shared", "function", "kernel_dir", "module", "shared_optin_limit", "sm_count"]
+__all__ = ["DEFAULT_SHARED_LIMIT", "KERNEL_DIR_ENV", "function", "kernel_dir", "module", "shared_optin_limit", "sm_count"]

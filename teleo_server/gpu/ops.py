@@ -1,6 +1,7 @@
-"""The CuPy backend behind :func:`teleo_server.compute.backend.ops`: host arrays in and out.
+"""The device backend behind :func:`teleo_server.compute.backend.ops`: host arrays in and out.
 
-Importing this module registers it as the ``cupy`` backend. Every executor checks its host
+Importing this module registers it twice: as ``cupy`` (a CUDA device) and as ``emulated`` (the
+same code and kernels on the CPU emulation of :mod:`teleo_server.gpu.emulator`, for tests). Every executor checks its host
 arguments before touching the device and raises what the NumPy reference raises for the same
 bad input (see :mod:`teleo_server.compute.errors`).
 
@@ -23,6 +24,7 @@ from teleo_server.compute.backend import Ops, register
 from teleo_server.compute.dense import check_query as check_dense_query
 from teleo_server.compute.errors import InternalValueError, InvalidValue
 from teleo_server.compute.sparse import check_index, check_query as check_sparse_query
+from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
 from teleo_server.gpu.maxsim import maxsim_device
@@ -34,22 +36,21 @@ class DeviceMirror:
     """Device copies of host arrays, keyed by the host object and dropped when it is collected."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[int, str], tuple[Any, Any]] = {}
+        self._entries: dict[tuple[int, str, str], tuple[Any, Any]] = {}
         self._lock = threading.Lock()
 
     def get(self, host: np.ndarray, dtype: Any) -> Any:
-        """cupy.ndarray copy of ``host`` cast to ``dtype``, C-contiguous, uploaded at most once."""
-        import cupy
-
+        """Device copy of ``host`` cast to ``dtype``, C-contiguous, uploaded at most once."""
+        rt = runtime.current()
         if not isinstance(host, np.ndarray):  # lists and the like cannot be weakly referenced
-            return cupy.asarray(np.ascontiguousarray(host, dtype=dtype))
-        key = (id(host), np.dtype(dtype).str)
+            return rt.xp.array(np.ascontiguousarray(host, dtype=dtype))
+        key = (id(host), np.dtype(dtype).str, rt.name)
         stamp = (host.__array_interface__["data"][0], host.shape, host.dtype.str)
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None and hit[0] == stamp:
                 return hit[1]
-        dev = cupy.asarray(np.ascontiguousarray(host, dtype=dtype))
+        dev = rt.xp.array(np.ascontiguousarray(host, dtype=dtype))
         with self._lock:
             if key not in self._entries:
                 weakref.finalize(host, self._entries.pop, key, None)
@@ -65,7 +66,8 @@ _mirror = DeviceMirror()
 
 def _host_topk(ids: Any, scores: Any, count: Any) -> tuple[np.ndarray, np.ndarray]:
     n = int(count)  # the one synchronisation of a call
-    return ids[:n].get(), scores[:n].get()
+    rt = runtime.current()
+    return rt.to_host(ids[:n]), rt.to_host(scores[:n])
 
 
 def _check_k(k: int) -> None:
@@ -85,16 +87,16 @@ def _check_mask(mask: np.ndarray | None, n: int) -> np.ndarray | None:
 
 def _device_mask(mask: np.ndarray | None) -> Any:
     """A checked host mask as a device bitset (None stays None)."""
-    import cupy
-
-    return None if mask is None else cupy.asarray(pack_mask(mask))
+    xp = runtime.current().xp
+    return None if mask is None else xp.asarray(pack_mask(mask))
 
 
 def _check_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_rows: int) -> None:
     """What :func:`teleo_server.compute.sparse.spmv_scores` checks, plus every row id, on the host."""
     check_index(np.asarray(indptr), np.asarray(indices), np.asarray(data))
     # An out-of-range row id would be an out-of-bounds atomic on the device: check, once per array.
-    if np.shape(indices)[0] and int(_bounds(indices)) >= n_rows:
+    # With no rows nothing is launched (the reference answers an empty result there too).
+    if n_rows and np.shape(indices)[0] and int(_bounds(indices)) >= n_rows:
         raise InternalValueError(f"posting row id outside [0, {n_rows})")
 
 
@@ -137,17 +139,16 @@ def _spmv(indptr, indices, data, n_rows: int, q_ids, q_weights, mask) -> tuple[A
     _check_index(indptr, indices, data, n_rows)
     ids, w = _query(q_ids, q_weights)
     mask = _check_mask(mask, n_rows)
-    import cupy
-
-    scores = cupy.zeros(n_rows, dtype=cupy.float32)
-    spmv_accumulate(*_device_index(indptr, indices, data), cupy.asarray(ids), cupy.asarray(w), scores)
+    xp = runtime.current().xp
+    scores = xp.zeros(n_rows, dtype=xp.float32)
+    spmv_accumulate(*_device_index(indptr, indices, data), xp.asarray(ids), xp.asarray(w), scores)
     return scores, _device_mask(mask)
 
 
 def spmv_scores(indptr, indices, data, n_rows, q_ids, q_weights) -> np.ndarray:
     """CuPy executor of :func:`teleo_server.compute.sparse.spmv_scores` (host in, host out)."""
     scores, _ = _spmv(indptr, indices, data, int(n_rows), q_ids, q_weights, None)
-    return scores.get()
+    return runtime.current().to_host(scores)
 
 
 def spmv_topk(indptr, indices, data, n_rows, q_ids, q_weights, k, mask=None) -> tuple[np.ndarray, np.ndarray]:
@@ -173,15 +174,14 @@ def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
         raise InternalValueError(f"candidate row id outside [0, {n_rows})")
     if cand.size == 0 or q.shape[0] == 0:
         return np.zeros(cand.shape[0], dtype=np.float32)
-    import cupy
-
+    xp = runtime.current().xp
     out = maxsim_device(
-        cupy.asarray(q),
+        xp.asarray(q),
         _mirror.get(doc_offsets, np.int64),
         _mirror.get(doc_tokens, np.float16),
-        cupy.asarray(cand.astype(np.int32)),
+        xp.asarray(cand.astype(np.int32)),
     )
-    return out.get()
+    return runtime.current().to_host(out)
 
 
 def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tuple[np.ndarray, np.ndarray]:
@@ -202,14 +202,13 @@ def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tup
             rows = rows[mask[rows]]
         if rows.size == 0:
             return np.empty(0, np.int32), np.empty(0, np.float32)
-    import cupy
-
+    xp = runtime.current().xp
     dtype = np.float32 if matrix.dtype == np.float32 else np.float16
     d_matrix = _mirror.get(matrix, dtype)
     if rows is None:
         scores = dense_scores_device(d_matrix, query, mask=_device_mask(mask), dim=d)
         return _host_topk(*topk_device(scores, k))
-    scores = dense_scores_device(d_matrix, query, rows=cupy.asarray(rows.astype(np.int32)), dim=d)
+    scores = dense_scores_device(d_matrix, query, rows=xp.asarray(rows.astype(np.int32)), dim=d)
     pos, vals = _host_topk(*topk_device(scores, k))
     return rows[pos].astype(np.int32), vals
 
@@ -224,19 +223,41 @@ def topk(scores, k, mask=None) -> tuple[np.ndarray, np.ndarray]:
         m = np.asarray(mask, dtype=bool)
         if m.shape != s.shape:
             raise InternalValueError(f"mask shape {m.shape} != scores shape {s.shape}")
-    import cupy
+    xp = runtime.current().xp
+    words = None if mask is None else xp.asarray(pack_mask(m))
+    return _host_topk(*topk_device(xp.asarray(np.ascontiguousarray(s)), k, mask=words))
 
-    words = None if mask is None else cupy.asarray(pack_mask(m))
-    return _host_topk(*topk_device(cupy.asarray(np.ascontiguousarray(s)), k, mask=words))
+
+def _on(runtime_name: str, fn: Any) -> Any:
+    """``fn`` run on one runtime whatever the calling thread's default."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with runtime.use(runtime_name):
+            return fn(*args, **kwargs)
+
+    return call
+
+
+def _ops(backend: str, runtime_name: str) -> Ops:
+    fns = (spmv_scores, spmv_topk, maxsim, dense_topk, topk)
+    return Ops(backend, *(_on(runtime_name, fn) for fn in fns))
 
 
 @functools.cache
 def cupy_ops() -> Ops:
-    """The CuPy scorers bundled like the NumPy ones."""
-    return Ops("cupy", spmv_scores, spmv_topk, maxsim, dense_topk, topk)
+    """The device scorers on a CUDA device, bundled like the NumPy ones."""
+    return _ops("cupy", "cuda")
+
+
+@functools.cache
+def emulated_ops() -> Ops:
+    """The same scorers with every kernel emulated on the CPU."""
+    return _ops("emulated", "emulated")
 
 
 register("cupy", cupy_ops)
+register("emulated", emulated_ops)
 
 
-__all__ = ["DeviceMirror", "cupy_ops", "dense_topk", "maxsim", "spmv_scores", "spmv_topk", "topk"]
+__all__ = ["DeviceMirror", "cupy_ops", "emulated_ops", "dense_topk", "maxsim", "spmv_scores", "spmv_topk", "topk"]

@@ -23,6 +23,7 @@ import numpy as np
 
 from teleo_server.compute.errors import InternalValueError
 from teleo_server.compute.sparse import check_query
+from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
 from teleo_server.gpu.maxsim import maxsim_device
@@ -31,10 +32,12 @@ from teleo_server.gpu.topk import topk_device
 
 
 class DeviceExecutor:
-    """A single worker thread whose current CUDA stream is its own non-blocking stream."""
+    """A single worker thread bound to one runtime; on a CUDA device its current stream is its
+    own non-blocking stream."""
 
-    def __init__(self, device_id: int = 0) -> None:
+    def __init__(self, device_id: int = 0, runtime_name: str = "cuda") -> None:
         self._device_id = device_id
+        self._runtime_name = runtime_name
         self._stream: Any = None
         self._ready = threading.Event()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -43,11 +46,7 @@ class DeviceExecutor:
         self._pool.submit(lambda: None).result()
 
     def _init_thread(self) -> None:
-        import cupy
-
-        cupy.cuda.Device(self._device_id).use()
-        self._stream = cupy.cuda.Stream(non_blocking=True)
-        self._stream.use()  # current stream of this thread from now on
+        self._stream = runtime.bind(self._runtime_name).bind_thread(self._device_id)
         self._ready.set()
 
     @property
@@ -65,37 +64,34 @@ class DeviceExecutor:
         self._pool.shutdown(wait=True)
 
 
-def _grow(buf: Any, need: int, fill: Any = 0) -> Any:
+def _grow(xp: Any, buf: Any, need: int, fill: Any = 0) -> Any:
     """``buf`` with capacity >= need along axis 0 (doubling), contents kept."""
-    import cupy
-
     if buf.shape[0] >= need:
         return buf
     cap = max(need, 2 * buf.shape[0], 1024)
-    new = cupy.full((cap,) + buf.shape[1:], fill, dtype=buf.dtype)
+    new = xp.full((cap,) + buf.shape[1:], fill, dtype=buf.dtype)
     new[: buf.shape[0]] = buf
     return new
 
 
-def _host_topk(ids: Any, scores: Any, count: Any) -> tuple[np.ndarray, np.ndarray]:
+def _host_topk(rt: runtime.Runtime, ids: Any, scores: Any, count: Any) -> tuple[np.ndarray, np.ndarray]:
     n = int(count)
-    return ids[:n].get(), scores[:n].get()
+    return rt.to_host(ids[:n]), rt.to_host(scores[:n])
 
 
 class LiveRows:
     """Which row ids exist: appended rows are live, deleted rows are tombstoned."""
 
     def __init__(self) -> None:
-        import cupy
-
+        self._rt = runtime.current()
+        xp = self._rt.xp
         self.n_rows = 0
         self._host = np.zeros(0, dtype=bool)
-        self._words = cupy.zeros(0, dtype=cupy.uint32)
+        self._words = xp.zeros(0, dtype=xp.uint32)
 
     def append(self, count: int) -> np.ndarray:
         """Make ``count`` new live rows; returns their ids (int64, ascending)."""
-        import cupy
-
+        xp = self._rt.xp
         first = self.n_rows
         self.n_rows += count
         if self._host.shape[0] < self.n_rows:
@@ -105,14 +101,13 @@ class LiveRows:
             self._host = host
         self._host[first : self.n_rows] = True
         lo, hi = first // 32, (self.n_rows + 31) // 32
-        self._words = _grow(self._words, (self._host.shape[0] + 31) // 32)
-        self._words[lo:hi] = cupy.asarray(pack_mask(self._host[lo * 32 : hi * 32]))
+        self._words = _grow(xp, self._words, (self._host.shape[0] + 31) // 32)
+        self._words[lo:hi] = xp.asarray(pack_mask(self._host[lo * 32 : hi * 32]))
         return np.arange(first, self.n_rows, dtype=np.int64)
 
     def delete(self, rows: np.ndarray) -> None:
         """Tombstone rows; only their bitset words cross the bus."""
-        import cupy
-
+        xp = self._rt.xp
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return
@@ -121,10 +116,10 @@ class LiveRows:
         self._host[rows] = False
         touched = np.unique(rows // 32)
         packed = pack_mask(self._host[: ((self.n_rows + 31) // 32) * 32])
-        self._words[cupy.asarray(touched)] = cupy.asarray(packed[touched])
+        self._words[xp.asarray(touched)] = xp.asarray(packed[touched])
 
     def words(self) -> Any:
-        """cupy.ndarray uint32 (ceil(n_rows / 32),), device: the live bitset."""
+        """device array uint32 (ceil(n_rows / 32),), device: the live bitset."""
         return self._words[: (self.n_rows + 31) // 32]
 
     def host_mask(self) -> np.ndarray:
@@ -135,6 +130,7 @@ class ResidentSparseIndex:
     """Term-major CSC postings on the device, appended to in segments."""
 
     def __init__(self, vocab: int, live: LiveRows, *, max_segments: int = 8) -> None:
+        self._rt = runtime.current()
         self.vocab = int(vocab)
         self.live = live
         self.max_segments = max_segments
@@ -149,52 +145,48 @@ class ResidentSparseIndex:
         indices : np.ndarray int32, shape (nnz,), host; ids of rows already made live
         data : np.ndarray float32, shape (nnz,), host
         """
-        import cupy
-
+        xp = self._rt.xp
         indptr = np.asarray(indptr, dtype=np.int64)
         if indptr.shape != (self.vocab + 1,) or int(indptr[-1]) != len(indices) or len(indices) != len(data):
             raise InternalValueError("segment must be a CSC over the index vocabulary")
         if len(indices) and (int(np.min(indices)) < 0 or int(np.max(indices)) >= self.live.n_rows):
             raise InternalValueError(f"posting row id outside [0, {self.live.n_rows})")
         self.segments.append(
-            (cupy.asarray(indptr), cupy.asarray(indices, dtype=cupy.int32), cupy.asarray(data, dtype=cupy.float32))
+            (xp.array(indptr), xp.array(indices, dtype=xp.int32), xp.array(data, dtype=xp.float32))
         )
         if len(self.segments) > self.max_segments:
             self.compact()
 
     def compact(self) -> None:
         """Merge every segment into one CSC on the device (sort by term, then row)."""
-        import cupy
-
+        xp = self._rt.xp
         if len(self.segments) <= 1:
             return
         terms, rows, vals = [], [], []
         for indptr, indices, data in self.segments:
             nnz = indices.shape[0]
-            pos = cupy.arange(nnz, dtype=cupy.int64)
-            terms.append(cupy.searchsorted(indptr, pos, side="right") - 1)
+            pos = xp.arange(nnz, dtype=xp.int64)
+            terms.append(xp.searchsorted(indptr, pos, side="right") - 1)
             rows.append(indices)
             vals.append(data)
-        term = cupy.concatenate(terms)
-        row = cupy.concatenate(rows)
-        order = cupy.argsort((term << 32) | row.astype(cupy.int64))
-        counts = cupy.bincount(term, minlength=self.vocab)
-        indptr = cupy.concatenate([cupy.zeros(1, cupy.int64), cupy.cumsum(counts).astype(cupy.int64)])
-        self.segments = [(indptr, row[order], cupy.concatenate(vals)[order])]
+        term = xp.concatenate(terms)
+        row = xp.concatenate(rows)
+        order = xp.argsort((term << 32) | row.astype(xp.int64))
+        counts = xp.bincount(term, minlength=self.vocab)
+        indptr = xp.concatenate([xp.zeros(1, xp.int64), xp.cumsum(counts).astype(xp.int64)])
+        self.segments = [(indptr, row[order], xp.concatenate(vals)[order])]
 
     def scores(self, q_ids: Any, q_weights: Any) -> Any:
-        """cupy.ndarray float32 (n_rows,), device: summed over every segment."""
-        import cupy
-
-        scores = cupy.zeros(self.live.n_rows, dtype=cupy.float32)
+        """device array float32 (n_rows,), device: summed over every segment."""
+        xp = self._rt.xp
+        scores = xp.zeros(self.live.n_rows, dtype=xp.float32)
         for indptr, indices, data in self.segments:
             spmv_accumulate(indptr, indices, data, q_ids, q_weights, scores)
         return scores
 
     def search(self, q_ids: np.ndarray, q_weights: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` live rows (score > 0), host int32 ids and float32 scores, best first."""
-        import cupy
-
+        xp = self._rt.xp
         q_ids = np.asarray(q_ids, dtype=np.int32).ravel()
         q_weights = np.asarray(q_weights, dtype=np.float32).ravel()
         check_query(q_ids, q_weights)
@@ -202,24 +194,24 @@ class ResidentSparseIndex:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self.live.n_rows,):
                 raise InternalValueError(f"mask shape {mask.shape} != ({self.live.n_rows},)")
-        scores = self.scores(cupy.asarray(q_ids), cupy.asarray(q_weights))
+        scores = self.scores(xp.asarray(q_ids), xp.asarray(q_weights))
         words = self.live.words()
         if mask is not None:
-            words = words & cupy.asarray(pack_mask(mask))
-        return _host_topk(*topk_device(scores, k, mask=words, floor=0.0))
+            words = words & xp.asarray(pack_mask(mask))
+        return _host_topk(self._rt, *topk_device(scores, k, mask=words, floor=0.0))
 
 
 class ResidentTokenStore:
     """Late-interaction tokens of every row, packed CSR, fp16, on the device."""
 
     def __init__(self, dim: int, live: LiveRows) -> None:
-        import cupy
-
+        self._rt = runtime.current()
+        xp = self._rt.xp
         self.dim = int(dim)
         self.live = live
         self.n_tokens = 0
-        self._tokens = cupy.zeros((0, self.dim), dtype=cupy.float16)
-        self._offsets = cupy.zeros(1, dtype=cupy.int64)
+        self._tokens = xp.zeros((0, self.dim), dtype=xp.float16)
+        self._offsets = xp.zeros(1, dtype=xp.int64)
         self._rows = 0
 
     def append(self, lengths: np.ndarray, tokens: np.ndarray) -> None:
@@ -230,34 +222,33 @@ class ResidentTokenStore:
         lengths : np.ndarray int, shape (R,), host; tokens per row, 0 allowed
         tokens : np.ndarray float16, shape (sum(lengths), dim), host
         """
-        import cupy
-
+        xp = self._rt.xp
         lengths = np.asarray(lengths, dtype=np.int64)
         if tokens.shape != (int(lengths.sum()), self.dim):
             raise InternalValueError(f"tokens must be ({int(lengths.sum())}, {self.dim}), got {tokens.shape}")
         if self._rows + len(lengths) > self.live.n_rows:
             raise InternalValueError("append the rows to LiveRows first")
-        self._tokens = _grow(self._tokens, self.n_tokens + tokens.shape[0])
-        self._tokens[self.n_tokens : self.n_tokens + tokens.shape[0]] = cupy.asarray(tokens, dtype=cupy.float16)
-        self._offsets = _grow(self._offsets, self._rows + len(lengths) + 1)
+        self._tokens = _grow(xp, self._tokens, self.n_tokens + tokens.shape[0])
+        self._tokens[self.n_tokens : self.n_tokens + tokens.shape[0]] = xp.asarray(tokens, dtype=xp.float16)
+        self._offsets = _grow(xp, self._offsets, self._rows + len(lengths) + 1)
         new = self.n_tokens + np.cumsum(lengths)
-        self._offsets[self._rows + 1 : self._rows + 1 + len(lengths)] = cupy.asarray(new)
+        self._offsets[self._rows + 1 : self._rows + 1 + len(lengths)] = xp.asarray(new)
         self.n_tokens += tokens.shape[0]
         self._rows += len(lengths)
 
     def maxsim(self, query_tokens: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         """Host float32 (C,) MaxSim scores of candidate rows (tombstoned rows score NaN)."""
-        import cupy
-
+        xp = self._rt.xp
         cand = np.asarray(candidates, dtype=np.int32)
         if cand.size and (cand.min() < 0 or cand.max() >= self._rows):
             raise InternalValueError(f"candidate row id outside [0, {self._rows})")
         out = maxsim_device(
-            cupy.asarray(np.asarray(query_tokens, dtype=np.float32)),
+            xp.asarray(np.asarray(query_tokens, dtype=np.float32)),
             self._offsets[: self._rows + 1],
             self._tokens[: max(self.n_tokens, 0)],
-            cupy.asarray(cand),
-        ).get()
+            xp.asarray(cand),
+        )
+        out = self._rt.to_host(out)
         out[~self.live.host_mask()[cand]] = np.nan
         return out
 
@@ -266,43 +257,41 @@ class ResidentDenseMatrix:
     """L2-normalised fp16 rows on the device, appended in place."""
 
     def __init__(self, dim: int, live: LiveRows) -> None:
-        import cupy
-
+        self._rt = runtime.current()
+        xp = self._rt.xp
         self.dim = int(dim)
         self.live = live
         self._rows = 0
-        self._matrix = cupy.zeros((0, self.dim), dtype=cupy.float16)
+        self._matrix = xp.zeros((0, self.dim), dtype=xp.float16)
 
     def append(self, rows: np.ndarray) -> None:
         """Append (R, dim) vectors for the next R live rows."""
-        import cupy
-
+        xp = self._rt.xp
         if rows.ndim != 2 or rows.shape[1] != self.dim:
             raise InternalValueError(f"rows must be (R, {self.dim}), got {rows.shape}")
         if self._rows + rows.shape[0] > self.live.n_rows:
             raise InternalValueError("append the rows to LiveRows first")
-        self._matrix = _grow(self._matrix, self._rows + rows.shape[0])
-        self._matrix[self._rows : self._rows + rows.shape[0]] = cupy.asarray(rows, dtype=cupy.float16)
+        self._matrix = _grow(xp, self._matrix, self._rows + rows.shape[0])
+        self._matrix[self._rows : self._rows + rows.shape[0]] = xp.asarray(rows, dtype=xp.float16)
         self._rows += rows.shape[0]
 
     @property
     def matrix(self) -> Any:
-        """cupy.ndarray float16 (n_rows, dim), device: a view of the live prefix of the buffer."""
+        """device array float16 (n_rows, dim), device: a view of the live prefix of the buffer."""
         return self._matrix[: self._rows]
 
     def search(self, query: np.ndarray, k: int, *, candidates: np.ndarray | None = None, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` live rows by inner product (prefix ``dim`` re-normalised), host arrays."""
-        import cupy
-
+        xp = self._rt.xp
         words = self.live.words()[: (self._rows + 31) // 32]
         if candidates is None:
             scores = dense_scores_device(self.matrix, query, mask=words, dim=dim)
-            return _host_topk(*topk_device(scores, k))
+            return _host_topk(self._rt, *topk_device(scores, k))
         rows = np.unique(np.asarray(candidates, dtype=np.int64))
         rows = rows[(rows >= 0) & (rows < self._rows)]
         rows = rows[self.live.host_mask()[rows]]
-        scores = dense_scores_device(self.matrix, query, rows=cupy.asarray(rows.astype(np.int32)), dim=dim)
-        pos, vals = _host_topk(*topk_device(scores, k))
+        scores = dense_scores_device(self.matrix, query, rows=xp.asarray(rows.astype(np.int32)), dim=dim)
+        pos, vals = _host_topk(self._rt, *topk_device(scores, k))
         return rows[pos].astype(np.int32), vals
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from teleo_server.compute.errors import InternalValueError
-from teleo_server.gpu import _checks, loader
+from teleo_server.gpu import _checks, runtime
 from teleo_server.gpu.topk import topk_device
 
 _THREADS = 256
@@ -27,14 +27,15 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
 
     Parameters
     ----------
-    indptr : cupy.ndarray int64, shape (V+1,), device
-    indices : cupy.ndarray int32, shape (nnz,), device; every id < len(scores) (not re-checked)
-    data : cupy.ndarray float32, shape (nnz,), device
-    q_ids : cupy.ndarray int32, shape (Q,), device; ids outside [0, V) are ignored
-    q_weights : cupy.ndarray float32, shape (Q,), device
-    scores : cupy.ndarray float32, shape (N,), device; accumulated into with float32 atomics
+    indptr : device array int64, shape (V+1,), device
+    indices : device array int32, shape (nnz,), device; every id < len(scores) (not re-checked)
+    data : device array float32, shape (nnz,), device
+    q_ids : device array int32, shape (Q,), device; ids outside [0, V) are ignored
+    q_weights : device array float32, shape (Q,), device
+    scores : device array float32, shape (N,), device; accumulated into with float32 atomics
     """
-    import cupy
+    rt = runtime.current()
+    xp = rt.xp
 
     _check_index(indptr, indices, data)
     _checks.device_array("q_ids", q_ids, np.int32, 1)
@@ -44,24 +45,25 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
     if n_terms == 0 or indices.shape[0] == 0 or scores.shape[0] == 0:
         return
     vocab = np.int64(indptr.shape[0] - 1)
-    plan = loader.function("spmv_recall", "spmv_plan")
-    scatter = loader.function("spmv_recall", "spmv_scatter")
-    grid = (loader.sm_count() * 8,)
+    plan = rt.function("spmv_recall", "spmv_plan")
+    scatter = rt.function("spmv_recall", "spmv_scatter")
+    grid = (rt.sm_count() * 8,)
     for lo in range(0, n_terms, MAX_TERMS_PER_LAUNCH):
         ids = q_ids[lo : lo + MAX_TERMS_PER_LAUNCH]
         w = q_weights[lo : lo + MAX_TERMS_PER_LAUNCH]
         q = np.int32(ids.shape[0])
-        plan_start = cupy.empty(int(q), dtype=cupy.int64)
-        plan_off = cupy.empty(int(q) + 1, dtype=cupy.int64)
+        plan_start = xp.empty(int(q), dtype=xp.int64)
+        plan_off = xp.empty(int(q) + 1, dtype=xp.int64)
         plan((1,), (_THREADS,), (indptr, vocab, ids, q, plan_start, plan_off))
         scatter(grid, (_THREADS,), (indices, data, plan_start, plan_off, w, q, scores))
 
 
 def spmv_scores_device(indptr: Any, indices: Any, data: Any, n_rows: int, q_ids: Any, q_weights: Any) -> Any:
-    """Sparse score of every row: cupy.ndarray float32 (n_rows,), device (see spmv_accumulate)."""
-    import cupy
+    """Sparse score of every row: device array float32 (n_rows,), device (see spmv_accumulate)."""
+    rt = runtime.current()
+    xp = rt.xp
 
-    scores = cupy.zeros(int(n_rows), dtype=cupy.float32)
+    scores = xp.zeros(int(n_rows), dtype=xp.float32)
     spmv_accumulate(indptr, indices, data, q_ids, q_weights, scores)
     return scores
 
