@@ -8,5 +8,5 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages(include=["teleo_server", "teleo_server.*"]) + ["teleo", "teleo.v1", "teleo_server.kernels"],
     package_dir={"teleo": "teleo_server/_proto/teleo", "teleo_server.kernels": "kernels"},
-    package_data={"teleo_server.kernels": ["*.cu"]},
+    package_data={"teleo_server.kernels": ["*.cu"], "teleo_server.gpu": ["cuda_host.h"]},
 )

@@ -14,7 +14,10 @@ on SciFact and LoCoMo:
 * **SPLADE.** A memory's learned-sparse vector is its distinct words mapped into a 30,522-id
   vocabulary plus a few topic "expansion" terms, weights ``log1p`` of counts times a rarity factor.
 * **Per-token vectors.** One float16 row per word (capped at ``max_tokens``) near the sentence
-  vector, for late interaction.
+  vector, for late interaction. With ``real_token_counts`` every word keeps its row (no cap) and
+  the rows are not held: ``embedding(i)`` draws memory ``i``'s rows from a generator seeded by
+  ``(seed, i)``, so a million memories with their real token counts stream through the index
+  without the 25+ GB their float16 rows would take.
 
 Queries are built from a target memory (a subset of its words, its vector plus noise), so each
 query has one known relevant memory: enough for sanity checks, never reported as quality.
@@ -29,6 +32,7 @@ import numpy as np
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 
 SPLADE_VOCAB = 30_522
+TOKEN_NOISE = 1.2  # a token's noise norm relative to its unit sentence vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,7 @@ class CorpusSpec:
     topic_word_share: float = 0.5
     expansion_terms: int = 6
     max_tokens: int = 48       # per-token vectors kept per memory (late interaction)
+    real_token_counts: bool = False  # one row per word, uncapped, drawn on demand (not held)
     seed: int = 0
 
 
@@ -54,7 +59,8 @@ class SyntheticCorpus:
 
     texts: list[str] (n,); topics int32 (n,); dense float32 (n, dim) L2-normalised;
     sp_ptr int64 (n+1,), sp_ids int32 (S,), sp_w float32 (S,) CSR learned-sparse rows;
-    tok_ptr int64 (n+1,), tokens float16 (T, dim) per-token rows.
+    tok_ptr int64 (n+1,), tokens float16 (T, dim) per-token rows, or None when they are drawn on
+    demand (``spec.real_token_counts``; read them with :meth:`token_rows`).
     """
 
     spec: CorpusSpec
@@ -65,7 +71,7 @@ class SyntheticCorpus:
     sp_ids: np.ndarray
     sp_w: np.ndarray
     tok_ptr: np.ndarray
-    tokens: np.ndarray
+    tokens: np.ndarray | None
     word_ids: list[np.ndarray]
     centres: np.ndarray
     topic_perm: np.ndarray
@@ -73,9 +79,18 @@ class SyntheticCorpus:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def token_rows(self, i: int) -> np.ndarray:
+        """float16 (tok_ptr[i+1] - tok_ptr[i], dim): memory ``i``'s per-token vectors."""
+        if self.tokens is not None:
+            return self.tokens[self.tok_ptr[i]:self.tok_ptr[i + 1]]
+        rng = np.random.default_rng((self.spec.seed, i))
+        count = int(self.tok_ptr[i + 1] - self.tok_ptr[i])
+        noise = rng.standard_normal((count, self.spec.dim), dtype=np.float32) * np.float32(TOKEN_NOISE / np.sqrt(self.spec.dim))
+        return _unit(self.dense[i] + noise).astype(np.float16)
+
     def embedding(self, i: int, model_version: str = "synthetic", with_tokens: bool = True) -> EmbeddingSet:
         """One-chunk EmbeddingSet of memory ``i`` (host numpy views)."""
-        toks = self.tokens[self.tok_ptr[i]:self.tok_ptr[i + 1]] if with_tokens else np.zeros((0, self.spec.dim), np.float16)
+        toks = self.token_rows(i) if with_tokens else np.zeros((0, self.spec.dim), np.float16)
         return EmbeddingSet(model_version, [ChunkEmbedding.from_models(
             self.dense[i], toks, self.sp_ids[self.sp_ptr[i]:self.sp_ptr[i + 1]],
             self.sp_w[self.sp_ptr[i]:self.sp_ptr[i + 1]], start=0, end=len(self.texts[i]))])
@@ -139,7 +154,7 @@ def make_corpus(spec: CorpusSpec) -> SyntheticCorpus:
     texts: list[str] = []
     word_ids: list[np.ndarray] = []
     sp_ids, sp_w, sp_len = [], [], []
-    tok_len = np.minimum(lengths, spec.max_tokens)
+    tok_len = lengths if spec.real_token_counts else np.minimum(lengths, spec.max_tokens)
     for i in range(spec.n):
         words = words_all[bounds[i]:bounds[i + 1]]
         word_ids.append(words)
@@ -149,20 +164,26 @@ def make_corpus(spec: CorpusSpec) -> SyntheticCorpus:
         sp_w.append(w)
         sp_len.append(ids.size)
     tok_ptr = np.concatenate([[0], np.cumsum(tok_len)]).astype(np.int64)
-    tok_owner = np.repeat(np.arange(spec.n), tok_len)
-    tokens = np.empty((int(tok_ptr[-1]), spec.dim), np.float16)
-    # In blocks: float32 temporaries for 100K memories' tokens would need ~13 GB at once.
-    block = 65_536
-    for lo in range(0, tokens.shape[0], block):
-        owners_b = tok_owner[lo:lo + block]
-        noise_b = rng.standard_normal((owners_b.size, spec.dim), dtype=np.float32) * np.float32(1.2 / np.sqrt(spec.dim))
-        tokens[lo:lo + block] = _unit(dense[owners_b] + noise_b)
+    tokens = None if spec.real_token_counts else _held_tokens(rng, dense, tok_len, tok_ptr, spec.dim)
     return SyntheticCorpus(
         spec=spec, texts=texts, topics=topics, dense=dense,
         sp_ptr=np.concatenate([[0], np.cumsum(sp_len)]).astype(np.int64),
         sp_ids=np.concatenate(sp_ids), sp_w=np.concatenate(sp_w),
         tok_ptr=tok_ptr, tokens=tokens, word_ids=word_ids, centres=centres, topic_perm=topic_perm,
     )
+
+
+def _held_tokens(rng: np.random.Generator, dense: np.ndarray, tok_len: np.ndarray, tok_ptr: np.ndarray,
+                 dim: int) -> np.ndarray:
+    tok_owner = np.repeat(np.arange(dense.shape[0]), tok_len)
+    tokens = np.empty((int(tok_ptr[-1]), dim), np.float16)
+    # In blocks: float32 temporaries for 100K memories' tokens would need ~13 GB at once.
+    block = 65_536
+    for lo in range(0, tokens.shape[0], block):
+        owners_b = tok_owner[lo:lo + block]
+        noise_b = rng.standard_normal((owners_b.size, dim), dtype=np.float32) * np.float32(TOKEN_NOISE / np.sqrt(dim))
+        tokens[lo:lo + block] = _unit(dense[owners_b] + noise_b)
+    return tokens
 
 
 @dataclass(slots=True)
@@ -202,6 +223,6 @@ def make_queries(corpus: SyntheticCorpus, m: int, seed: int = 1, words: int = 8,
         texts.append(" ".join(f"w{w}" for w in pick.tolist()))
         ids, w = _splade_of(pick, corpus.topic_perm[corpus.topics[t]], corpus.spec.vocab, 2, rng)
         sparse.append((ids, w))
-        tk = dense[j] + rng.standard_normal((pick.size, dim)).astype(np.float32) * (1.2 / np.sqrt(dim))
+        tk = dense[j] + rng.standard_normal((pick.size, dim)).astype(np.float32) * (TOKEN_NOISE / np.sqrt(dim))
         tokens.append(_unit(tk).astype(np.float16))
     return SyntheticQueries(targets, texts, dense, sparse, tokens)

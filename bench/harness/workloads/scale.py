@@ -72,7 +72,14 @@ def _teleo(ctx: Context, corpus, queries, profiles: list[str], k: int) -> None:
 
 
 def _bytes_needed(spec: synthetic.CorpusSpec) -> int:
-    """Vectors of ``spec.n`` memories at the token cap, held by the generator and by the index."""
+    """Vectors of ``spec.n`` memories at the token cap, held by the generator and by the index; with
+    real token counts the generator holds no token rows and the index keeps 32-byte codes."""
+    if spec.real_token_counts:
+        words = float(np.exp(np.log(spec.median_words) + spec.sigma_words**2 / 2))  # log-normal mean
+        # generator: float32 sentence vectors, word ids and texts; index: codes, dense rows and
+        # their Matryoshka copies, three sets of postings (a generous 4 KB)
+        per_memory = spec.dim * 4 + words * 24 + words * 32 + spec.dim * 2 + 4096
+        return int(spec.n * per_memory)
     per_memory = spec.max_tokens * spec.dim * 2 + spec.dim * 4
     return 2 * spec.n * per_memory
 
@@ -174,12 +181,13 @@ def run(ctx: Context) -> None:
     budget = float(cfg.get("max_seconds_per_size", 600))
     last: tuple[int, float] | None = None
     for n in sizes:
-        spec = synthetic.CorpusSpec(n=n, seed=ctx.seed, max_tokens=int(cfg.get("max_tokens", 32)))
+        spec = synthetic.CorpusSpec(n=n, seed=ctx.seed, max_tokens=int(cfg.get("max_tokens", 32)),
+                                    real_token_counts=bool(cfg.get("real_token_counts", False)))
         need, have = _bytes_needed(spec), _memory_available()
         if have is not None and need > have:
             ctx.rec.skip(W, f"{n} memories not run: their vectors need up to {need / 2**30:.1f} GiB "
-                         f"(held by the generator and again by the index; per-token vectors are {spec.max_tokens} x {spec.dim} float16 per "
-                         f"memory), more than the {have / 2**30:.1f} GiB available on this machine", system="all")
+                         f"(per-token vectors: {'every word, coded' if spec.real_token_counts else f'{spec.max_tokens} x {spec.dim} float16'} "
+                         f"per memory), more than the {have / 2**30:.1f} GiB available on this machine", system="all")
             continue
         if last is not None:
             predicted = last[1] * n / last[0]
@@ -192,7 +200,8 @@ def run(ctx: Context) -> None:
         queries = synthetic.make_queries(corpus, m, seed=ctx.seed + 1)
         gen_s = time.perf_counter() - t0
         ctx.rec.add(W, "generator", metric="corpus", n=n, seconds=gen_s, chunks=n,
-                    tokens=int(corpus.tok_ptr[-1]), sparse_nnz=int(corpus.sp_ptr[-1]),
+                    tokens=int(corpus.tok_ptr[-1]), real_token_counts=spec.real_token_counts,
+                    sparse_nnz=int(corpus.sp_ptr[-1]),
                     median_words=float(np.median([w.size for w in corpus.word_ids])))
         if cfg.get("interleave"):
             _interleaved(ctx, corpus, queries, profiles, modes, k, {str(p): int(c) for p, c in
