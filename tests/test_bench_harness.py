@@ -26,6 +26,20 @@ def test_synthetic_corpus_is_deterministic_per_seed():
     assert a.texts != c.texts
 
 
+def test_real_token_counts_stream_one_row_per_word_on_demand():
+    spec = synthetic.CorpusSpec(n=300, seed=5, real_token_counts=True)
+    c = synthetic.make_corpus(spec)
+    assert c.tokens is None  # nothing held: rows are drawn per memory
+    counts = np.diff(c.tok_ptr)
+    assert counts.tolist() == [w.size for w in c.word_ids] and counts.max() > spec.max_tokens
+    rows = c.token_rows(17)
+    assert rows.dtype == np.float16 and rows.shape == (counts[17], 384)
+    assert np.array_equal(rows, synthetic.make_corpus(spec).token_rows(17))  # deterministic
+    np.testing.assert_allclose(np.linalg.norm(rows.astype(np.float32), axis=1), 1.0, atol=2e-3)
+    assert float((rows.astype(np.float32) @ c.dense[17]).mean()) > 0.5  # near their sentence vector
+    assert c.embedding(17).chunks[0].vectors["tokens"].shape == rows.shape
+
+
 def test_synthetic_vectors_are_unit_and_clustered(corpus):
     assert corpus.dense.dtype == np.float32 and corpus.dense.shape == (1500, 384)
     np.testing.assert_allclose(np.linalg.norm(corpus.dense, axis=1), 1.0, atol=1e-5)
