@@ -71,7 +71,7 @@ def test_numpy_backend_leaves_gpu_unimported():
 
 def test_ops_uses_the_registered_factory(monkeypatch):
     monkeypatch.setattr(backend, "cupy_status", lambda: (True, "1 CUDA device(s)"))
-    fake = backend.Ops("cupy", *([lambda *a, **k: None] * 5))
+    fake = backend.Ops("cupy", *([lambda *a, **k: None] * 6))
     monkeypatch.setitem(backend._factories, "cupy", lambda: fake)
     assert backend.ops("cupy") is fake
     assert backend.ops("auto") is fake

@@ -83,3 +83,54 @@ def test_reference_splits_candidates_into_cache_sized_blocks(monkeypatch):
     want = naive_maxsim(query, offsets, tokens, cand)
     monkeypatch.setattr(reference, "_BLOCK_ELEMENTS", 48 * 30 * 3)  # three documents per block
     np.testing.assert_allclose(reference.maxsim(query, offsets, tokens, cand), want, rtol=1e-4, atol=1e-3)
+
+
+def naive_decode(codes, bits, levels):
+    """Coordinate d of a token is field d % per_byte of byte d // per_byte, little-endian; each
+    token re-normalised (a zero token stays zero)."""
+    per_byte = 8 // bits
+    rows = []
+    for row in codes.tolist():
+        coords = [levels[(byte >> (bits * u)) & ((1 << bits) - 1)] for byte in row for u in range(per_byte)]
+        v = np.asarray(coords, np.float64)
+        n = np.linalg.norm(v)
+        rows.append(v / n if n > 0 else v)
+    return np.asarray(rows).reshape(len(rows), codes.shape[1] * per_byte)
+
+
+@pytest.mark.parametrize("bits,dim", [(1, 64), (2, 128), (2, 40), (4, 96), (8, 24)])
+def test_maxsim_over_codes_matches_naive_decoding(ops, bits, dim):
+    rng = np.random.default_rng(bits * 100 + dim)
+    lengths = rng.integers(0, 45, 30)
+    lengths[[2, 11]] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    codes = rng.integers(0, 256, (int(offsets[-1]), dim * bits // 8)).astype(np.uint8)
+    levels = np.sort(rng.standard_normal(1 << bits)).astype(np.float32)
+    query = rng.standard_normal((37, dim)).astype(np.float32)  # two query tiles on the device
+    cand = rng.integers(0, 30, 25).astype(np.int32)
+    cand[:3] = [2, 11, 5]
+    got = ops.maxsim_codes(query, offsets, codes, bits, levels, cand)
+    want = naive_maxsim(query, offsets, naive_decode(codes, bits, levels), cand)
+    assert got.dtype == np.float32 and got.shape == (25,)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert got[0] == 0.0 and got[1] == 0.0
+
+
+def test_maxsim_over_codes_scores_what_the_token_codec_decodes(ops):
+    from teleo_server.index.tokens import TokenCodec
+
+    rng = np.random.default_rng(31)
+    codec = TokenCodec(384, 128, 2, seed=4)
+    raw = rng.standard_normal((300, 384)).astype(np.float32)
+    codes = codec.encode(raw)
+    offsets = np.array([0, 120, 120, 300], np.int64)
+    query = codec.transform(rng.standard_normal((10, 384)))
+    cand = np.array([0, 1, 2, 0], np.int32)
+    got = ops.maxsim_codes(query, offsets, codes, 2, codec.levels, cand)
+    np.testing.assert_allclose(got, naive_maxsim(query, offsets, codec.decode(codes), cand), rtol=1e-4, atol=1e-3)
+
+
+def test_maxsim_over_codes_rejects_a_query_of_another_width(ops):
+    with pytest.raises(ValueError, match="must describe"):
+        ops.maxsim_codes(np.ones((2, 64), np.float32), np.array([0, 1], np.int64), np.zeros((1, 8), np.uint8), 2,
+                         np.ones(4, np.float32), np.array([0], np.int32))

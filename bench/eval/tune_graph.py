@@ -241,16 +241,24 @@ class MemoOps:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ops, name)
 
-    def maxsim(self, query_tokens: np.ndarray, doc_offsets: np.ndarray, doc_tokens: np.ndarray,
-               candidates: np.ndarray) -> np.ndarray:
+    def _memoised(self, score: Any, query_tokens: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         q = np.ascontiguousarray(query_tokens)
         known = self._memo.setdefault((q.shape, q.tobytes()), {})
         cand = np.asarray(candidates).ravel()
         missing = np.array(sorted({int(c) for c in cand.tolist()} - known.keys()), dtype=cand.dtype)
         if missing.size:
-            got = self._ops.maxsim(query_tokens, doc_offsets, doc_tokens, missing)
-            known.update(zip(missing.tolist(), got.tolist()))
+            known.update(zip(missing.tolist(), score(missing).tolist()))
         return np.array([known[int(c)] for c in cand.tolist()], dtype=np.float32)
+
+    def maxsim(self, query_tokens: np.ndarray, doc_offsets: np.ndarray, doc_tokens: np.ndarray,
+               candidates: np.ndarray) -> np.ndarray:
+        return self._memoised(lambda c: self._ops.maxsim(query_tokens, doc_offsets, doc_tokens, c), query_tokens,
+                              candidates)
+
+    def maxsim_codes(self, query_tokens: np.ndarray, doc_offsets: np.ndarray, codes: np.ndarray, bits: int,
+                     levels: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        return self._memoised(lambda c: self._ops.maxsim_codes(query_tokens, doc_offsets, codes, bits, levels, c),
+                              query_tokens, candidates)
 
 
 def set_walk(r: Any, graph: dict[str, Any]) -> None:

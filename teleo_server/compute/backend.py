@@ -32,7 +32,8 @@ PROVIDERS: dict[str, str] = {"cupy": "teleo_server.gpu.ops", "emulated": "teleo_
 class Ops:
     """One backend's scorers; every function takes and returns host NumPy arrays.
 
-    Signatures match :mod:`teleo_server.compute.sparse`, ``.maxsim``, ``.dense`` and ``.topk``.
+    Signatures match :mod:`teleo_server.compute.sparse`, ``.maxsim`` (``maxsim`` and
+    ``maxsim_codes``), ``.dense`` and ``.topk``.
     """
 
     name: str
@@ -41,6 +42,7 @@ class Ops:
     maxsim: Callable[..., Any]
     dense_topk: Callable[..., Any]
     topk: Callable[..., Any]
+    maxsim_codes: Callable[..., Any]
 
 
 def cupy_status() -> tuple[bool, str]:
@@ -125,11 +127,11 @@ def ops(name: str) -> Ops:
 
 def _numpy_ops() -> Ops:
     from teleo_server.compute.dense import dense_topk
-    from teleo_server.compute.maxsim import maxsim
+    from teleo_server.compute.maxsim import maxsim, maxsim_codes
     from teleo_server.compute.sparse import spmv_scores, spmv_topk
     from teleo_server.compute.topk import topk
 
-    return Ops("numpy", spmv_scores, spmv_topk, maxsim, dense_topk, topk)
+    return Ops("numpy", spmv_scores, spmv_topk, maxsim, dense_topk, topk, maxsim_codes)
 
 
 register("numpy", _numpy_ops)

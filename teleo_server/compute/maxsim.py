@@ -1,4 +1,5 @@
-"""Late-interaction MaxSim over a packed (CSR) token store; the oracle for ``kernels/maxsim.cu``."""
+"""Late-interaction MaxSim over a packed (CSR) token store, of float vectors or of scalar codes;
+the oracle for ``kernels/maxsim.cu``."""
 
 from __future__ import annotations
 
@@ -67,4 +68,73 @@ def maxsim(
     return out
 
 
-__all__ = ["maxsim"]
+CODE_BITS = (1, 2, 4, 8)
+
+
+def code_table(bits: int, levels: np.ndarray) -> np.ndarray:
+    """float32 (256, 8 // bits): the coordinates one code byte holds (little-endian in the byte)."""
+    if bits not in CODE_BITS:
+        raise InternalValueError(f"code bits must be one of {CODE_BITS}, got {bits}")
+    levels = np.asarray(levels, dtype=np.float32)
+    if levels.shape != (1 << bits,):
+        raise InternalValueError(f"{bits}-bit codes need {1 << bits} levels, got shape {levels.shape}")
+    per_byte = 8 // bits
+    codes = (np.arange(256)[:, None] >> (bits * np.arange(per_byte))[None, :]) & ((1 << bits) - 1)
+    return levels[codes]
+
+
+def decode_codes(codes: np.ndarray, bits: int, levels: np.ndarray) -> np.ndarray:
+    """Code rows uint8 (T, width) -> float32 (T, width * 8 // bits), each row L2-normalised (a zero
+    row stays zero): what ``maxsim_codes`` scores against."""
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    table = code_table(bits, levels)
+    # np.take over the flat codes is an order of magnitude faster than fancy indexing here
+    out = table.take(codes.ravel(), axis=0).reshape(codes.shape[0], codes.shape[1] * table.shape[1])
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    out /= np.maximum(norms, 1e-12)[:, None]
+    return out
+
+
+def maxsim_codes(
+    query_tokens: np.ndarray,
+    doc_offsets: np.ndarray,
+    codes: np.ndarray,
+    bits: int,
+    levels: np.ndarray,
+    candidates: np.ndarray,
+) -> np.ndarray:
+    """:func:`maxsim` over tokens stored as scalar codes: each candidate's tokens are decoded
+    (:func:`decode_codes`) and scored; nothing else is decoded.
+
+    Parameters
+    ----------
+    query_tokens : np.ndarray float32, shape (Q, D), host; already in the codes' space
+    doc_offsets : np.ndarray int64, shape (N+1,), host
+    codes : np.ndarray uint8, shape (T, D * bits // 8), host
+    bits : int, one of 1, 2, 4, 8
+    levels : np.ndarray float32, shape (2**bits,), the value of each code
+    candidates : np.ndarray int32, shape (C,), host; repeats allowed
+
+    Returns
+    -------
+    np.ndarray float32, shape (C,)
+    """
+    q = np.asarray(query_tokens, dtype=np.float32)
+    offsets = np.asarray(doc_offsets, dtype=np.int64)
+    cand = np.asarray(candidates, dtype=np.int64).ravel()
+    per_byte = 8 // bits if bits in CODE_BITS else 0
+    if q.ndim != 2 or codes.ndim != 2 or q.shape[1] != codes.shape[1] * per_byte:
+        raise InternalValueError(f"query {q.shape} and {bits}-bit codes {codes.shape} must describe (*, D) alike")
+    n_rows = offsets.shape[0] - 1
+    if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
+        raise InternalValueError(f"candidate row id outside [0, {n_rows})")
+    unique, back = np.unique(cand, return_inverse=True)
+    starts, lens = offsets[unique], offsets[unique + 1] - offsets[unique]
+    pos = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens - starts, lens)
+    decoded = decode_codes(codes[pos], bits, levels)
+    local = np.zeros(unique.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=local[1:])
+    return maxsim(q, local, decoded, np.arange(unique.size, dtype=np.int32))[back]
+
+
+__all__ = ["CODE_BITS", "code_table", "decode_codes", "maxsim", "maxsim_codes"]

@@ -23,11 +23,12 @@ import numpy as np
 from teleo_server.compute.backend import Ops, register
 from teleo_server.compute.dense import check_query as check_dense_query
 from teleo_server.compute.errors import InternalValueError, InvalidValue
+from teleo_server.compute.maxsim import CODE_BITS
 from teleo_server.compute.sparse import check_index, check_query as check_sparse_query
 from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
-from teleo_server.gpu.maxsim import maxsim_device
+from teleo_server.gpu.maxsim import maxsim_codes_device, maxsim_device
 from teleo_server.gpu.spmv import spmv_accumulate
 from teleo_server.gpu.topk import topk_device
 
@@ -184,6 +185,26 @@ def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
     return runtime.current().to_host(out)
 
 
+def maxsim_codes(query_tokens, doc_offsets, codes, bits, levels, candidates) -> np.ndarray:
+    """Device executor of :func:`teleo_server.compute.maxsim.maxsim_codes` (host in, host out):
+    the codes stay on the device and only the candidates' tokens are decoded, in the kernel."""
+    q = np.asarray(query_tokens, dtype=np.float32)
+    per_byte = 8 // bits if bits in CODE_BITS else 0
+    if q.ndim != 2 or codes.ndim != 2 or q.shape[1] != codes.shape[1] * per_byte:
+        raise InternalValueError(f"query {q.shape} and {bits}-bit codes {codes.shape} must describe (*, D) alike")
+    offsets = np.asarray(doc_offsets)
+    cand = np.asarray(candidates).ravel()
+    n_rows = offsets.shape[0] - 1
+    if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
+        raise InternalValueError(f"candidate row id outside [0, {n_rows})")
+    if cand.size == 0 or q.shape[0] == 0:
+        return np.zeros(cand.shape[0], dtype=np.float32)
+    rt = runtime.current()
+    out = maxsim_codes_device(rt.xp.asarray(q), _mirror.get(doc_offsets, np.int64), _mirror.get(codes, np.uint8), int(bits),
+                              rt.xp.asarray(np.asarray(levels, dtype=np.float32)), rt.xp.asarray(cand.astype(np.int32)))
+    return rt.to_host(out)
+
+
 def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tuple[np.ndarray, np.ndarray]:
     """CuPy executor of :func:`teleo_server.compute.dense.dense_topk` (host in, host out)."""
     _check_k(k)
@@ -240,7 +261,7 @@ def _on(runtime_name: str, fn: Any) -> Any:
 
 
 def _ops(backend: str, runtime_name: str) -> Ops:
-    fns = (spmv_scores, spmv_topk, maxsim, dense_topk, topk)
+    fns = (spmv_scores, spmv_topk, maxsim, dense_topk, topk, maxsim_codes)
     return Ops(backend, *(_on(runtime_name, fn) for fn in fns))
 
 
@@ -260,4 +281,5 @@ register("cupy", cupy_ops)
 register("emulated", emulated_ops)
 
 
-__all__ = ["DeviceMirror", "cupy_ops", "emulated_ops", "dense_topk", "maxsim", "spmv_scores", "spmv_topk", "topk"]
+__all__ = ["DeviceMirror", "cupy_ops", "dense_topk", "emulated_ops", "maxsim", "maxsim_codes", "spmv_scores", "spmv_topk",
+           "topk"]

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.maxsim import decode_codes
+
 from teleo_server.index.chunks import ranges
 
 CODE_BITS = (1, 2, 4, 8)
@@ -86,9 +88,7 @@ class TokenCodec:
         levels, thresholds = gaussian_levels(bits)
         spread = 1.0 / np.sqrt(self.dim)
         self._thresholds = (thresholds * spread).astype(np.float32)
-        # byte value -> the per_byte coordinates it holds (little-endian within the byte)
-        codes = (np.arange(256)[:, None] >> (bits * np.arange(per_byte))[None, :]) & ((1 << bits) - 1)
-        self._table = (levels[codes] * spread).astype(np.float32)              # (256, per_byte)
+        self.levels = (levels * spread).astype(np.float32)  # the value of each code
         self._shifts = (bits * np.arange(per_byte)).astype(np.uint8)
 
     @property
@@ -115,11 +115,7 @@ class TokenCodec:
     def decode(self, codes: np.ndarray) -> np.ndarray:
         if self.bits == RAW_BITS:
             return np.asarray(codes, dtype=np.float32)
-        # np.take over the flat codes is an order of magnitude faster than fancy indexing here
-        out = self._table.take(np.ascontiguousarray(codes).ravel(), axis=0).reshape(codes.shape[0], self.dim)
-        norms = np.sqrt(np.einsum("ij,ij->i", out, out))
-        out /= np.maximum(norms, 1e-12)[:, None]
-        return out
+        return decode_codes(codes, self.bits, self.levels)
 
 
 class TokenStore:
@@ -234,19 +230,13 @@ class TokenStore:
     def maxsim(self, ops: Any, query: np.ndarray, chunks: np.ndarray) -> np.ndarray:
         """Unnormalised MaxSim float32 (C,) of chunk rows ``chunks`` (each in [0, n)) for a query
         already through :meth:`transform`. Raw stores are scored in place by the backend's kernel;
-        coded ones decode just the candidates' tokens first."""
-        chunks = np.asarray(chunks, dtype=np.int64)
+        coded ones by its code kernel, which decodes just the candidates' tokens (float32: no
+        second rounding)."""
+        chunks = np.asarray(chunks, dtype=np.int64).astype(np.int32)
         if self.raw:
-            return ops.maxsim(query, self.offsets, self.codes, chunks.astype(np.int32))
-        unique, back = np.unique(chunks, return_inverse=True)
-        offsets = self.offsets
-        starts, lens = offsets[unique], offsets[unique + 1] - offsets[unique]
+            return ops.maxsim(query, self.offsets, self.codes, chunks)
         assert self.codec is not None
-        decoded = self.codec.decode(self.codes[ranges(starts, lens)])  # float32: no second rounding
-        local = np.zeros(unique.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=local[1:])
-        scores = ops.maxsim(query, local, decoded, np.arange(unique.size, dtype=np.int32))
-        return np.asarray(scores, dtype=np.float32)[back]
-
+        return np.asarray(ops.maxsim_codes(query, self.offsets, self.codes, self.bits, self.codec.levels, chunks),
+                          dtype=np.float32)
 
 __all__ = ["CODE_BITS", "RAW_BITS", "TokenCodec", "TokenStore", "gaussian_levels", "projection"]
