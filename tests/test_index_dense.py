@@ -96,8 +96,8 @@ def test_candidate_scores_are_the_same_whether_gathered_or_from_one_full_pass():
 
 
 def test_half_precision_rows_search_like_float32_and_take_fewer_bytes():
-    """float16 full rows (the dense space's default) rank as float32 rows do, within float16's
-    rounding; the truncated copies a calibrated first pass scans stay float32."""
+    """float16 full rows (an option) rank as float32 rows do, within float16's rounding, truncated
+    first passes included."""
     from teleo_server.compute.backend import ops
 
     rng = np.random.default_rng(11)
@@ -106,7 +106,7 @@ def test_half_precision_rows_search_like_float32_and_take_fewer_bytes():
     full, half = DenseIndex(64, (16,)), DenseIndex(64, (16,), values="float16")
     for idx in (full, half):
         idx.add(x)
-    assert half.matrix.dtype == np.float16 and half.truncated(16).dtype == np.float32
+    assert half.matrix.dtype == np.float16 and full.matrix.dtype == np.float32
     assert half.nbytes < full.nbytes
     q = x[:20] + 0.05 * rng.standard_normal((20, 64)).astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
@@ -118,3 +118,21 @@ def test_half_precision_rows_search_like_float32_and_take_fewer_bytes():
             np.testing.assert_allclose(b_s, full.score(b_ids, v), atol=2e-3)
     with pytest.raises(ValueError, match="float32 or float16"):
         DenseIndex(8, values="int8")
+
+
+def test_a_truncated_pass_scores_prefixes_in_place_with_stored_norms():
+    """No re-normalised copy per Matryoshka dim: the prefix scan divides by a stored prefix norm,
+    so a row costs 4 bytes per truncation, and the scores are the prefix cosines."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((300, 48)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    idx = DenseIndex(48, (8, 16))
+    idx.add(x[:100])
+    idx.add(x[100:])  # a second add grows the buffers
+    assert idx.nbytes == 300 * (48 * 4 + 2 * 4) + 300
+    q = rng.standard_normal(16).astype(np.float32)
+    q /= np.linalg.norm(q)
+    prefix = x[:, :16] / np.linalg.norm(x[:, :16], axis=1, keepdims=True)
+    np.testing.assert_allclose(idx.prefix_scores(16, q), prefix @ q, rtol=1e-5, atol=1e-6)
+    idx.compact(np.arange(0, 300, 3))
+    np.testing.assert_allclose(idx.prefix_scores(16, q), prefix[::3] @ q, rtol=1e-5, atol=1e-6)

@@ -25,8 +25,9 @@ class DenseHeadSettings(SpaceSettings):
     hnsw_ef_construction: int = Field(200, ge=8)
     hnsw_ef_search: int = Field(256, ge=8)
     matryoshka_oversample: int = Field(4, ge=1)  # truncated search fetches k * this, rescored at full dim
-    # how the full-dimension vectors are held: float16 halves them (scores move by ~1e-3)
-    values: Literal["float32", "float16"] = "float16"
+    # how the full-dimension vectors are held: float16 halves them (scores move by ~1e-3) but the
+    # host widens every row it scans (~10x the float32 product's cost)
+    values: Literal["float32", "float16"] = "float32"
 
 
 class DenseHeadSpace(Space):
