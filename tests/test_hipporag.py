@@ -94,6 +94,9 @@ def hippo(tmp_path_factory):
         put("freeze_mon", "The deploy freeze starts on Monday morning.", "2026-02-20", confidence=0.5,
             links=(("freeze_fri", pb.LINK_TYPE_CONTRADICTS),))
         put("offsite", "The quarterly offsite will be held in Porto.", "2026-05-10", hour=10)
+        # an update written without a link
+        put("seats_old", "The Cirrus Starter plan is capped at 10 seats.", "2026-01-08")
+        put("seats_new", "Cirrus Starter is capped at 5 seats now.", "2026-02-08")
         yield srv, stub, auth, ids, stored_between
     srv.stop()
 
@@ -193,6 +196,22 @@ def test_as_of_ingestion_sees_what_had_been_stored(hippo):
     results, _, _ = _ask(stub, auth, "which region is the staging cluster in?", top_k=5, as_of_ingestion=moment)
     got = _ids(results)
     assert ids["staging_old"] in got and ids["staging_new"] not in got and ids["offsite"] not in got
+
+
+def test_an_update_without_a_link_is_read_as_one(hippo):
+    """Two near-identical notes of one fact, the newer first; both stay, the pair is reported."""
+    _, stub, auth, ids, _ = hippo
+    results, _, summary = _ask(stub, auth, "How many seats does the Cirrus Starter plan allow?", top_k=5)
+    got = _ids(results)
+    assert got[0] == ids["seats_new"] and ids["seats_old"] in got
+    pair = next(c for c in summary.conflicts if c.edge_type == "implied")
+    assert (pair.id_a, pair.id_b, pair.resolution, pair.winner) == (ids["seats_old"], ids["seats_new"], "recency",
+                                                                    ids["seats_new"])
+    # as of a moment before the update, the older note is the answer
+    before, _, summary = _ask(stub, auth, "How many seats does the Cirrus Starter plan allow?", top_k=5,
+                              as_of_event=_ts("2026-02-01"))
+    assert _ids(before)[0] == ids["seats_old"] and ids["seats_new"] not in _ids(before)
+    assert not [c for c in summary.conflicts if c.edge_type == "implied"]
 
 
 # ---- contradictions -----------------------------------------------------------------------------

@@ -14,6 +14,14 @@ the pair is ``unresolved``: both are kept, each naming the other. A superseded m
 resolved contradiction's loser are hidden unless the query asks for ``include_historical``; the
 winner takes the loser's place in the candidate pool when the retrieval had not found it itself
 (and the filters admit it). Every pair found is reported in the summary (``ConflictPair``).
+
+Updates are often written without a link ("Cirrus Starter is capped at 5 seats now." after "The
+Cirrus Starter plan is capped at 10 seats."). With ``implied_update_similarity`` set, memories
+near the top whose dense vectors nearly coincide and whose scores are close are read as one fact
+noted at different times: the newest (event time) takes the group's best score, the older keep
+the rest in order, and each such pair is reported with edge type ``implied``. Nothing is hidden:
+without a link the server cannot be sure the older note is stale. Within the bi-temporal view
+this also picks the latest note before the moment asked about.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from teleo_server.pipeline.state import State
 from teleo_server.pipeline.types import ConflictPair
 
 RECENCY, CONFIDENCE, UNRESOLVED, SUPERSEDED = "recency", "confidence", "unresolved", "supersedes"
+IMPLIED = "implied"
 
 
 class Links:
@@ -151,9 +160,61 @@ def conflicts(state: State) -> str:
         if r in keep_both:
             annotated[i] = ",".join(keep_both[r])
     c.columns["conflicts_with"] = annotated
+    implied = implied_updates(state)
+    found.extend(implied)
     state.report["conflicts"] = found
     n_super = sum(f.edge_type == "supersedes" for f in found)
-    return f"pairs={len(found)} superseded={n_super} contradictions={len(found) - n_super} hidden={len(hide)} include_historical={historical}"
+    n_contra = sum(f.edge_type == "contradicts" for f in found)
+    return (f"pairs={len(found)} superseded={n_super} contradictions={n_contra} implied={len(implied)} "
+            f"hidden={len(hide)} include_historical={historical}")
 
 
-__all__ = ["CONFIDENCE", "Links", "RECENCY", "SUPERSEDED", "UNRESOLVED", "conflicts", "resolve"]
+def _groups(linked: np.ndarray) -> list[list[int]]:
+    """Connected components (of two or more) of a symmetric boolean adjacency matrix."""
+    n = linked.shape[0]
+    parent = list(range(n))
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for i, j in zip(*np.nonzero(np.triu(linked, 1))):
+        parent[root(int(i))] = root(int(j))
+    members: dict[int, list[int]] = {}
+    for i in range(n):
+        members.setdefault(root(i), []).append(i)
+    return [g for g in members.values() if len(g) > 1]
+
+
+def implied_updates(state: State) -> list[ConflictPair]:
+    """Order near-identical, closely scored memories near the top by event time (newest first);
+    the pairs whose order changed, as ``implied`` ConflictPairs won by the newer memory."""
+    cfg, c, cat = state.cfg, state.cands, state.ctx.catalog
+    dense = state.role("dense")
+    space = state.spaces.get(dense) if dense is not None else None
+    if cfg.implied_update_similarity <= 0 or space is None or getattr(space, "index", None) is None or c.size < 2:
+        return []
+    top = np.argsort(-c.score, kind="stable")[: cfg.implied_update_window]
+    vectors = space.memory_vectors(c.rows[top])
+    sims = vectors @ vectors.T
+    scores = c.score[top].astype(np.float64)
+    close = np.minimum.outer(scores, scores) >= cfg.implied_update_ratio * np.maximum.outer(scores, scores)
+    pairs: list[ConflictPair] = []
+    for group in _groups((sims >= cfg.implied_update_similarity) & close & (scores[:, None] > 0) & (scores[None, :] > 0)):
+        by_score = sorted(group, key=lambda i: (-scores[i], i))       # the group's places, best first
+        by_time = sorted(group, key=lambda i: (-float(cat.event_time[c.rows[top[i]]]), i))  # newest first
+        if by_score == by_time:
+            continue
+        best = [c.score[top[i]] for i in by_score]
+        for i, value in zip(by_time, best):
+            c.score[top[i]] = value
+        for newer, older in zip(by_time, by_time[1:]):
+            pairs.append(ConflictPair(cat.memory(int(c.rows[top[older]])).id, cat.memory(int(c.rows[top[newer]])).id,
+                                      IMPLIED, RECENCY, cat.memory(int(c.rows[top[newer]])).id))
+    return pairs
+
+
+__all__ = ["CONFIDENCE", "IMPLIED", "Links", "RECENCY", "SUPERSEDED", "UNRESOLVED", "conflicts", "implied_updates",
+           "resolve"]

@@ -51,7 +51,7 @@ class ConflictPair:
 
     id_a: str          # the memory the retrieval found
     id_b: str          # the one it conflicts with
-    edge_type: str     # "supersedes" | "contradicts"
+    edge_type: str     # "supersedes" | "contradicts" | "implied" (an update without a link)
     resolution: str    # "supersedes" | "recency" | "confidence" | "unresolved"
     winner: str        # id of the memory kept ("" when unresolved)
 

@@ -156,7 +156,8 @@ def evaluate(r, queries: Queries, run: Run, rows: dict[str, dict[str, Any]]) -> 
         first = rows[ranked[0]] if ranked else None
         stale = (first is not None and first["scenario"] == q["scenario"] and first["step"] is not None
                  and first["step"] < expected["step"])
-        out.append({"id": q["id"], "kind": q["kind"], "link": q["link"], "chain": q["chain"], "rank": rank,
+        out.append({"id": q["id"], "kind": q["kind"], "link": q["link"], "chain": q["chain"], "scenario": q["scenario"],
+                    "rank": rank,
                     "first": ranked[0] if ranked else None, "stale_first": stale, "empty": not ranked,
                     "outside_filter": sum(not _admitted(q, rows[mid]) for mid in ranked)})
     return out
@@ -173,6 +174,10 @@ def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             "outside_filter": int(sum(rec["outside_filter"] for rec in records))}
 
 
+def _scenario(rec: dict[str, Any]) -> int:
+    return int(rec["scenario"][1:])
+
+
 def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per query kind: every query, then by link kind and by chain length."""
     out: dict[str, dict[str, Any]] = {}
@@ -181,6 +186,10 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         splits: dict[str, Callable[[dict[str, Any]], bool]] = {"all": lambda rec: True}
         splits |= {f"link:{link}": (lambda rec, link=link: rec["link"] == link) for link in LINKS}
         splits |= {f"chain:{n}": (lambda rec, n=n: rec["chain"] == n) for n in (2, 3)}
+        # the implied-update settings of the hipporag profile were chosen on the even scenarios:
+        # the odd ones are the held-out half
+        splits |= {"scenarios:even (tuning)": lambda rec: _scenario(rec) % 2 == 0,
+                   "scenarios:odd (held out)": lambda rec: _scenario(rec) % 2 == 1}
         out[kind] = {name: _summary([rec for rec in mine if keep(rec)]) for name, keep in splits.items()}
     return out
 
