@@ -52,6 +52,42 @@ __device__ __forceinline__ void dense_write(float dot, float nrm, int renorm, fl
     else *out = dot;
 }
 
+// Row r of output position i, or -1 when the mask excludes it (its output is then NaN).
+__device__ __forceinline__ long long dense_row(long long i, const int* __restrict__ rows, int has_rows,
+                                              const unsigned int* __restrict__ mask, int has_mask, int lane,
+                                              float* __restrict__ out) {
+    const long long r = has_rows ? (long long)rows[i] : i;
+    if (has_mask && !((mask[r >> 5] >> (r & 31)) & 1u)) {  // warp-uniform
+        if (lane == 0) out[i] = __int_as_float(0x7FC00000);
+        return -1;
+    }
+    return r;
+}
+
+// Eight halves (one 16-byte load) against eight query values: dot and squared norm accumulated.
+__device__ __forceinline__ void dense_acc8(const uint4 pack, const float* qv, float& dot, float& nrm) {
+    const unsigned int words[4] = {pack.x, pack.y, pack.z, pack.w};
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+        const float a = dense_h2f((unsigned short)(words[h] & 0xFFFFu));
+        const float b = dense_h2f((unsigned short)(words[h] >> 16));
+        dot = fmaf(a, qv[2 * h], dot);
+        dot = fmaf(b, qv[2 * h + 1], dot);
+        nrm = fmaf(a, a, nrm);
+        nrm = fmaf(b, b, nrm);
+    }
+}
+
+// The warp's partial sums reduced; lane 0 writes output position i.
+__device__ __forceinline__ void dense_finish(float dot, float nrm, int lane, int renorm, float* out) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
+        nrm += __shfl_xor_sync(0xFFFFFFFFu, nrm, o);
+    }
+    if (lane == 0) dense_write(dot, nrm, renorm, out);
+}
+
 template <typename T, bool VEC8>
 __device__ __forceinline__ void dense_body(const T* __restrict__ m, long long n_out,
                                            int width, int dim, const float* __restrict__ q,
@@ -65,29 +101,13 @@ __device__ __forceinline__ void dense_body(const T* __restrict__ m, long long n_
     const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
     for (long long i = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); i < n_out;
          i += warps) {
-        const long long r = has_rows ? (long long)rows[i] : i;
-        if (has_mask && !((mask[r >> 5] >> (r & 31)) & 1u)) {  // warp-uniform
-            if (lane == 0) out[i] = __int_as_float(0x7FC00000);
-            continue;
-        }
+        const long long r = dense_row(i, rows, has_rows, mask, has_mask, lane, out);
+        if (r < 0) continue;
         const T* row = m + r * (long long)width;
         float dot = 0.0f, nrm = 0.0f;
         if constexpr (VEC8) {
             const uint4* row8 = reinterpret_cast<const uint4*>(row);
-            for (int v = lane; v < (dim >> 3); v += 32) {
-                const uint4 pack = row8[v];
-                const unsigned int words[4] = {pack.x, pack.y, pack.z, pack.w};
-#pragma unroll
-                for (int h = 0; h < 4; ++h) {
-                    const float a = dense_h2f((unsigned short)(words[h] & 0xFFFFu));
-                    const float b = dense_h2f((unsigned short)(words[h] >> 16));
-                    const int d = (v << 3) + 2 * h;
-                    dot = fmaf(a, s_q[d], dot);
-                    dot = fmaf(b, s_q[d + 1], dot);
-                    nrm = fmaf(a, a, nrm);
-                    nrm = fmaf(b, b, nrm);
-                }
-            }
+            for (int v = lane; v < (dim >> 3); v += 32) dense_acc8(row8[v], s_q + (v << 3), dot, nrm);
         } else {
             for (int d = lane; d < dim; d += 32) {
                 const float a = dense_to_f(row[d]);
@@ -95,12 +115,7 @@ __device__ __forceinline__ void dense_body(const T* __restrict__ m, long long n_
                 nrm = fmaf(a, a, nrm);
             }
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
-            nrm += __shfl_xor_sync(0xFFFFFFFFu, nrm, o);
-        }
-        if (lane == 0) dense_write(dot, nrm, renorm, &out[i]);
+        dense_finish(dot, nrm, lane, renorm, &out[i]);
     }
 }
 
@@ -126,36 +141,15 @@ __device__ __forceinline__ void dense_body_reg(const unsigned short* __restrict_
     const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
     for (long long i = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); i < n_out;
          i += warps) {
-        const long long r = has_rows ? (long long)rows[i] : i;
-        if (has_mask && !((mask[r >> 5] >> (r & 31)) & 1u)) {  // warp-uniform
-            if (lane == 0) out[i] = __int_as_float(0x7FC00000);
-            continue;
-        }
+        const long long r = dense_row(i, rows, has_rows, mask, has_mask, lane, out);
+        if (r < 0) continue;
         const uint4* row8 = reinterpret_cast<const uint4*>(m + r * (long long)width);
         float dot = 0.0f, nrm = 0.0f;
 #pragma unroll
         for (int j = 0; j < NV; ++j) {
-            const int v = lane + 32 * j;
-            if (v < groups) {
-                const uint4 pack = row8[v];
-                const unsigned int words[4] = {pack.x, pack.y, pack.z, pack.w};
-#pragma unroll
-                for (int h = 0; h < 4; ++h) {
-                    const float a = dense_h2f((unsigned short)(words[h] & 0xFFFFu));
-                    const float b = dense_h2f((unsigned short)(words[h] >> 16));
-                    dot = fmaf(a, qr[j][2 * h], dot);
-                    dot = fmaf(b, qr[j][2 * h + 1], dot);
-                    nrm = fmaf(a, a, nrm);
-                    nrm = fmaf(b, b, nrm);
-                }
-            }
+            if (lane + 32 * j < groups) dense_acc8(row8[lane + 32 * j], qr[j], dot, nrm);
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
-            nrm += __shfl_xor_sync(0xFFFFFFFFu, nrm, o);
-        }
-        if (lane == 0) dense_write(dot, nrm, renorm, &out[i]);
+        dense_finish(dot, nrm, lane, renorm, &out[i]);
     }
 }
 

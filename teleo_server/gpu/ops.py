@@ -159,6 +159,15 @@ def spmv_topk(indptr, indices, data, n_rows, q_ids, q_weights, k, mask=None) -> 
     return _host_topk(*topk_device(scores, k, mask=words, floor=0.0))
 
 
+def _candidates(doc_offsets, candidates) -> np.ndarray:
+    """Candidate rows as a flat host array, each checked against the packed store's rows."""
+    n_rows = np.shape(doc_offsets)[0] - 1
+    cand = np.asarray(candidates).ravel()
+    if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
+        raise InternalValueError(f"candidate row id outside [0, {n_rows})")
+    return cand
+
+
 def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
     """CuPy executor of :func:`teleo_server.compute.maxsim.maxsim` (host in, host out).
 
@@ -168,11 +177,7 @@ def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
     q = np.asarray(query_tokens, dtype=np.float32)
     if q.ndim != 2 or doc_tokens.ndim != 2 or q.shape[1] != doc_tokens.shape[1]:
         raise InternalValueError(f"query {q.shape} and doc_tokens {doc_tokens.shape} must be (*, D) alike")
-    offsets = np.asarray(doc_offsets)
-    cand = np.asarray(candidates).ravel()
-    n_rows = offsets.shape[0] - 1
-    if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
-        raise InternalValueError(f"candidate row id outside [0, {n_rows})")
+    cand = _candidates(doc_offsets, candidates)
     if cand.size == 0 or q.shape[0] == 0:
         return np.zeros(cand.shape[0], dtype=np.float32)
     xp = runtime.current().xp
@@ -192,11 +197,7 @@ def maxsim_codes(query_tokens, doc_offsets, codes, bits, levels, candidates) -> 
     per_byte = 8 // bits if bits in CODE_BITS else 0
     if q.ndim != 2 or codes.ndim != 2 or q.shape[1] != codes.shape[1] * per_byte:
         raise InternalValueError(f"query {q.shape} and {bits}-bit codes {codes.shape} must describe (*, D) alike")
-    offsets = np.asarray(doc_offsets)
-    cand = np.asarray(candidates).ravel()
-    n_rows = offsets.shape[0] - 1
-    if cand.size and (cand.min() < 0 or cand.max() >= n_rows):
-        raise InternalValueError(f"candidate row id outside [0, {n_rows})")
+    cand = _candidates(doc_offsets, candidates)
     if cand.size == 0 or q.shape[0] == 0:
         return np.zeros(cand.shape[0], dtype=np.float32)
     rt = runtime.current()
