@@ -93,3 +93,24 @@ def test_compare_two_memories_over_every_space():
     assert rrf_self == pytest.approx(1.0) and rrf_other < 1.0
     with pytest.raises(InvalidArgument):
         r.compare("m0", other, "median", {})
+
+
+def test_float32_ranks_sorted_as_keys_match_the_stable_sort():
+    """The key sort of float32 scores ranks exactly as a stable sort does: ties by position,
+    -0.0 tied with 0.0, infinities in place, NaN last."""
+    from teleo_server.pipeline.fusion import ranks
+
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 17, 300):
+        s = rng.standard_normal(n).astype(np.float32)
+        if n > 2:
+            s[rng.integers(0, n, n // 3)] = np.float32(0.5)
+            s[rng.integers(0, n, n // 5)] = np.nan
+            s[rng.integers(0, n, n // 6)] = np.float32(-0.0)
+            s[rng.integers(0, n, n // 6)] = np.float32(0.0)
+            s[rng.integers(0, n, n // 9)] = -np.inf
+            s[rng.integers(0, n, n // 9)] = np.inf
+        want = np.full(n, np.inf)
+        idx = np.flatnonzero(~np.isnan(s))
+        want[idx[np.argsort(-s[idx].astype(np.float64), kind="stable")]] = np.arange(1, idx.size + 1)
+        np.testing.assert_array_equal(ranks(s), want)

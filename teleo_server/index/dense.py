@@ -203,7 +203,7 @@ class DenseIndex:
         else:  # a device scan re-normalises the prefix in the same pass
             ids, _ = ops.dense_topk(self.matrix, query, fetch, mask=live, dim=dim)
         ids = np.asarray(ids, dtype=np.int64)
-        full = self.matrix[ids].astype(np.float32) @ query
+        full = self._rows(ids) @ query
         order = np.argsort(-full, kind="stable")[:k]
         return ids[order], full[order].astype(np.float32)
 
@@ -230,6 +230,11 @@ class DenseIndex:
             self._memo = (key, dense_scores(self.matrix, query))
         return self._memo[1]
 
+    def _rows(self, rows: np.ndarray) -> np.ndarray:
+        """float32 copies of ``rows`` (np.take gathers ~3x faster than fancy indexing here, and
+        float32 rows are not copied a second time)."""
+        return np.take(self._m, rows, axis=0).astype(np.float32, copy=False)
+
     def score(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Full-dimension inner products float32 (len(rows),) of ``rows`` with ``query``."""
         query = np.asarray(query, dtype=np.float32)
@@ -237,7 +242,7 @@ class DenseIndex:
         # pass over all of it is cheaper (and is free when the exact search already made it).
         if 4 * rows.size > self.n:
             return self.full_scores(query)[rows]
-        return (self._m[rows].astype(np.float32) @ query).astype(np.float32)
+        return (self._rows(rows) @ query).astype(np.float32, copy=False)
 
     # ---- Matryoshka calibration ------------------------------------------------------------------
     def calibrate(self, ops: Any, threshold: float, k: int = 10, n_queries: int = 64, seed: int = 0) -> int:

@@ -26,11 +26,21 @@ from teleo_server.pipeline.state import State
 
 
 def ranks(scores: np.ndarray) -> np.ndarray:
-    """1-based rank float64 (C,) by descending score, ties by position; NaN scores rank +inf."""
+    """1-based rank float64 (C,) by descending score, ties by position; NaN scores rank +inf.
+
+    float32 scores are sorted as unique 64-bit keys (the score's order bits, then the position),
+    which an unstable sort orders exactly as a stable sort of the scores would, in about half the
+    time; other dtypes take the stable sort.
+    """
     valid = ~np.isnan(scores)
     out = np.full(scores.size, np.inf)
     idx = np.flatnonzero(valid)
-    order = idx[np.argsort(-scores[idx], kind="stable")]
+    if scores.dtype == np.float32:
+        bits = (scores[idx] + np.float32(0.0)).view(np.uint32)  # + 0.0 folds -0.0 into +0.0
+        desc = np.where(bits & np.uint32(0x80000000), bits, ~bits & np.uint32(0x7FFFFFFF))  # big score -> small key
+        order = idx[np.argsort((desc.astype(np.uint64) << np.uint64(32)) | idx.astype(np.uint64))]
+    else:
+        order = idx[np.argsort(-scores[idx], kind="stable")]
     out[order] = np.arange(1, order.size + 1)
     return out
 
@@ -132,7 +142,7 @@ def fusion(state: State) -> str:
             feats = state.feature(name)
             if feats is not None:
                 c.set_space(name, space.score(state.ctx, feats, c.rows), np.zeros(c.size, dtype=bool))
-    c.ranks = {name: ranks(s.astype(np.float64)) for name, s in c.spaces.items()}
+    c.ranks = {name: ranks(s) for name, s in c.spaces.items()}
     if cfg.fusion == "vector_text":
         dense, lexical = state.role("dense"), state.role("lexical")
         content = vector_text(c.spaces.get(dense or ""), c.spaces.get(lexical or ""), cfg.vector_weight,
