@@ -20,7 +20,7 @@ import structlog
 
 from teleo_server.domain import (AccessLevel, ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal,
                                  unreadable_reason)
-from teleo_server.heads import Vector
+from teleo_server.heads import CodecSpec, TokenCodes, Vector
 from teleo_server.heap import TRIM_AFTER_CHUNKS, release_memory
 from teleo_server.embedding.base import Embedder, TextRole
 from teleo_server.errors import (
@@ -31,6 +31,7 @@ from teleo_server.errors import (
     TeleoError,
     Unavailable,
 )
+from teleo_server.index.tokens import TokenCodec, to_codes
 from teleo_server.pipeline.types import Filters, Hit, Outcome, Query, Retriever, StageReport
 from teleo_server.store.base import MemoryStore
 from teleo_server.result_cache import ResultCache
@@ -155,6 +156,10 @@ class MemoryCore:
         self.embedder_ready = False
         self._background: set[asyncio.Task] = set()
         self.results = ResultCache()  # retrievals' answers, per caller, for profiles that cache them
+        # head -> the codec its space keeps it in: the database stores those heads as the same codes
+        codecs = getattr(retriever, "token_codecs", None)  # a retriever may keep no codes
+        self.codecs: dict[str, TokenCodec] = dict(codecs()) if codecs is not None else {}
+        self._recode: set[str] = set()  # memories whose stored codes another codec made
 
     @property
     def in_flight(self) -> int:
@@ -189,8 +194,33 @@ class MemoryCore:
     async def _on_index(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._index_ex, fn, *args)
 
+    def stored_form(self, emb: EmbeddingSet) -> EmbeddingSet:
+        """``emb`` as it is stored and indexed: the heads kept as codes in those codes."""
+        return to_codes(emb, self.codecs)
+
+    def token_specs(self) -> dict[str, CodecSpec]:
+        """Head -> the codec whose codes this server stores and takes (Import) for it as they are."""
+        return {head: c.spec for head, c in self.codecs.items() if not c.identity}
+
+    def _indexable(self, emb: EmbeddingSet) -> tuple[EmbeddingSet, bool]:
+        """``emb`` without the token codes the index cannot read (another codec made them: they are
+        never decoded as if they were its own), and whether a head the index codes lost some (the
+        memory is then re-derived from its text by ``reembed_stale``)."""
+        foreign = {(i, head) for i, ch in enumerate(emb.chunks) for head, v in ch.vectors.items()
+                   if isinstance(v, TokenCodes) and (head not in self.codecs or v.spec != self.codecs[head].spec)}
+        if not foreign:
+            return emb, False
+        chunks = [ChunkEmbedding({h: v for h, v in ch.vectors.items() if (i, h) not in foreign}, ch.start, ch.end)
+                  for i, ch in enumerate(emb.chunks)]
+        return EmbeddingSet(emb.model_version, chunks), any(head in self.codecs for _, head in foreign)
+
     async def load_indexes(self) -> int:
-        """Rebuild the in-memory indexes from the store; returns how many memories were indexed."""
+        """Rebuild the in-memory indexes from the store; returns how many memories were indexed.
+
+        Token codes of the running codec go into the index as they are (no decoding); float rows
+        (written before codes were stored) are encoded as they go in. A memory whose codes another
+        codec made (the configuration changed) is indexed without them and re-derived from its
+        text by ``reembed_stale``, which rewrites its rows."""
         try:
             version: str | None = self.embedder.model_version
         except Unavailable:
@@ -207,6 +237,9 @@ class MemoryCore:
                 if emb.model_version != version:
                     stale += 1  # other model's vectors must never be mixed in; re-embedded later
                     continue
+                emb, recode = self._indexable(emb)
+                if recode:
+                    self._recode.add(memory.id)
                 self.retriever.add(memory, emb)
                 loaded += 1
             self.retriever.settle()
@@ -217,22 +250,33 @@ class MemoryCore:
         settings = getattr(self.retriever, "settings", None)  # a retriever may have no text analyser
         analyzer = settings.analyzer.build().version if settings is not None else None
         log.info("index.loaded", memories=loaded, stale=stale, model_version=version, analyzer=analyzer)
+        if self._recode:
+            log.warning("index.codec_changed", memories=len(self._recode),
+                        codecs={h: c.spec.tag for h, c in self.codecs.items()},
+                        detail="stored token codes of another codec are re-derived from the memories' text")
         return loaded
 
     async def reembed_stale(self) -> int:
-        """Re-embed memories written by another model version, then index them."""
+        """Re-embed memories written by another model version, and those whose token codes another
+        codec made (``load_indexes``), then store and index them in the running form."""
         version = self.embedder.model_version
-        ids = await self._on_store(self.store.stale_ids, version)
-        done = 0
+        stale = await self._on_store(self.store.stale_ids, version)
+        recode = sorted(self._recode.difference(stale))
+        ids, recoding = stale + recode, set(recode)
+        done = recoded = 0
         for start in range(0, len(ids), 32):
             batch = await self._on_store(self.store.get, ids[start : start + 32])
             memories = list(batch.values())
             sets = await self.embedder.embed([m.content for m in memories], TextRole.DOCUMENT)
             for memory, emb in zip(memories, sets, strict=True):
-                if await self._finish(self._replace(memory.id, emb)):
+                if await self._finish(self._replace(memory.id, self.stored_form(emb))):
                     done += 1
-        if ids:
-            log.info("index.reembedded", memories=done, model_version=version)
+                    recoded += memory.id in recoding
+            self._recode.difference_update(ids[start : start + 32])  # done, or gone from the store
+        if stale:
+            log.info("index.reembedded", memories=done - recoded, model_version=version)
+        if recode:
+            log.info("index.recoded", memories=recoded, codecs={h: c.spec.tag for h, c in self.codecs.items()})
         return done
 
     async def _replace(self, memory_id: str, emb: EmbeddingSet) -> bool:
@@ -303,7 +347,7 @@ class MemoryCore:
         if len(fresh_sets) != len(missing):
             raise Unavailable("embedder returned a partial result; nothing was stored")
         embedded = dict(zip([m.id for m in missing], fresh_sets, strict=True))
-        sets = [given[m.id] if m.id in given else embedded[m.id] for m in to_embed]
+        sets = [self.stored_form(given[m.id] if m.id in given else embedded[m.id]) for m in to_embed]
         stored = await self._finish(self._commit(list(zip(to_embed, sets, strict=True)), dedup))
         by_key = {key(m): stored_dup for m, stored_dup in zip(to_embed, stored, strict=True)}
         out = []
@@ -399,6 +443,7 @@ class MemoryCore:
         emb = None
         if new.content_hash != old.content_hash:
             (emb,) = await self.embedder.embed([new.content], TextRole.DOCUMENT)
+            emb = self.stored_form(emb)
         stored = await self._finish(self._update(new, emb, previous_id or None))
         if stored is None:
             raise NotFound(f"no memory with id(s) {old.id}", field="id")
@@ -410,6 +455,8 @@ class MemoryCore:
         kept_emb = None
         if emb is None or previous_id is not None:
             kept_emb = await self._on_store(self.store.embeddings_of, new.id)
+            if kept_emb is not None:
+                kept_emb = self._indexable(kept_emb)[0]
         stored = await self._on_store(self.store.update, new, emb, previous_id)
         if stored is None or (emb is None and kept_emb is None):
             return stored

@@ -7,6 +7,10 @@ A head has a name, a kind, a width and a dtype:
 * ``sparse`` — vocabulary terms: :class:`SparseVector` (int32 ids ascending, float32 weights);
   ``dim`` bounds the ids (the vocabulary size), 0 for no bound.
 
+A per-token head may also travel in a codec's compact form, :class:`TokenCodes` (the codes the
+late-interaction index keeps, described completely by a :class:`CodecSpec`): that is how the store
+keeps it and how ``Export`` carries it. Only the space that owns the codec can read them.
+
 The store, the embedding wire format, Triton's ``teleo_embed`` outputs and the public
 ``QueryVectors`` all follow this registry. Heads made by the ONNX models (``dense``, ``tokens``,
 ``splade``) are declared below and computed by :mod:`teleo_server.embedding.engine`; a head computed
@@ -18,6 +22,7 @@ outside the package), plus a space that reads it.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -49,7 +54,82 @@ class SparseVector:
         return int(self.ids.size)
 
 
-Vector = np.ndarray | SparseVector
+# "code{bits}x{dim}:{dim_in}:s{seed}", e.g. "code2x128:384:s0"
+_CODEC_TAG = re.compile(r"code(\d+)x(\d+):(\d+):s(\d+)")
+CODEC_BITS = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True, slots=True)
+class CodecSpec:
+    """A per-token codec, named completely: ``dim_in``-wide vectors rotated by the seeded random
+    orthonormal matrix of ``seed`` to ``dim`` dimensions, re-normalised, then each coordinate as a
+    ``bits``-bit Gaussian code packed little-endian into bytes (``bits = 16``: float16 values).
+
+    ``tag`` (``"code2x128:384:s0"``) is how the store's ``dtype`` column and an export name it;
+    ``width`` values of ``dtype`` make one token's row.
+    """
+
+    bits: int
+    dim: int
+    dim_in: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.bits not in CODEC_BITS:
+            raise ValueError(f"codec bits must be one of {CODEC_BITS}, got {self.bits}")
+        if not 0 < self.dim <= self.dim_in or (self.bits < 16 and self.dim % (8 // self.bits)):
+            raise ValueError(f"codec of {self.bits} bits cannot map {self.dim_in} to {self.dim} dimensions")
+
+    @property
+    def tag(self) -> str:
+        return f"code{self.bits}x{self.dim}:{self.dim_in}:s{self.seed}"
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float16 if self.bits == 16 else np.uint8)
+
+    @property
+    def width(self) -> int:
+        return self.dim if self.bits == 16 else self.dim * self.bits // 8
+
+    @staticmethod
+    def is_tag(text: str) -> bool:
+        """Whether ``text`` claims to be a codec tag (rather than a numpy dtype name)."""
+        return text.startswith("code")
+
+    @classmethod
+    def parse(cls, tag: str) -> CodecSpec:
+        """The codec a tag names; ValueError when it names none."""
+        m = _CODEC_TAG.fullmatch(tag)
+        if m is None:
+            raise ValueError(f"{tag[:64]!r} is not a token codec (expected e.g. 'code2x128:384:s0')")
+        bits, dim, dim_in, seed = (int(g) for g in m.groups())
+        return cls(bits, dim, dim_in, seed)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCodes:
+    """A per-token head's vectors of one chunk as ``spec``'s codes: ``data`` (rows, spec.width)
+    of ``spec.dtype``, exactly what the late-interaction index holds for them."""
+
+    data: np.ndarray
+    spec: CodecSpec
+
+    @classmethod
+    def of(cls, data: bytes | np.ndarray, rows: int, spec: CodecSpec) -> TokenCodes:
+        """From raw bytes (a stored row, an export) or an array; ValueError when the size is not
+        ``rows`` rows of the codec's width."""
+        flat = np.frombuffer(data, dtype=spec.dtype) if isinstance(data, bytes) else np.asarray(data, spec.dtype)
+        if rows < 0 or flat.size != rows * spec.width:
+            raise ValueError(f"{flat.size} values are not {rows} rows of {spec.width} ({spec.tag})")
+        return cls(np.ascontiguousarray(flat.reshape(rows, spec.width)), spec)
+
+    @property
+    def rows(self) -> int:
+        return int(self.data.shape[0])
+
+
+Vector = np.ndarray | SparseVector | TokenCodes
 # encode(chunk texts, is_query per text) -> one vector per text
 Encode = Callable[[Sequence[str], Sequence[bool]], list[Vector]]
 
@@ -158,6 +238,8 @@ SPLADE = register_head(Head("splade", HeadKind.SPARSE, 30522, "float32",
 
 
 __all__ = [
+    "CODEC_BITS",
+    "CodecSpec",
     "DENSE",
     "Encode",
     "Head",
@@ -165,6 +247,7 @@ __all__ = [
     "SPLADE",
     "SparseVector",
     "TOKENS",
+    "TokenCodes",
     "Vector",
     "get_head",
     "heads",

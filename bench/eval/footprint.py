@@ -6,7 +6,9 @@ Three measurements over SciFact's 5,183 abstracts, written from the cached embed
   running the background upkeep, in a fresh child process; plus each space's own arrays;
 * ``server`` — the real server (``python -m teleo_server``) started on the stored corpus, against
   the same server started on an empty store: the difference of their RSS once serving;
-* ``database`` — the SQLite file (after a checkpoint), and per head the bytes of its stored vectors;
+* ``database`` — the SQLite file (after a checkpoint), and per head the bytes of its stored vectors,
+  written as the server stores them (per-token vectors as the late-interaction space's codes;
+  ``--settings '{"late_interaction_bits": 16, "late_interaction_dim": null}'`` keeps float16 rows);
 * ``ingest`` — the empty server's RSS before and after one 64 KB memory goes in through ``Store``
   (the embedding runtime's buffers are sized by the largest batch it has run).
 
@@ -94,14 +96,24 @@ def measure_index(data: Path, cache: Path, settings: dict[str, Any]) -> dict[str
     return res
 
 
-def write_store(data: Path, cache: Path, path: Path) -> int:
+def token_codecs(settings: dict[str, Any]) -> dict[str, Any]:
+    """Head -> the codec the server of these settings stores it in (``MemoryCore.stored_form``)."""
+    from teleo_server.pipeline import PipelineSettings, make_retriever
+
+    return getattr(make_retriever(PipelineSettings(**settings), "numpy"), "token_codecs", dict)()
+
+
+def write_store(data: Path, cache: Path, path: Path, settings: dict[str, Any]) -> int:
     from bench.eval.corpora import load_all
+    from teleo_server.index.tokens import to_codes
     from teleo_server.store import SQLiteStore
 
     prepared = load_all(data, cache, 1, ("scifact",))["scifact"][0]
+    codecs = token_codecs(settings)
     store = SQLiteStore(path)
     try:
-        store.put_many(prepared.items)
+        for start in range(0, len(prepared.items), 256):
+            store.put_many([(m, to_codes(e, codecs)) for m, e in prepared.items[start:start + 256]])
     finally:
         store.close()
     return len(prepared.items)
@@ -114,10 +126,25 @@ def measure_database(path: Path, n: int) -> dict[str, Any]:
         heads = {h: (b or 0) / n for h, b in conn.execute(
             "SELECT head, SUM(length(data)) + SUM(COALESCE(length(ids), 0)) FROM chunk_vectors GROUP BY head")}
         content = conn.execute("SELECT SUM(length(content)) FROM memories").fetchone()[0] or 0
+        pages = _pages(conn, n)
     finally:
         conn.close()
     files = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
-    return {"file_bytes_per_memory": files / n, "vector_bytes_per_memory": heads, "content_bytes_per_memory": content / n}
+    return {"file_bytes_per_memory": files / n, "vector_bytes_per_memory": heads, "content_bytes_per_memory": content / n,
+            "pages_per_memory": pages}
+
+
+def _pages(conn: sqlite3.Connection, n: int) -> dict[str, dict[str, float]]:
+    """Per table and index: bytes of its pages, of the rows in them and unused, per memory (SQLite's
+    ``dbstat``; empty where SQLite is built without it). Rows too long for their b-tree page go on
+    overflow pages, whose unused tails show here."""
+    try:
+        rows = conn.execute("SELECT name, SUM(pgsize), SUM(payload), SUM(unused) FROM dbstat GROUP BY name "
+                            "ORDER BY 2 DESC").fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    return {name: {"bytes": size / n, "payload": payload / n, "unused": unused / n}
+            for name, size, payload, unused in rows if size >= n}
 
 
 def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n: int,
@@ -191,8 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         loaded.mkdir()
         n = 0
         if "database" in parts or "server" in parts:
-            n = write_store(args.data, args.cache, loaded / "teleo.db")
-            res["database"] = measure_database(loaded / "teleo.db", n)
+            t0 = time.perf_counter()
+            n = write_store(args.data, args.cache, loaded / "teleo.db", args.settings)
+            res["database"] = {**measure_database(loaded / "teleo.db", n), "load_and_write_s": time.perf_counter() - t0,
+                               "token_codecs": {h: c.spec.tag for h, c in token_codecs(args.settings).items()
+                                                if not c.identity}}
         if "server" in parts or "ingest" in parts:
             res["server"] = measure_server(loaded, empty, args.settings, n, parts)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import base64
 import math
 from dataclasses import replace
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, get_args
 
 import numpy as np
@@ -36,7 +36,8 @@ from teleo_server.domain import (
     content_hash,
 )
 from teleo_server.errors import InvalidArgument, PermissionDenied
-from teleo_server.heads import DENSE, SPLADE, Head, HeadKind, SparseVector, Vector, get_head, heads
+from teleo_server.heads import (DENSE, SPLADE, CodecSpec, Head, HeadKind, SparseVector, TokenCodes, Vector, get_head,
+                                heads)
 from teleo_server.pipeline_settings import FusionMethod
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
@@ -228,6 +229,10 @@ def exported(memory: Memory, emb: EmbeddingSet | None) -> pb.ExportedMemory:
             if isinstance(v, SparseVector):
                 c.heads[name].ids.extend(v.ids.tolist())
                 c.heads[name].weights.extend(v.weights.tolist())
+            elif isinstance(v, TokenCodes):  # as stored: the codes, and the codec that reads them
+                c.heads[name].codes = v.data.tobytes()
+                c.heads[name].codec = v.spec.tag
+                c.heads[name].rows = v.rows
             else:
                 a = np.asarray(v, dtype=np.float32)
                 c.heads[name].values.extend(a.reshape(-1).tolist())
@@ -236,10 +241,11 @@ def exported(memory: Memory, emb: EmbeddingSet | None) -> pb.ExportedMemory:
 
 
 def imported(msg: pb.ExportedMemory, principal: Principal, limits: Limits, now: float,
-             model_version: str) -> tuple[Memory, EmbeddingSet | None]:
+             model_version: str, codecs: Mapping[str, CodecSpec] | None = None) -> tuple[Memory, EmbeddingSet | None]:
     """A new memory (new id) from an exported one, validated and authorised as a Store is, and its
-    vectors when they were made by ``model_version`` and hold every registered head (else None:
-    it is embedded again)."""
+    vectors when they were made by ``model_version``, hold every registered head and give a head
+    as codes only in the codec ``codecs`` names for it, the one this server keeps (else None: it
+    is embedded again; another codec's codes are never read as this server's)."""
     memory = memory_from_input(msg.memory.input, principal, limits, now, field="item.memory.input")
     if msg.memory.HasField("ingestion_time"):
         memory = replace(memory, ingestion_time=ts_to_float(msg.memory.ingestion_time, "item.memory.ingestion_time"))
@@ -252,7 +258,16 @@ def imported(msg: pb.ExportedMemory, principal: Principal, limits: Limits, now: 
             raise InvalidArgument(f"span [{c.start}, {c.end}) is not within the content", field=where)
         if set(c.heads) != set(heads()):
             raise InvalidArgument(f"needs every head {sorted(heads())}, has {sorted(c.heads)}", field=f"{where}.heads")
-        vectors = {name: head_vector(hv, get_head(name), f"{where}.heads[{name!r}]") for name, hv in c.heads.items()}
+        vectors: dict[str, Vector] = {}
+        for name, hv in c.heads.items():
+            at = f"{where}.heads[{name!r}]"
+            if not (hv.codes or hv.codec):
+                vectors[name] = head_vector(hv, get_head(name), at)
+                continue
+            codes = token_codes(hv, get_head(name), at)
+            if codes.spec != (codecs or {}).get(name):
+                return memory, None
+            vectors[name] = codes
         chunks.append(ChunkEmbedding(vectors, c.start, c.end))
     return memory, EmbeddingSet(model_version, chunks)
 
@@ -373,9 +388,27 @@ def _vectors(msg: pb.QueryVectors) -> QueryVectors:
     return QueryVectors(heads=heads, model_version=msg.model_version)
 
 
+def token_codes(hv: pb.HeadVector, head: Head, where: str) -> TokenCodes:
+    """An exported per-token head given as codes (``codes``, ``codec``, ``rows``), checked: a codec
+    of ``head``'s width and rows of its size."""
+    if head.kind is not HeadKind.TOKENS:
+        raise InvalidArgument(f"head {head.name!r} is not per-token: it has no codes", field=where)
+    if hv.values or not hv.codec:
+        raise InvalidArgument("codes need their codec, and no values beside them", field=where)
+    try:
+        spec = CodecSpec.parse(hv.codec)
+        if spec.dim_in != head.dim:
+            raise ValueError(f"codec {spec.tag} codes {spec.dim_in}-d vectors; head {head.name!r} has {head.dim}")
+        return TokenCodes.of(hv.codes, hv.rows, spec)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc), field=where) from None
+
+
 def head_vector(hv: pb.HeadVector, head: Head, where: str, min_rows: int = 0) -> Vector:
     """A ``HeadVector`` message as ``head``'s vector, checked (``head.coerce``); a per-token head
-    needs ``rows`` >= ``min_rows`` and rows x dimension values."""
+    needs ``rows`` >= ``min_rows`` and rows x dimension values (codes are for Import only)."""
+    if hv.codes or hv.codec:
+        raise InvalidArgument("codes are taken by Import only; give the vector's values", field=where)
     if head.kind is HeadKind.SPARSE:
         value: Any = SparseVector(np.asarray(hv.ids, dtype=np.int64), np.asarray(hv.weights, dtype=np.float32))
     elif head.kind is HeadKind.TOKENS:
@@ -553,6 +586,7 @@ __all__ = [
     "query_from_request",
     "snippet",
     "stage_to_proto",
+    "token_codes",
     "ts_to_float",
     "updated_memory",
 ]

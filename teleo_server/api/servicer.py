@@ -285,6 +285,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         given: dict[str, EmbeddingSet] = {}
         new_id: dict[str, tuple[str, str]] = {}  # exported id -> (new id, namespace)
         now, version = convert.now(), self.core.embedder.model_version
+        codecs = self.core.token_specs()  # exported token codes are reused only under the same codec
         async for req in request_iterator:
             index = len(items)
             if index >= self.limits.max_batch_items:
@@ -295,7 +296,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             try:
                 if isinstance(req, Malformed):
                     raise req.error("item")
-                memory, emb = convert.imported(req.item, principal, self.limits, now, version)
+                memory, emb = convert.imported(req.item, principal, self.limits, now, version, codecs)
             except TeleoError as exc:
                 item.error, item.error_code = str(exc), status_of(exc).name
                 continue

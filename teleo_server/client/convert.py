@@ -153,7 +153,8 @@ def overrides(o: Overrides | Mapping[str, Any] | None) -> pb.StageOverrides | No
 
 
 def head_vector(v: HeadVector) -> pb.HeadVector:
-    return pb.HeadVector(values=list(v.values), rows=v.rows, ids=list(v.ids), weights=list(v.weights))
+    return pb.HeadVector(values=list(v.values), rows=v.rows, ids=list(v.ids), weights=list(v.weights), codes=v.codes,
+                         codec=v.codec)
 
 
 def retrieve_request(text: str | QueryVectors, *, top_k: int, profile: str, where: Filters | Mapping | None,
@@ -288,7 +289,7 @@ def stats(r: pb.StatsResponse) -> Stats:
 
 
 def _head(v: pb.HeadVector) -> HeadVector:
-    return HeadVector(tuple(v.values), v.rows, tuple(v.ids), tuple(v.weights))
+    return HeadVector(tuple(v.values), v.rows, tuple(v.ids), tuple(v.weights), v.codes, v.codec)
 
 
 def exported(e: pb.ExportedMemory) -> Exported:

@@ -168,12 +168,18 @@ class Overrides:
 
 @dataclass(frozen=True)
 class HeadVector:
-    """One embedding head's vector: dense (values), per-token (rows x dim values) or sparse (ids, weights)."""
+    """One embedding head's vector: dense (values), per-token (rows x dim values) or sparse (ids, weights).
+
+    An export of a per-token head the server keeps as compact codes carries ``rows`` tokens of
+    ``codes`` instead of values, and the ``codec`` that made them (Import reuses them only on a
+    server of the same codec)."""
 
     values: tuple[float, ...] = ()
     rows: int = 0
     ids: tuple[int, ...] = ()
     weights: tuple[float, ...] = ()
+    codes: bytes = b""
+    codec: str = ""
 
 
 @dataclass(frozen=True)

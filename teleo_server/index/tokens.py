@@ -15,21 +15,35 @@ at 384 float16 dimensions that is 270 KB a memory). They are kept compact instea
 Scoring decodes only the candidates' tokens (a 256-entry table per byte) and re-normalises them, so
 MaxSim still compares unit vectors; the query keeps full precision (asymmetric). ``bits = 16``
 keeps float16 tokens (no codes) and ``dim = None`` keeps the model's width.
+
+A codec is named completely by its :class:`~teleo_server.heads.CodecSpec` (bits, dim, input dim,
+seed). The database stores a memory's tokens as the same codes (:func:`to_codes`), tagged with
+that spec, so a start-up appends them here as they are (:meth:`TokenStore.add` of
+:class:`~teleo_server.heads.TokenCodes`); codes of another spec are refused, never decoded as if
+they were this store's.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from teleo_server.compute.maxsim import decode_codes
-
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet
+from teleo_server.heads import CodecSpec, TokenCodes
 from teleo_server.index.chunks import ranges
 
 CODE_BITS = (1, 2, 4, 8)
 RAW_BITS = 16
+
+
+def codec_spec(dim_in: int, dim: int | None, bits: int, seed: int = 0) -> CodecSpec:
+    """The spec of the codec that ``TokenCodec(dim_in, dim, bits, seed)`` makes (a ``dim`` of
+    None, or not below ``dim_in``, keeps the input's width)."""
+    return CodecSpec(bits, dim if dim and dim < dim_in else dim_in, dim_in, seed)
 
 
 def projection(dim_in: int, dim_out: int, seed: int = 0) -> np.ndarray:
@@ -75,6 +89,7 @@ class TokenCodec:
         if bits not in CODE_BITS and bits != RAW_BITS:
             raise ValueError(f"bits must be one of {CODE_BITS} or {RAW_BITS}, got {bits}")
         self.dim_in = dim_in
+        self.seed = seed
         self.proj = projection(dim_in, dim, seed) if dim and dim < dim_in else None
         self.dim = self.proj.shape[1] if self.proj is not None else dim_in
         self.bits = bits
@@ -90,6 +105,21 @@ class TokenCodec:
         self._thresholds = (thresholds * spread).astype(np.float32)
         self.levels = (levels * spread).astype(np.float32)  # the value of each code
         self._shifts = (bits * np.arange(per_byte)).astype(np.uint8)
+
+    @classmethod
+    @functools.lru_cache(maxsize=16)
+    def of(cls, spec: CodecSpec) -> TokenCodec:
+        """The codec ``spec`` names (shared: a codec holds no state once made)."""
+        return cls(spec.dim_in, spec.dim, spec.bits, spec.seed)
+
+    @property
+    def spec(self) -> CodecSpec:
+        return CodecSpec(self.bits, self.dim, self.dim_in, self.seed)
+
+    @property
+    def identity(self) -> bool:
+        """Codes equal the float16 input (16 bits, no rotation): nothing to gain by storing them."""
+        return self.bits == RAW_BITS and self.proj is None
 
     @property
     def bytes_per_token(self) -> int:
@@ -179,16 +209,47 @@ class TokenStore:
         assert self.codec is not None
         return self.codec.decode(self.codes[lo:hi])
 
-    def add(self, row: int, tokens: np.ndarray) -> None:
-        """Append the tokens float (T, D) of chunk ``row`` (rows without tokens are appended empty)."""
-        tokens = np.asarray(tokens)
-        if self.codec is None and tokens.size:
-            self.dim = tokens.shape[1]
-            self.codec = TokenCodec(self.dim, self.dim_out, self.bits, self._seed)
-            self._codes = np.zeros((1024, self.codec.width), dtype=self.codec.dtype)
+    def spec(self, dim_in: int) -> CodecSpec:
+        """The codec this store keeps tokens of width ``dim_in`` in."""
+        if self.codec is not None and self.codec.dim_in == dim_in:
+            return self.codec.spec
+        return codec_spec(dim_in, self.dim_out, self.bits, self._seed)
+
+    def codec_for(self, dim_in: int) -> TokenCodec:
+        """The codec this store keeps tokens of width ``dim_in`` in (its own once it has one)."""
+        if self.codec is not None and self.codec.dim_in == dim_in:
+            return self.codec
+        return TokenCodec.of(self.spec(dim_in))
+
+    def add(self, row: int, tokens: np.ndarray | TokenCodes) -> None:
+        """Append the tokens of chunk ``row``: float (T, D), encoded here, or codes of this store's
+        codec, appended as they are (rows without tokens are appended empty). ValueError for
+        codes of another codec: they would be read as different vectors."""
+        if isinstance(tokens, TokenCodes):
+            codes = self._check_codes(tokens)
+        else:
+            tokens = np.asarray(tokens)
+            if self.codec is None and tokens.size:
+                self._start(tokens.shape[1])
+            codes = self.codec.encode(tokens) if tokens.size and self.codec is not None else None
         while self.n < row:
             self._append(None)
-        self._append(self.codec.encode(tokens) if tokens.size and self.codec is not None else None)
+        self._append(codes)
+
+    def _start(self, dim_in: int) -> None:
+        self.dim = dim_in
+        self.codec = self.codec_for(dim_in)
+        self._codes = np.zeros((1024, self.codec.width), dtype=self.codec.dtype)
+
+    def _check_codes(self, tokens: TokenCodes) -> np.ndarray | None:
+        want = self.codec.spec if self.codec is not None else self.spec(tokens.spec.dim_in)
+        if tokens.spec != want:
+            raise ValueError(f"tokens coded as {tokens.spec.tag} cannot join a store of {want.tag}")
+        if not tokens.rows:
+            return None
+        if self.codec is None:
+            self._start(tokens.spec.dim_in)
+        return tokens.data
 
     def _append(self, codes: np.ndarray | None) -> None:
         if self.n + 2 > self._offsets.size:
@@ -239,4 +300,24 @@ class TokenStore:
         return np.asarray(ops.maxsim_codes(query, self.offsets, self.codes, self.bits, self.codec.levels, chunks),
                           dtype=np.float32)
 
-__all__ = ["CODE_BITS", "RAW_BITS", "TokenCodec", "TokenStore", "gaussian_levels", "projection"]
+
+def to_codes(emb: EmbeddingSet, codecs: Mapping[str, TokenCodec]) -> EmbeddingSet:
+    """``emb`` with the float tokens of every head in ``codecs`` as that codec's codes: the form the
+    database stores them in, and the index takes as they are. Heads a codec leaves unchanged
+    (``identity``), codes already, and every other head pass through."""
+    coded = {h: c for h, c in codecs.items() if not c.identity}
+    if not coded or not any(h in ch.vectors for ch in emb.chunks for h in coded):
+        return emb
+    chunks = []
+    for ch in emb.chunks:
+        vectors = dict(ch.vectors)
+        for head, codec in coded.items():
+            v = vectors.get(head)
+            if isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[1] == codec.dim_in:
+                vectors[head] = TokenCodes(codec.encode(v), codec.spec)
+        chunks.append(ChunkEmbedding(vectors, ch.start, ch.end))
+    return EmbeddingSet(emb.model_version, chunks)
+
+
+__all__ = ["CODE_BITS", "RAW_BITS", "TokenCodec", "TokenStore", "codec_spec", "gaussian_levels", "projection",
+           "to_codes"]

@@ -17,6 +17,7 @@ from teleo_server.domain import EmbeddingSet, Johari, Memory, Principal
 from teleo_server.errors import InvalidArgument, NotFound
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.purpose import GoalView, PurposeIndex
+from teleo_server.index.tokens import TokenCodec
 from teleo_server.pipeline import alignment as alignment_stage
 from teleo_server.pipeline.compare import compare_rows
 from teleo_server.pipeline.explain import explanation
@@ -115,6 +116,17 @@ class TeleologicalRetriever:
     def add_many(self, items: list[tuple[Memory, EmbeddingSet]]) -> None:
         for memory, embeddings in items:
             self.add(memory, embeddings)
+
+    def token_codecs(self) -> dict[str, TokenCodec]:
+        """Head name -> the codec the spaces keep it in, for the heads
+        kept as codes: the database stores them as the same codes. A head two spaces would code
+        differently has none (it is stored as floats and each space encodes it)."""
+        found: dict[str, list[TokenCodec]] = {}
+        for space in self.spaces.values():
+            make = getattr(space, "storage_codec", None)
+            if make is not None:
+                found.setdefault(space.head, []).append(make())
+        return {head: cs[0] for head, cs in found.items() if len({c.spec for c in cs}) == 1}
 
     def settle(self) -> None:
         """After a bulk load: fold every index's write buffer, so the first reads pay no delta scan."""

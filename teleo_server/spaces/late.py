@@ -9,7 +9,8 @@ from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
-from teleo_server.index.tokens import TokenStore
+from teleo_server.heads import get_head
+from teleo_server.index.tokens import TokenCodec, TokenStore
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
@@ -38,6 +39,11 @@ class LateInteractionSpace(Space):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         self.store = TokenStore(self.config.dim, bits=self.config.bits)
+
+    def storage_codec(self) -> TokenCodec:
+        """The codec of this space's tokens, which the database stores them in too (as codes), so
+        a start-up appends them without decoding; see ``index.tokens.to_codes``."""
+        return self.store.codec_for(get_head(self.head).dim)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):

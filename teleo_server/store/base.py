@@ -26,7 +26,9 @@ class StoredToken:
 class MemoryStore(Protocol):
     """All methods are blocking; the server calls them from its store executor.
 
-    A method returns only after its transaction is durably committed.
+    A method returns only after its transaction is durably committed. Embeddings are kept as they
+    are given and read back the same: a per-token head given as ``heads.TokenCodes`` comes back as
+    the same codes with the same ``CodecSpec``, never as another codec's or as floats.
     """
 
     def find_duplicate(self, namespace: str, level: AccessLevel, content_hash: str) -> str | None:

@@ -150,6 +150,16 @@ ALTER TABLE memories ADD COLUMN sufficient_count INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE memories ADD COLUMN insufficient_count INTEGER NOT NULL DEFAULT 0;
 """
 
+# chunk_vectors.dtype (v4) is a numpy dtype name ("float32", "float16"), or, for a per-token head kept
+# in compact form, the tag of its codec (teleo_server.heads.CodecSpec), "code{bits}x{dim}:{dim_in}:s{seed}",
+# e.g. "code2x128:384:s0": dim_in-d vectors rotated by the seeded random orthonormal matrix of `seed`
+# to `dim` dimensions, re-normalised, each coordinate a `bits`-bit Gaussian code packed little-endian
+# into bytes (float16 values when bits = 16). `rows` is then the token count, `cols` a token's width
+# in the codec's values (dim * bits / 8 bytes; dim when bits = 16) and `data` rows * cols of them:
+# the very codes the late-interaction index holds. Rows written as float16 before stay valid, so
+# this needed no migration; MemoryCore.load_indexes re-derives rows of a codec the configuration no
+# longer uses.
+
 # Append new migrations; never edit a released one.
 MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 SCHEMA_VERSION = len(MIGRATIONS)

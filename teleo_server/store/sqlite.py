@@ -31,7 +31,7 @@ from teleo_server.domain import (
     unreadable_reason,
 )
 from teleo_server.errors import ResourceExhausted, TeleoError, Unavailable
-from teleo_server.heads import SparseVector, Vector
+from teleo_server.heads import CodecSpec, SparseVector, TokenCodes, Vector
 from teleo_server.query import Filters, visible
 from teleo_server.store.base import StoredToken
 from teleo_server.store.schema import migrate
@@ -331,7 +331,12 @@ class SQLiteStore:
                 if reason is not None:
                     bad.append((row[1], reason))
                     continue
-                yield memory, _load_embeddings(conn, row[0], memory.model_version)
+                try:
+                    emb = _load_embeddings(conn, row[0], memory.model_version)
+                except ValueError as exc:  # a vector row that names no codec, or the wrong size
+                    bad.append((row[1], f"vectors do not decode: {exc}"))
+                    continue
+                yield memory, emb
         finally:
             conn.close()
         for memory_id, reason in bad:
@@ -573,6 +578,10 @@ def _insert_chunks(conn: sqlite3.Connection, memory_pk: int, emb: EmbeddingSet) 
             if isinstance(v, SparseVector):
                 vectors.append((memory_pk, i, head, "sparse", v.weights.dtype.name, v.size, 0,
                                 v.weights.tobytes(), np.ascontiguousarray(v.ids, np.int32).tobytes()))
+            elif isinstance(v, TokenCodes):
+                # dtype names the codec (schema.py); cols is a token's width in the codec's values
+                vectors.append((memory_pk, i, head, "tokens", v.spec.tag, v.rows, v.spec.width,
+                                np.ascontiguousarray(v.data).tobytes(), None))
             else:
                 a = np.ascontiguousarray(v)
                 kind = "dense" if a.ndim == 1 else "tokens"
@@ -593,6 +602,8 @@ def _load_embeddings(conn: sqlite3.Connection, memory_pk: int, model_version: st
         if kind == "sparse":
             v: Vector = SparseVector(np.frombuffer(ids, dtype=np.int32),
                                      np.frombuffer(data, dtype=dtype))
+        elif CodecSpec.is_tag(dtype):
+            v = TokenCodes.of(data, rows, CodecSpec.parse(dtype))
         else:
             v = np.frombuffer(data, dtype=dtype)
             v = v.reshape(rows, cols) if kind == "tokens" else v

@@ -340,16 +340,20 @@ class DeleteWhereResponse(_message.Message):
     def __init__(self, matched: _Optional[int] = ..., deleted: _Optional[int] = ...) -> None: ...
 
 class HeadVector(_message.Message):
-    __slots__ = ("values", "rows", "ids", "weights")
+    __slots__ = ("values", "rows", "ids", "weights", "codes", "codec")
     VALUES_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    CODEC_FIELD_NUMBER: _ClassVar[int]
     values: _containers.RepeatedScalarFieldContainer[float]
     rows: int
     ids: _containers.RepeatedScalarFieldContainer[int]
     weights: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, values: _Optional[_Iterable[float]] = ..., rows: _Optional[int] = ..., ids: _Optional[_Iterable[int]] = ..., weights: _Optional[_Iterable[float]] = ...) -> None: ...
+    codes: bytes
+    codec: str
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., rows: _Optional[int] = ..., ids: _Optional[_Iterable[int]] = ..., weights: _Optional[_Iterable[float]] = ..., codes: _Optional[bytes] = ..., codec: _Optional[str] = ...) -> None: ...
 
 class QueryVectors(_message.Message):
     __slots__ = ("dense", "sparse_ids", "sparse_weights", "model_version", "heads")
