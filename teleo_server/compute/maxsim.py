@@ -3,6 +3,8 @@ the oracle for ``kernels/maxsim.cu``."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from teleo_server.compute.errors import InternalValueError
@@ -72,15 +74,23 @@ CODE_BITS = (1, 2, 4, 8)
 
 
 def code_table(bits: int, levels: np.ndarray) -> np.ndarray:
-    """float32 (256, 8 // bits): the coordinates one code byte holds (little-endian in the byte)."""
+    """float32 (256, 8 // bits): the coordinates one code byte holds (little-endian in the byte).
+    Made once per code book (every query of a store decodes with the same one); read-only."""
     if bits not in CODE_BITS:
         raise InternalValueError(f"code bits must be one of {CODE_BITS}, got {bits}")
     levels = np.asarray(levels, dtype=np.float32)
     if levels.shape != (1 << bits,):
         raise InternalValueError(f"{bits}-bit codes need {1 << bits} levels, got shape {levels.shape}")
+    return _code_table(bits, levels.tobytes())
+
+
+@functools.lru_cache(maxsize=16)
+def _code_table(bits: int, levels: bytes) -> np.ndarray:
     per_byte = 8 // bits
     codes = (np.arange(256)[:, None] >> (bits * np.arange(per_byte))[None, :]) & ((1 << bits) - 1)
-    return levels[codes]
+    table = np.frombuffer(levels, dtype=np.float32)[codes]
+    table.flags.writeable = False
+    return table
 
 
 def decode_codes(codes: np.ndarray, bits: int, levels: np.ndarray) -> np.ndarray:

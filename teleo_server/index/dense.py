@@ -100,7 +100,7 @@ class DenseIndex:
         if need > self._m.shape[0]:
             cap = max(need, 2 * self._m.shape[0])
             self._m = self._grow(self._m, cap)
-            self._pnorm = {d: self._grow(t[:, None], cap)[:, 0].copy() for d, t in self._pnorm.items()}
+            self._pnorm = {d: self._grow(t, cap) for d, t in self._pnorm.items()}
             alive = np.zeros(cap, dtype=bool)
             alive[: self.n] = self.alive[: self.n]
             self.alive = alive
@@ -137,8 +137,8 @@ class DenseIndex:
 
     @staticmethod
     def _grow(a: np.ndarray, cap: int) -> np.ndarray:
-        """``a`` (rows, cols) in a zeroed buffer of ``cap`` rows."""
-        g = np.zeros((cap, a.shape[1]), dtype=a.dtype)
+        """``a`` (rows, ...) in a zeroed buffer of ``cap`` rows."""
+        g = np.zeros((cap,) + a.shape[1:], dtype=a.dtype)
         g[: a.shape[0]] = a
         return g
 

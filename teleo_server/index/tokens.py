@@ -31,12 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from teleo_server.compute.maxsim import decode_codes
+from teleo_server.compute.maxsim import CODE_BITS, decode_codes
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.heads import CodecSpec, TokenCodes
 from teleo_server.index.chunks import ranges
 
-CODE_BITS = (1, 2, 4, 8)
 RAW_BITS = 16
 
 
