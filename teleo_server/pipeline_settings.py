@@ -60,8 +60,9 @@ class ProfileSpec(BaseModel):
 
 BUILTIN_PROFILES: dict[str, ProfileSpec] = {
     "teleological": ProfileSpec(
-        stages=("sparse_recall", "dense", "fusion", "alignment", "late_interaction", "finalize"),
-        description="sparse recall, dense ANN, multi-space fusion, goal alignment, MaxSim rerank"),
+        stages=("analyze", "sparse_recall", "perspectives", "dense", "fusion", "alignment", "late_interaction", "finalize"),
+        description="query analysis, sparse recall, the perspectives the query calls for, dense ANN, multi-space "
+                    "fusion, goal alignment, MaxSim rerank"),
     "hybrid": ProfileSpec(
         stages=("sparse_recall", "dense", "fusion", "finalize"),
         settings={"fusion": "rrf", "space_weights": {"E1_semantic": 1.0, "E6_lexical": 1.0, "E13_splade": 1.0},
@@ -120,6 +121,46 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
     "entry_point": ProfileSpec(
         stages=("entry", "fusion", "alignment", "late_interaction", "finalize"),
         description="start from the space the others corroborate most"),
+}
+
+
+class QueryTypeSpec(BaseModel):
+    """What the query analyzer does for one kind of question: the fusion weight it gives each space
+    (the larger of this and the profile's), and the multiplicative boost (``content *= 1 + b x the
+    space's relative score``, over 1 + b)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weights: dict[str, float] = Field(default_factory=dict)
+    boosts: dict[str, float] = Field(default_factory=dict)
+
+
+# The query analyzer's kinds (pipeline/analyze.py) and what each turns on.
+DEFAULT_QUERY_TYPES: dict[str, QueryTypeSpec] = {
+    "general": QueryTypeSpec(),
+    "causal": QueryTypeSpec(weights={"E5_causal": 1.0}),
+    "code": QueryTypeSpec(weights={"E7_code": 1.0}),
+    "entity": QueryTypeSpec(weights={"E11_entity": 0.5}),
+    "intent": QueryTypeSpec(boosts={"E10_intent": 0.3}),
+    "keyword": QueryTypeSpec(),
+    "graph": QueryTypeSpec(),
+}
+
+# Named search strategies (weights per space for fusion), chosen per request with
+# ``overrides.search_matrix``; "custom" is the request's own ``space_weights``.
+ALL_SPACES = ("E1_semantic", "E2_recency", "E3_periodicity", "E4_sequence", "E5_causal", "E6_lexical", "E7_code",
+              "E8_graph", "E9_hdc", "E10_intent", "E11_entity", "E13_splade")
+DEFAULT_MATRICES: dict[str, dict[str, float]] = {
+    "identity": {name: 1.0 for name in ALL_SPACES},
+    "semantic_focused": {"E1_semantic": 1.0, "E13_splade": 0.5, "E6_lexical": 0.25},
+    "temporal_focused": {"E2_recency": 1.0, "E3_periodicity": 0.5, "E4_sequence": 0.5, "E1_semantic": 0.5,
+                         "E6_lexical": 0.5},
+    "causal_focused": {"E5_causal": 2.0, "E6_lexical": 1.0, "E13_splade": 0.5, "E1_semantic": 0.5},
+    # chosen on the code set's dev split (bench/results/tuning_code.json): the code space as the
+    # second voice beside meaning, a light MaxSim rerank (E12's weight is the rerank's share)
+    "code_focused": {"E1_semantic": 3.0, "E7_code": 1.0, "E13_splade": 0.5, "E12_late": 0.3},
+    "hybrid_lexical": {"E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.5, "E1_semantic": 0.5},
+    "custom": {},
 }
 
 
@@ -200,6 +241,16 @@ class PipelineSettings(BaseModel):
         default_factory=lambda: {"E1_semantic": 0.5, "E6_lexical": 1.0, "E13_splade": 1.0, "E9_hdc": 0.3}
     )
     purpose_weighting: float = Field(0.0, ge=0, le=1)  # fused *= (1 - p) + p * purpose_alignment
+    # multiplicative boosts after fusion: content *= (1 + b * relative score of the space) / (1 + b)
+    space_boosts: dict[str, float] = Field(default_factory=dict)
+
+    # the query analyzer (pipeline/analyze.py): per kind of question, the weights and boosts it sets
+    query_types: dict[str, QueryTypeSpec] = Field(default_factory=lambda: dict(DEFAULT_QUERY_TYPES))
+    # named search strategies (overrides.search_matrix): fusion weights per space
+    search_matrices: dict[str, dict[str, float]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_MATRICES.items()})
+    # the perspectives stage: spaces that search the corpus when weighted, and their top hits joined
+    perspective_candidates: dict[str, int] = Field(
+        default_factory=lambda: {"E5_causal": 50, "E7_code": 100, "E10_intent": 50, "E11_entity": 100})
 
     # teleological alignment
     goals: GoalSettings = Field(default_factory=GoalSettings)
@@ -282,6 +333,10 @@ class PipelineSettings(BaseModel):
                 data["roles"] = {**DEFAULT_ROLES, **dict(data["roles"] or {})}
             if "routes" in data:
                 data["routes"] = {**DEFAULT_ROUTES, **dict(data["routes"] or {})}
+            if "query_types" in data:
+                data["query_types"] = {**DEFAULT_QUERY_TYPES, **dict(data["query_types"] or {})}
+            if "search_matrices" in data:
+                data["search_matrices"] = {**DEFAULT_MATRICES, **dict(data["search_matrices"] or {})}
         return data
 
     def updated(self, update: dict[str, Any]) -> PipelineSettings:
@@ -333,5 +388,5 @@ def _nest_space_keys(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-__all__ = ["AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_ROLES", "DEFAULT_ROUTES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
+__all__ = ["ALL_SPACES", "AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_MATRICES", "DEFAULT_QUERY_TYPES", "QueryTypeSpec", "DEFAULT_ROLES", "DEFAULT_ROUTES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
            "ProfileSpec"]

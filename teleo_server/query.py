@@ -24,6 +24,9 @@ class Filters:
     # that came later than the moment
     as_of_event: float | None = None
     as_of_ingestion: float | None = None
+    # only memories holding code in one of these languages (teleo_server.extract.code.LANGUAGES, or
+    # "unknown" for code in a language not recognised)
+    languages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,8 @@ class Overrides:
     filter_misaligned: bool | None = None
     space_weights: tuple[tuple[str, float], ...] = ()
     disable_stages: tuple[str, ...] = ()
+    search_matrix: str = ""                    # a named strategy's space weights ("custom": space_weights alone)
+    query_type: str = ""                       # force the analyzer's kind ("none" turns it off; "" = detect)
 
 
 @dataclass(slots=True)
@@ -95,6 +100,8 @@ def visible(principal: Principal, filters: Filters) -> tuple:
         parts.append(("<=", "event_time", float(filters.as_of_event)))
     if filters.as_of_ingestion is not None:
         parts.append(("<=", "ingestion_time", float(filters.as_of_ingestion)))
+    if filters.languages:
+        parts.append(("in", "code_language", list(filters.languages)))
     for key, value in filters.metadata:
         parts.append(("==", f"metadata.{key}", value))
     return ("and", *parts)

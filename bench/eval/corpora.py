@@ -52,6 +52,10 @@ def load_all(data: Path, cache: Path, threads: int, which: tuple[str, ...] = ("s
         out["locomo"] = [prepare(ds, cache, threads) for ds in locomo(data)]
     if "scifact" in which:
         out["scifact"] = [prepare(scifact(data), cache, threads)]
+    if "code" in which:  # generated from this Python's standard library: needs no data directory
+        from bench.eval.code.generate import build
+
+        out["code"] = [prepare(build(), cache, threads)]
     return out
 
 

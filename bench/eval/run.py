@@ -36,6 +36,11 @@ SINGLE = ("E1_semantic", "E6_lexical", "E13_splade", "E9_hdc", "E12_late", "E2_r
 PROFILES = ("teleological", "hybrid", "entry_point", "openclaw", "hipporag", "teleological_graph")
 
 ABLATE = ("sparse_recall", "dense", "fusion", "alignment", "late_interaction")
+# the code set (bench/eval/code): every profile, the spaces that can read code, the code_focused strategy
+CODE_RUNS = ([(p, p, None) for p in PROFILES if p != "entry_point"]
+             + [(f"single_space:{s}", f"single_space:{s}", None) for s in ("E1_semantic", "E6_lexical", "E7_code", "E13_splade")]
+             + [("teleological search_matrix=code_focused", "teleological", "code_focused"),
+                ("teleological search_matrix=hybrid_lexical", "teleological", "hybrid_lexical")])
 
 
 @dataclass(slots=True)
@@ -73,12 +78,15 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
     """Per-query metrics and latency of one run over one split."""
     per_cat: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
     times = []
+    finders: list[list[tuple[str, ...]]] = []  # per query: found_by of each of the top 10
     for q, emb in p.queries[split]:
         query = Query(text=q.text, embedding=emb, principal=PRINCIPAL, top_k=k, profile=run.profile,
                       overrides=run.overrides, now=2.0e9)
         t0 = time.perf_counter()
-        ranked = [e.memory.id for e in r.retrieve(query) if isinstance(e, Hit)]
+        hits = [e for e in r.retrieve(query) if isinstance(e, Hit)]
         times.append(time.perf_counter() - t0)
+        ranked = [e.memory.id for e in hits]
+        finders.append([tuple(e.found_by) for e in hits[:10]])
         m = (ndcg_at(ranked, q.relevant, 10), recall_at(ranked, q.relevant, 100),
              recall_at(ranked, q.relevant, 5), recall_at(ranked, q.relevant, 10))
         per_cat[q.category or "all"].append(m)
@@ -90,7 +98,26 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
         out[cat] = {"n": len(vals), "ndcg@10": float(a[:, 0].mean()), "recall@100": float(a[:, 1].mean()),
                     "recall@5": float(a[:, 2].mean()), "recall@10": float(a[:, 3].mean())}
     out["latency_ms_p50"] = float(np.percentile(np.array(times) * 1e3, 50))
+    out["perspectives"] = perspective_metrics(finders)
     return out
+
+
+def perspective_metrics(finders: list[list[tuple[str, ...]]]) -> dict[str, Any]:
+    """The seed's success metrics over each query's top 10: the share of results no semantic (E1)
+    list found, per space the share of queries in which it alone found at least one result (its
+    unique contribution), and coverage (spaces contributing to a query's top 10, on average)."""
+    results = [f for q in finders for f in q if f]
+    unique: dict[str, int] = defaultdict(int)
+    contributing = []
+    for q in finders:
+        alone = {f[0] for f in q if len(f) == 1}
+        for name in alone:
+            unique[name] += 1
+        contributing.append(len({n for f in q for n in f}))
+    n = max(len(finders), 1)
+    return {"non_semantic_only": sum("E1_semantic" not in f for f in results) / max(len(results), 1),
+            "unique_contribution_rate": {k: v / n for k, v in sorted(unique.items())},
+            "coverage_spaces": float(np.mean(contributing)) if contributing else 0.0}
 
 
 def scifact_eval(p: Prepared, base: PipelineSettings, quick: bool, split: str,
@@ -110,10 +137,12 @@ def locomo_eval(convs: list[Prepared], base: PipelineSettings, quick: bool,
                 only: list[str] | None = None) -> dict[str, Any]:
     selected = [r for r in runs(quick, only) if not r.settings]
     sums: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    persp: dict[str, list[tuple[int, dict]]] = defaultdict(list)
     for p in convs:
         r = build(p, base)
         for run in selected:
             res = evaluate(r, p, "dev", run)
+            persp[run.name].append((res["all"]["n"], res.pop("perspectives")))
             for cat, v in res.items():
                 if isinstance(v, dict):
                     sums[run.name][cat].append(v)
@@ -123,7 +152,28 @@ def locomo_eval(convs: list[Prepared], base: PipelineSettings, quick: bool,
         for cat, vals in cats.items():
             n = sum(v["n"] for v in vals)
             out[name][cat] = {"n": n, **{m: sum(v[m] * v["n"] for v in vals) / n for m in ("recall@5", "recall@10", "ndcg@10")}}
+        total = sum(n for n, _ in persp[name]) or 1
+        spaces = sorted({k for _, d in persp[name] for k in d["unique_contribution_rate"]})
+        out[name]["perspectives"] = {
+            "non_semantic_only": sum(n * d["non_semantic_only"] for n, d in persp[name]) / total,
+            "coverage_spaces": sum(n * d["coverage_spaces"] for n, d in persp[name]) / total,
+            "unique_contribution_rate": {k: sum(n * d["unique_contribution_rate"].get(k, 0.0) for n, d in persp[name]) / total
+                                         for k in spaces}}
         log.info("eval_run", dataset="locomo", run=name, recall10=round(out[name]["all"]["recall@10"], 4))
+    return out
+
+
+def code_eval(p: Prepared, base: PipelineSettings, only: list[str] | None = None) -> dict[str, Any]:
+    """The code set: each run on the dev split (tuning) and the test split (reported)."""
+    r = build(p, base)
+    out: dict[str, Any] = {}
+    for name, profile, matrix in CODE_RUNS:
+        if only and name not in only:
+            continue
+        run = Run(name, profile, Overrides(search_matrix=matrix or ""))
+        out[name] = {split: evaluate(r, p, split, run) for split in ("dev", "test")}
+        log.info("eval_run", dataset="code", run=name, dev_ndcg10=round(out[name]["dev"]["all"]["ndcg@10"], 4),
+                 test_ndcg10=round(out[name]["test"]["all"]["ndcg@10"], 4))
     return out
 
 
@@ -149,7 +199,26 @@ def markdown(res: dict[str, Any]) -> str:
         lines += ["### LoCoMo dev (6 conversations), Recall@5 / Recall@10 / nDCG@10", "",
                   "| run | " + " | ".join(cats) + " |", "| --- |" + " --- |" * len(cats)]
         for name, v in res["locomo"].items():
+            v = {c: x for c, x in v.items() if c != "perspectives"}
             cells = [f"{v[c]['recall@5']:.2f} / {v[c]['recall@10']:.2f} / {v[c]['ndcg@10']:.2f}" if c in v else "-" for c in cats]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    for dataset in ("scifact", "locomo"):
+        persp = res.get(dataset, {}).get("teleological", {}).get("perspectives")
+        if persp:
+            rates = ", ".join(f"{k} {v:.2f}" for k, v in persp["unique_contribution_rate"].items())
+            lines += [f"Perspectives ({dataset}, teleological, top 10): results no E1 list found "
+                      f"{persp['non_semantic_only']:.2f}; spaces contributing per query {persp['coverage_spaces']:.1f}; "
+                      f"share of queries with a result only this space found: {rates}", ""]
+    if "code" in res:
+        lines += ["### Code set (standard library functions), nDCG@10", "",
+                  "| run | dev (tuning) | test | test nl_to_code | test code_to_code | test p50 ms |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for name, v in res["code"].items():
+            t = v["test"]
+            cells = [f"{v['dev']['all']['ndcg@10']:.3f}", f"{t['all']['ndcg@10']:.3f}",
+                     *(f"{t[c]['ndcg@10']:.3f}" if c in t else "-" for c in ("nl_to_code", "code_to_code")),
+                     f"{t['latency_ms_p50']:.1f}"]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -159,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data", help="dataset root (default ../shared/data)")
     ap.add_argument("--cache", type=Path, default=REPO / "var" / "eval" / "cache", help="embedding cache directory")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    ap.add_argument("--only", choices=("scifact", "locomo"), action="append")
+    ap.add_argument("--only", choices=("scifact", "locomo", "code"), action="append")
     ap.add_argument("--runs", nargs="*", help="only the runs with these names (e.g. hipporag teleological)")
     ap.add_argument("--tag", default="", help="name the result files eval-<tag>.{json,md}")
     ap.add_argument("--split", default="test", help="SciFact split to report (train for tuning)")
@@ -167,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="embedding threads when the cache is cold")
     ap.add_argument("--settings", type=json.loads, default={}, help="PipelineSettings overrides as JSON")
     args = ap.parse_args(argv)
-    which = tuple(args.only or ("scifact", "locomo"))
+    which = tuple(args.only or ("scifact", "locomo", "code"))
     if not args.data.is_dir():
         ap.error(f"--data {args.data} does not exist")
     base = PipelineSettings(**args.settings)
@@ -177,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         res["scifact"] = scifact_eval(data["scifact"][0], base, args.quick, args.split, args.runs)
     if "locomo" in data:
         res["locomo"] = locomo_eval(data["locomo"], base, args.quick, args.runs)
+    if "code" in data:
+        res["code"] = code_eval(data["code"][0], base, args.runs)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = f"-{args.tag}" if args.tag else "" if args.split == "test" and not args.settings and not args.runs else f"-{args.split}"
     (args.out / f"eval{suffix}.json").write_text(json.dumps(res, indent=2))

@@ -369,7 +369,7 @@ def aggregate(per_conv: list[dict[str, Any]]) -> dict[str, Any]:
     for res in per_conv:
         lat.append(res["latency_ms_p50"])
         for cat, v in res.items():
-            if isinstance(v, dict):
+            if isinstance(v, dict) and "n" in v:  # categories (not the perspective metrics)
                 cats[cat].append(v)
     out = {}
     for cat, vals in cats.items():

@@ -39,6 +39,8 @@ from teleo_server.errors import InvalidArgument, PermissionDenied
 from teleo_server.heads import (DENSE, SPLADE, CodecSpec, Head, HeadKind, SparseVector, TokenCodes, Vector, get_head,
                                 heads)
 from teleo_server.pipeline_settings import FusionMethod
+from teleo_server.extract.code import LANGUAGES
+from teleo_server.pipeline.analyze import KINDS
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
 
@@ -444,7 +446,17 @@ def _filters(msg: pb.RetrieveFilters, principal: Principal, limits: Limits) -> F
         min_confidence=min_conf,
         session_id=msg.session_id,
         metadata=tuple(sorted(v.metadata(dict(msg.metadata), limits, "filters.metadata").items())),
+        languages=_languages(msg.languages),
     )
+
+
+def _languages(names) -> tuple[str, ...]:
+    known = ("unknown", *LANGUAGES)
+    for i, name in enumerate(names):
+        if name not in known:
+            raise InvalidArgument(f"unknown language {name[:32]!r}; expected one of {', '.join(known)}",
+                                  field=f"filters.languages[{i}]")
+    return tuple(dict.fromkeys(names))
 
 
 def _overrides(msg: pb.StageOverrides) -> Overrides:
@@ -474,7 +486,16 @@ def _overrides(msg: pb.StageOverrides) -> Overrides:
         filter_misaligned=msg.filter_misaligned if msg.HasField("filter_misaligned") else None,
         space_weights=tuple(sorted(weights)),
         disable_stages=_disable_stages(msg.disable_stages),
+        search_matrix=msg.search_matrix if msg.HasField("search_matrix") else "",
+        query_type=_query_type(msg) if msg.HasField("query_type") else "",
     )
+
+
+def _query_type(msg: pb.StageOverrides) -> str:
+    kinds = ("none", "general", *KINDS)
+    if msg.query_type not in kinds:
+        raise InvalidArgument(f"must be one of {', '.join(kinds)}", field="overrides.query_type")
+    return msg.query_type
 
 
 def _disable_stages(names: list[str]) -> tuple[str, ...]:

@@ -443,6 +443,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                         skip_reason=ev.outcome.skip_reason,
                         retry_count=ev.outcome.retry_count,
                         retrieval_confidence=min(max(float(ev.outcome.retrieval_confidence), 0.0), 1.0),
+                        query_types=ev.outcome.query_types,
+                        space_weights=ev.outcome.space_weights,
                         conflicts=[pb.ConflictPair(id_a=c.id_a, id_b=c.id_b, edge_type=c.edge_type,
                                                    resolution=c.resolution, winner=c.winner)
                                    for c in ev.outcome.conflicts],

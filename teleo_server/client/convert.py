@@ -126,8 +126,11 @@ def filters(f: Filters | Mapping[str, Any] | None) -> pb.RetrieveFilters:
         f = Filters(**f)
     if isinstance(f.namespaces, str) or isinstance(f.memory_types, str):
         raise ValueError("filters.namespaces and filters.memory_types are lists; write e.g. namespaces=['ops']")
+    if isinstance(f.languages, str):
+        raise ValueError("filters.languages is a list; write e.g. languages=['python']")
     msg = pb.RetrieveFilters(namespaces=list(f.namespaces), session_id=f.session_id, metadata=dict(f.metadata),
-                             memory_types=[enum_number("memory_type", t) for t in f.memory_types])
+                             memory_types=[enum_number("memory_type", t) for t in f.memory_types],
+                             languages=list(f.languages))
     if f.since is not None:
         _set_time(msg.event_time.start, f.since)
     if f.until is not None:
@@ -145,7 +148,7 @@ def overrides(o: Overrides | Mapping[str, Any] | None) -> pb.StageOverrides | No
     msg = pb.StageOverrides(space_weights=dict(o.space_weights), disable_stages=list(o.disable_stages))
     for name in ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight",
                  "decay_half_life_days", "mmr_lambda", "min_score", "min_relevance", "misalignment_threshold",
-                 "filter_misaligned"):
+                 "filter_misaligned", "search_matrix", "query_type"):
         value = getattr(o, name)
         if value is not None:
             setattr(msg, name, value)
@@ -264,7 +267,8 @@ def summary(s: pb.RetrieveSummary) -> Summary:
     return Summary(s.returned, s.total_ms, s.embed_ms, tuple(stage(x) for x in s.stages), s.degraded,
                    s.degraded_reason, s.profile, s.request_id, s.corpus_size, route=s.route, skip_reason=s.skip_reason,
                    retry_count=s.retry_count, retrieval_confidence=s.retrieval_confidence,
-                   conflicts=tuple(conflict_pair(c) for c in s.conflicts))
+                   conflicts=tuple(conflict_pair(c) for c in s.conflicts), query_types=tuple(s.query_types),
+                   space_weights=dict(s.space_weights))
 
 
 def event(ev: pb.RetrieveResponse, with_breakdown: bool) -> Event:
@@ -358,7 +362,8 @@ def summary_message(s: Summary) -> pb.RetrieveSummary:
                               degraded_reason=s.degraded_reason, profile=s.profile, request_id=s.request_id,
                               corpus_size=s.corpus_size, route=s.route, skip_reason=s.skip_reason,
                               retry_count=s.retry_count, retrieval_confidence=s.retrieval_confidence,
-                              conflicts=[conflict_pair_message(c) for c in s.conflicts])
+                              conflicts=[conflict_pair_message(c) for c in s.conflicts],
+                              query_types=list(s.query_types), space_weights=dict(s.space_weights))
 
 
 def event_message(ev: Event) -> pb.RetrieveResponse:

@@ -144,6 +144,7 @@ class Filters:
     min_confidence: float | None = None
     session_id: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
+    languages: Sequence[str] = ()          # memories holding code in one of these languages ("python", ...)
 
 
 @dataclass
@@ -164,6 +165,8 @@ class Overrides:
     filter_misaligned: bool | None = None
     space_weights: Mapping[str, float] = field(default_factory=dict)
     disable_stages: Sequence[str] = ()
+    search_matrix: str | None = None       # "identity", "semantic_focused", ..., "code_focused", "custom"
+    query_type: str | None = None          # force the query analyzer's kind ("none" turns it off)
 
 
 @dataclass(frozen=True)
@@ -278,6 +281,8 @@ class Summary:
     retry_count: int = 0                  # bounded retries after the first attempt (0 .. 2)
     retrieval_confidence: float = 0.0     # mean calibrated relevance of the top 3 results (0 when none)
     conflicts: tuple[ConflictPair, ...] = ()  # supersessions and contradictions touching the candidates
+    query_types: tuple[str, ...] = ()     # the query analyzer's reading ("general" when no kind)
+    space_weights: Mapping[str, float] = field(default_factory=dict)  # fusion weights the retrieval ran with
 
 
 Event = Stage | Result | Summary

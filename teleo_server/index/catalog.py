@@ -10,8 +10,21 @@ from __future__ import annotations
 import numpy as np
 
 from teleo_server.domain import AccessLevel, Memory, Principal
+from teleo_server.extract.code import LANGUAGES, detect
 from teleo_server.index.base import Expression
 from teleo_server.query import Filters, visible
+
+
+# code_language codes: 0 = no code, 1 = code in a language not recognised, then LANGUAGES in order
+LANGUAGE_CODES = {"unknown": 1, **{name: i + 2 for i, name in enumerate(LANGUAGES)}}
+
+
+def language_code(text: str) -> int:
+    """The code_language code of a memory's text."""
+    spans = detect(text)
+    if spans is None:
+        return 0
+    return LANGUAGE_CODES.get(spans.language or "unknown", 1)
 
 
 def value_dtype(name: str) -> np.dtype:
@@ -86,6 +99,7 @@ class Catalog:
         self._position = Column(np.int32, -1)
         self._evergreen = Column(np.bool_, False)
         self._used = Column(np.int64)
+        self._lang = Column(np.int8)  # the language of the code a memory holds (code_language)
         self._chunk_start = Column(np.int64)
         self._chunk_count = Column(np.int32)
         self._chunk_mem = Column(np.int32)
@@ -184,6 +198,7 @@ class Catalog:
         self._position.append(-1 if memory.session_position is None else memory.session_position)
         self._evergreen.append(memory.evergreen)
         self._used.append(memory.used_count)
+        self._lang.append(language_code(memory.content))
         first = self.n_chunks
         self._chunk_start.append(first)
         self._chunk_count.append(n_chunks)
@@ -223,7 +238,7 @@ class Catalog:
         new_of_old = np.full(self.n_rows, -1, dtype=np.int64)
         new_of_old[keep] = np.arange(keep.size)
         for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._ingested, self._conf, self._importance,
-                    self._session, self._position, self._evergreen, self._used, self._chunk_count):
+                    self._session, self._position, self._evergreen, self._used, self._lang, self._chunk_count):
             col.keep(keep)
         mem_of_chunk = new_of_old[self.chunk_mem[keep_chunks]].astype(np.int32)
         self._chunk_mem = Column(np.int32)
@@ -293,6 +308,8 @@ class Catalog:
         if filters.session_id:
             code = self._session_codes.get(filters.session_id)
             m &= (self.session == code) if code is not None else False
+        if filters.languages:
+            m &= np.isin(self._lang.view, np.array([LANGUAGE_CODES.get(x, -1) for x in filters.languages], dtype=np.int8))
         for kv in filters.metadata:
             rows = self._metadata.get(kv, set())
             sel = np.zeros(self.n_rows, dtype=bool)
@@ -320,6 +337,8 @@ class Catalog:
             for text, code in self._session_codes.items():
                 names[code] = text
             return np.array(names, dtype=object)[self.session] if self.n_rows else np.zeros(0, object)
+        if name == "code_language":
+            return np.array(["", "unknown", *LANGUAGES], dtype=object)[self._lang.view]
         if name.startswith("metadata."):
             key = name.removeprefix("metadata.")
             out = np.full(self.n_rows, None, dtype=object)
@@ -345,4 +364,4 @@ class Catalog:
         return code
 
 
-__all__ = ["Catalog", "Column", "value_dtype"]
+__all__ = ["Catalog", "Column", "LANGUAGE_CODES", "language_code", "value_dtype"]

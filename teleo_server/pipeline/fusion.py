@@ -157,8 +157,15 @@ def fusion(state: State) -> str:
     if cfg.purpose_weighting > 0 and state.purpose.n_goals:
         p = state.purpose.purpose_alignment(c.rows)
         content = content * ((1.0 - cfg.purpose_weighting) + cfg.purpose_weighting * p)
+    boosted = []
+    for name, b in cfg.space_boosts.items():
+        if b > 0 and name in c.spaces and not np.all(np.isnan(c.spaces[name])):
+            content = (content * (1.0 + b * _relative(c.spaces[name].astype(np.float64))) / (1.0 + b)).astype(np.float32)
+            boosted.append(f"{name.split('_')[0]}x{b:g}")
     c.content = content
     c.score = content.copy()
+    if boosted:
+        return f"method={cfg.fusion} k={cfg.rrf_k:g} spaces=" + "+".join(u.split("_")[0] for u in used) + " boosts=" + ",".join(boosted)
     return f"method={cfg.fusion} k={cfg.rrf_k:g} spaces=" + "+".join(u.split("_")[0] for u in used)
 
 

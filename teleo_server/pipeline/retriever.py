@@ -293,7 +293,8 @@ class TeleologicalRetriever:
                           degraded=bool(state.degraded), degraded_reason=state.degraded,
                           route=state.report.get("route", ""), skip_reason=state.report.get("skip_reason", ""),
                           retry_count=attempt - 1, retrieval_confidence=confidence,
-                          conflicts=conflicts)
+                          conflicts=conflicts, query_types=list(state.report.get("query_types", ())),
+                          space_weights={n: float(w) for n, w in state.cfg.space_weights.items() if w > 0})
         finally:
             # strategies abandoned at their time limit still read the indexes: the index thread
             # is not released (to a write) before they finish

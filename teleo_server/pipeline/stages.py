@@ -22,7 +22,7 @@ from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline.state import State
 
 # modules whose stages are built in; each registers its stages when imported
-_BUILTIN_MODULES = ("recall", "fusion", "alignment", "rerank", "finalize", "route", "strategies", "validate",
+_BUILTIN_MODULES = ("analyze", "recall", "fusion", "alignment", "rerank", "finalize", "route", "strategies", "validate",
                     "conflicts")
 
 

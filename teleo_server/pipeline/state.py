@@ -39,10 +39,26 @@ def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_upd
         value = getattr(overrides, name)
         if value is not None:
             update[name] = value
-    weights = {_space(n, "space_weights"): w for n, w in update.get("space_weights", settings.space_weights).items()}
+    base = update.get("space_weights", settings.space_weights)
+    if overrides.search_matrix:
+        if overrides.search_matrix not in settings.search_matrices:
+            raise InvalidArgument(f"unknown search matrix {overrides.search_matrix[:64]!r}; expected one of "
+                                  f"{sorted(settings.search_matrices)}", field="overrides.search_matrix")
+        if overrides.search_matrix == "custom" and not overrides.space_weights:
+            raise InvalidArgument("search matrix 'custom' needs overrides.space_weights", field="overrides.space_weights")
+        base = settings.search_matrices[overrides.search_matrix]
+    weights = {_space(n, "space_weights"): w for n, w in base.items()}
     for name, w in overrides.space_weights:
         weights[_space(name, "overrides.space_weights")] = float(w)
+    # late interaction reranks rather than votes: its weight in a matrix or the request's weights is
+    # the rerank's share (late_interaction_weight), unless the request sets that itself
+    late = settings.roles.get("late_interaction", "")
+    if late in weights and overrides.late_interaction_weight is None:
+        update["late_interaction_weight"] = min(max(float(weights.pop(late)), 0.0), 1.0)
+    else:
+        weights.pop(late, None)
     update["space_weights"] = weights
+    update["space_boosts"] = dict(update.get("space_boosts", settings.space_boosts))
     return settings.model_copy(update=update)
 
 

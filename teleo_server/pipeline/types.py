@@ -84,6 +84,8 @@ class Outcome:
     retry_count: int = 0             # attempts after the first (bounded retries)
     retrieval_confidence: float = 0.0  # mean calibrated relevance of the top 3 results (0 when none)
     conflicts: list[ConflictPair] = field(default_factory=list)  # pairs touching a delivered result
+    query_types: list[str] = field(default_factory=list)  # the query analyzer's kinds ([] without one)
+    space_weights: dict[str, float] = field(default_factory=dict)  # fusion weights the retrieval ran with
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ import numpy as np
 from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.index.bm25 import Bm25Field
 from teleo_server.index.catalog import Catalog, Column
-from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
@@ -34,69 +34,41 @@ class LexicalSpace(SparseScoredSpace):
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.vocab: dict[str, int] = {}
-        self.terms: list[str] = []
-        self.df = Column(np.int64)
-        self.doc_len = Column(np.float32)
-        self._len_sum = 0.0
-        # raw values are term frequencies: float16 holds them exactly below 2,048
-        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=self.config.merge_fraction, weigh_key=self._avgdl,
-                                 values="float16")
+        cfg = self.config
+        self.field = Bm25Field(catalog, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction)
+        self.index = self.field.index
         self.terms_of = settings.analyzer.build().terms
 
-    def _avgdl(self) -> float:
-        live = len(self.catalog)
-        return max(self._len_sum / max(live, 1), 1e-6)
+    # the field's statistics, read by goal labels, the keyword stage and the tests
+    @property
+    def vocab(self) -> dict[str, int]:
+        return self.field.vocab
 
-    def _tf_part(self, tf: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        k1, b = self.config.k1, self.config.b
-        norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / self._avgdl())
-        return (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
+    @property
+    def terms(self) -> list[str]:
+        return self.field.terms
+
+    @property
+    def df(self) -> Column:
+        return self.field.df
+
+    @property
+    def doc_len(self) -> Column:
+        return self.field.doc_len
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
-        counts = Counter(self.terms_of(memory.content))
-        ids = np.fromiter((self._term_id(t) for t in counts), dtype=np.int64, count=len(counts))
-        tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
-        while self.doc_len.n < row:
-            self.doc_len.append(0.0)
-        length = float(tf.sum())
-        self.doc_len.append(length)
-        self._len_sum += length
-        if ids.size:
-            self.df.view[ids] += 1
-        self.index.add(row, ids, tf)
-        self.index.grow_rows(row + 1)
-
-    def _term_id(self, term: str) -> int:
-        tid = self.vocab.get(term)
-        if tid is None:
-            tid = len(self.terms)
-            self.vocab[term] = tid
-            self.terms.append(term)
-            self.df.append(0)
-        return tid
+        self.field.add(row, Counter(self.terms_of(memory.content)))
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         # IDF and avgdl follow the live corpus at once; the postings stay (masked) until compaction
-        self._len_sum -= float(self.doc_len.view[rows].sum())
         for row in rows.tolist():
-            ids = [self.vocab[t] for t in set(self.terms_of(self.catalog.memory(row).content))]
-            self.df.view[np.array(ids, dtype=np.int64)] -= 1
+            self.field.remove(row, set(self.terms_of(self.catalog.memory(row).content)))
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
-        self.doc_len.keep(keep_rows)
-        self.index.compact(keep_rows)
-        counts = np.diff(self.index.indptr)
-        df = np.zeros(len(self.terms), dtype=np.int64)
-        df[: counts.size] = counts
-        self.df = Column(np.int64)
-        self.df.extend(df)
-        self._len_sum = float(self.doc_len.view.sum())
+        self.field.compact(keep_rows)
 
     def idf(self, ids: np.ndarray) -> np.ndarray:
-        n = max(len(self.catalog), 1)
-        df = self.df.view[ids].astype(np.float64)
-        return np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        return self.field.idf(ids)
 
     def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Known query term ids int32 (unique) and their IDF weights float32."""
@@ -104,9 +76,7 @@ class LexicalSpace(SparseScoredSpace):
 
     def term_weights(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The ids int32 (unique) and IDF weights float32 of those ``terms`` the index knows."""
-        ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
-        arr = np.array(ids, dtype=np.int64)
-        return arr.astype(np.int32), self.idf(arr)
+        return self.field.term_weights(terms)
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         if not ctx.query.text:
@@ -117,48 +87,15 @@ class LexicalSpace(SparseScoredSpace):
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """BM25 of every memory row, float32 (n_rows,); 0 where no query term occurs."""
         ids, w = feats
-        out = np.zeros(self.catalog.n_rows, dtype=np.float32)
-        if not ctx.sees_all and ctx.readable is not None:
-            return self._scores_within(ids, ctx.readable, out)
-        scores = self.index.scores(ctx.ops, ids, w)
-        out[: scores.size] = scores
-        return out
-
-    def _scores_within(self, ids: np.ndarray, readable: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """BM25 with N, df and avgdl taken over the caller's readable rows only (NumPy reference).
-
-        The precomputed index values carry the whole corpus's avgdl and the query weights its df;
-        here both come from the query terms' postings restricted to ``readable``, so a tenant's
-        scores do not move when another tenant writes. Costs one pass over those postings.
-        """
-        which, rows, tf = self.index.postings(ids)  # index rows are catalog rows: all < readable.size
-        keep = readable[rows]
-        which, rows, tf = which[keep], rows[keep], tf[keep]
-        n = max(int(readable.sum()), 1)
-        lengths = self.doc_len.view[: readable.size]
-        avgdl = max(float(lengths[readable[: lengths.size]].sum()) / n, 1e-6)
-        df = np.bincount(which, minlength=ids.size).astype(np.float64)
-        idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        k1, b = self.config.k1, self.config.b
-        norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / avgdl)
-        part = tf * (k1 + 1.0) / (tf + norm)
-        out += np.bincount(rows, weights=idf[which] * part, minlength=out.size)[: out.size].astype(np.float32)
-        return out
+        readable = None if ctx.sees_all else ctx.readable
+        return self.field.scores(ctx.ops, ids, w, self.catalog.n_rows, readable)
 
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Unit-norm BM25-weighted term vector of one memory (term ids int64, weights float32)."""
-        terms, tfp = self.index.row_values(row)
-        w = tfp * self.idf(terms)
-        return terms, (w / max(float(np.linalg.norm(w)), 1e-12)).astype(np.float32)
+        return self.field.doc_vector(row)
 
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
-        ta, wa = self.doc_vector(a)
-        lookup = dict(zip(ta.tolist(), wa.tolist()))
-        out = np.zeros(rows.size, dtype=np.float32)
-        for i, r in enumerate(rows):
-            tb, wb = self.doc_vector(int(r))
-            out[i] = sum(lookup.get(t, 0.0) * w for t, w in zip(tb.tolist(), wb.tolist()))
-        return np.clip(out, 0.0, 1.0)
+        return self.field.cosine(a, rows)
 
     def top_terms(self, groups: np.ndarray, n_groups: int, n_terms: int) -> list[list[str]]:
         """Most distinctive terms per group of memories (class-based TF-IDF).

@@ -16,7 +16,7 @@ from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import Space
 
 _REGISTRY: dict[str, type[Space]] = {}
-_NOT_SPACES = {"base", "dense_head", "registry", "text"}
+_NOT_SPACES = {"base", "dense_head", "fielded", "registry", "text"}
 _discovered = False
 
 

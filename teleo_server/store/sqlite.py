@@ -31,6 +31,7 @@ from teleo_server.domain import (
     unreadable_reason,
 )
 from teleo_server.errors import ResourceExhausted, TeleoError, Unavailable
+from teleo_server.extract.code import detect as detect_code
 from teleo_server.heads import CodecSpec, SparseVector, TokenCodes, Vector
 from teleo_server.query import Filters, visible
 from teleo_server.store.base import StoredToken
@@ -133,6 +134,7 @@ class SQLiteStore:
 
     def _connect(self, timeout: float = 5.0, writer: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
+        conn.create_function("teleo_code_language", 1, _code_language, deterministic=True)
         if writer:
             # WAL is a property of the file, set once by the writer; readers asking again would
             # wait on a lock another process holds
@@ -540,7 +542,14 @@ def _row_to_token(r: tuple) -> StoredToken:
 _SQL_COLUMNS = {"namespace": "namespace", "access_level": "access_level", "memory_type": "memory_type",
                 "confidence": "confidence", "session_id": "session_id", "ingestion_time": "ingestion_time",
                 # the index's event time: the event time, else the ingestion time
-                "event_time": "(CASE WHEN event_time != 0 THEN event_time ELSE ingestion_time END)"}
+                "event_time": "(CASE WHEN event_time != 0 THEN event_time ELSE ingestion_time END)",
+                # derived from the text as the index derives it (a function each connection registers)
+                "code_language": "teleo_code_language(content)"}
+
+
+def _code_language(content: str | None) -> str:
+    spans = detect_code(content or "")
+    return "" if spans is None else (spans.language or "unknown")
 
 
 def _sql(node: tuple) -> tuple[str, list[Any]]:

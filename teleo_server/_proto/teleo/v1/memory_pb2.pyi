@@ -385,7 +385,7 @@ class TimeRange(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RetrieveFilters(_message.Message):
-    __slots__ = ("namespaces", "memory_types", "event_time", "min_confidence", "session_id", "metadata")
+    __slots__ = ("namespaces", "memory_types", "event_time", "min_confidence", "session_id", "metadata", "languages")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -399,16 +399,18 @@ class RetrieveFilters(_message.Message):
     MIN_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     namespaces: _containers.RepeatedScalarFieldContainer[str]
     memory_types: _containers.RepeatedScalarFieldContainer[MemoryType]
     event_time: TimeRange
     min_confidence: float
     session_id: str
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., memory_types: _Optional[_Iterable[_Union[MemoryType, str]]] = ..., event_time: _Optional[_Union[TimeRange, _Mapping]] = ..., min_confidence: _Optional[float] = ..., session_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    languages: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., memory_types: _Optional[_Iterable[_Union[MemoryType, str]]] = ..., event_time: _Optional[_Union[TimeRange, _Mapping]] = ..., min_confidence: _Optional[float] = ..., session_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., languages: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StageOverrides(_message.Message):
-    __slots__ = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score", "misalignment_threshold", "filter_misaligned", "space_weights", "disable_stages", "min_relevance")
+    __slots__ = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score", "misalignment_threshold", "filter_misaligned", "space_weights", "disable_stages", "min_relevance", "search_matrix", "query_type")
     class SpaceWeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -430,6 +432,8 @@ class StageOverrides(_message.Message):
     SPACE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     DISABLE_STAGES_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_MATRIX_FIELD_NUMBER: _ClassVar[int]
+    QUERY_TYPE_FIELD_NUMBER: _ClassVar[int]
     sparse_weight: float
     max_candidates: int
     dense_dimension: int
@@ -444,7 +448,9 @@ class StageOverrides(_message.Message):
     space_weights: _containers.ScalarMap[str, float]
     disable_stages: _containers.RepeatedScalarFieldContainer[str]
     min_relevance: float
-    def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ...) -> None: ...
+    search_matrix: str
+    query_type: str
+    def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ..., search_matrix: _Optional[str] = ..., query_type: _Optional[str] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
     __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content", "include_historical", "as_of_event", "as_of_ingestion")
@@ -595,7 +601,14 @@ class ConflictPair(_message.Message):
     def __init__(self, id_a: _Optional[str] = ..., id_b: _Optional[str] = ..., edge_type: _Optional[str] = ..., resolution: _Optional[str] = ..., winner: _Optional[str] = ...) -> None: ...
 
 class RetrieveSummary(_message.Message):
-    __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size", "route", "skip_reason", "retry_count", "retrieval_confidence", "conflicts")
+    __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size", "route", "skip_reason", "retry_count", "retrieval_confidence", "conflicts", "query_types", "space_weights")
+    class SpaceWeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     RETURNED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
     EMBED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -610,6 +623,8 @@ class RetrieveSummary(_message.Message):
     RETRY_COUNT_FIELD_NUMBER: _ClassVar[int]
     RETRIEVAL_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_TYPES_FIELD_NUMBER: _ClassVar[int]
+    SPACE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     returned: int
     total_ms: float
     embed_ms: float
@@ -624,7 +639,9 @@ class RetrieveSummary(_message.Message):
     retry_count: int
     retrieval_confidence: float
     conflicts: _containers.RepeatedCompositeFieldContainer[ConflictPair]
-    def __init__(self, returned: _Optional[int] = ..., total_ms: _Optional[float] = ..., embed_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageEvent, _Mapping]]] = ..., degraded: _Optional[bool] = ..., degraded_reason: _Optional[str] = ..., profile: _Optional[str] = ..., request_id: _Optional[str] = ..., corpus_size: _Optional[int] = ..., route: _Optional[str] = ..., skip_reason: _Optional[str] = ..., retry_count: _Optional[int] = ..., retrieval_confidence: _Optional[float] = ..., conflicts: _Optional[_Iterable[_Union[ConflictPair, _Mapping]]] = ...) -> None: ...
+    query_types: _containers.RepeatedScalarFieldContainer[str]
+    space_weights: _containers.ScalarMap[str, float]
+    def __init__(self, returned: _Optional[int] = ..., total_ms: _Optional[float] = ..., embed_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageEvent, _Mapping]]] = ..., degraded: _Optional[bool] = ..., degraded_reason: _Optional[str] = ..., profile: _Optional[str] = ..., request_id: _Optional[str] = ..., corpus_size: _Optional[int] = ..., route: _Optional[str] = ..., skip_reason: _Optional[str] = ..., retry_count: _Optional[int] = ..., retrieval_confidence: _Optional[float] = ..., conflicts: _Optional[_Iterable[_Union[ConflictPair, _Mapping]]] = ..., query_types: _Optional[_Iterable[str]] = ..., space_weights: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("stage", "result", "summary")

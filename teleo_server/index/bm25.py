@@ -1,0 +1,172 @@
+"""One Okapi BM25 field: term statistics and an inverted index over one kind of text of each memory.
+
+The lexical space has one field (a memory's analysed terms); other spaces keep fields of their own
+(the causal space its cause and effect spans, the code space its code tokens, the intent space its
+intent clauses). Doc-side values are BM25's term-frequency part; the query side carries the IDF.
+
+``sparse=True`` is for a field most memories leave empty (only some memories hold code or state an
+intent): N and the average length are then taken over the memories that have the field at all, so
+a code token's rarity is judged among code, not among every memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from teleo_server.index.catalog import Catalog, Column
+from teleo_server.index.sparse import SparseIndex
+
+
+class Bm25Field:
+    """Term ids, document frequencies, document lengths and the SpMV index of one field.
+
+    Term frequencies may be fractional (a term weighed down counts as less than one occurrence).
+    """
+
+    def __init__(self, catalog: Catalog, k1: float = 0.9, b: float = 0.4, merge_fraction: float = 0.1,
+                 sparse: bool = False, values: str = "float16") -> None:
+        self.catalog = catalog
+        self.k1, self.b, self.sparse = k1, b, sparse
+        self.vocab: dict[str, int] = {}
+        self.terms: list[str] = []
+        self.df = Column(np.int64)
+        self.doc_len = Column(np.float32)
+        self._len_sum = 0.0
+        self._n_docs = 0  # live rows with at least one term
+        # raw values are term frequencies: float16 holds whole ones exactly below 2,048
+        self.index = SparseIndex(weigh=self._tf_part, merge_fraction=merge_fraction, weigh_key=self._avgdl,
+                                 values=values)
+
+    # ---- statistics ------------------------------------------------------------------------------
+    def n_docs(self) -> int:
+        return max(self._n_docs if self.sparse else len(self.catalog), 1)
+
+    def _avgdl(self) -> float:
+        return max(self._len_sum / self.n_docs(), 1e-6)
+
+    def _tf_part(self, tf: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        k1, b = self.k1, self.b
+        norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / self._avgdl())
+        return (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
+
+    def idf(self, ids: np.ndarray) -> np.ndarray:
+        n = self.n_docs()
+        df = self.df.view[ids].astype(np.float64)
+        return np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+
+    # ---- writes ----------------------------------------------------------------------------------
+    def _term_id(self, term: str) -> int:
+        tid = self.vocab.get(term)
+        if tid is None:
+            tid = len(self.terms)
+            self.vocab[term] = tid
+            self.terms.append(term)
+            self.df.append(0)
+        return tid
+
+    def add(self, row: int, counts: Mapping[str, float]) -> None:
+        """Index memory ``row`` with its term frequencies (rows arrive in increasing order)."""
+        ids = np.fromiter((self._term_id(t) for t in counts), dtype=np.int64, count=len(counts))
+        tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+        while self.doc_len.n < row:
+            self.doc_len.append(0.0)
+        length = float(tf.sum())
+        self.doc_len.append(length)
+        self._len_sum += length
+        if ids.size:
+            self.df.view[ids] += 1
+            self._n_docs += 1
+        self.index.add(row, ids, tf)
+        self.index.grow_rows(row + 1)
+
+    def remove(self, row: int, terms: set[str]) -> None:
+        """Forget one row's statistics (its postings stay, masked, until compaction); ``terms`` are
+        the row's distinct terms, re-derived by the owner from the memory's text."""
+        length = float(self.doc_len.view[row]) if row < self.doc_len.n else 0.0
+        self._len_sum -= length
+        ids = [self.vocab[t] for t in terms if t in self.vocab]
+        if ids:
+            self.df.view[np.array(ids, dtype=np.int64)] -= 1
+            self._n_docs -= 1
+
+    def compact(self, keep_rows: np.ndarray) -> None:
+        while self.doc_len.n < self.index.n_rows:
+            self.doc_len.append(0.0)
+        self.doc_len.keep(keep_rows[keep_rows < self.doc_len.n])
+        self.index.compact(keep_rows)
+        counts = np.diff(self.index.indptr)
+        df = np.zeros(len(self.terms), dtype=np.int64)
+        df[: counts.size] = counts
+        self.df = Column(np.int64)
+        self.df.extend(df)
+        self._len_sum = float(self.doc_len.view.sum())
+        self._n_docs = int(np.count_nonzero(self.doc_len.view))
+
+    def settle(self) -> None:
+        if self.index.pending:
+            self.index.merge()
+
+    # ---- reads -----------------------------------------------------------------------------------
+    def term_weights(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The ids int32 (unique) and IDF weights float32 of those ``terms`` the field knows."""
+        ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
+        arr = np.array(ids, dtype=np.int64)
+        return arr.astype(np.int32), self.idf(arr)
+
+    def scores(self, ops, ids: np.ndarray, w: np.ndarray, n_rows: int, readable: np.ndarray | None = None) -> np.ndarray:
+        """BM25 float32 (n_rows,) of every memory row; 0 where no query term occurs. With
+        ``readable`` (a caller who may not read every row) N, df and avgdl are taken over it."""
+        out = np.zeros(n_rows, dtype=np.float32)
+        if readable is not None:
+            return self._scores_within(ids, readable, out)
+        s = self.index.scores(ops, ids, w)
+        out[: s.size] = s[:n_rows]
+        return out
+
+    def _scores_within(self, ids: np.ndarray, readable: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """BM25 with N, df and avgdl over the caller's readable rows only (NumPy reference).
+
+        The precomputed index values carry the whole corpus's avgdl and the query weights its df;
+        here both come from the query terms' postings restricted to ``readable``, so a tenant's
+        scores do not move when another tenant writes. Costs one pass over those postings.
+        """
+        which, rows, tf = self.index.postings(ids)  # index rows are catalog rows: all < readable.size
+        keep = readable[rows]
+        which, rows, tf = which[keep], rows[keep], tf[keep]
+        lengths = self.doc_len.view[: readable.size]
+        mine = readable[: lengths.size]
+        n = max(int(np.count_nonzero(lengths[mine])) if self.sparse else int(readable.sum()), 1)
+        avgdl = max(float(lengths[mine].sum()) / n, 1e-6)
+        df = np.bincount(which, minlength=ids.size).astype(np.float64)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        k1, b = self.k1, self.b
+        norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / avgdl)
+        part = tf * (k1 + 1.0) / (tf + norm)
+        out += np.bincount(rows, weights=idf[which] * part, minlength=out.size)[: out.size].astype(np.float32)
+        return out
+
+    def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """Unit-norm BM25-weighted term vector of one memory (term ids int64, weights float32)."""
+        terms, tfp = self.index.row_values(row)
+        w = tfp * self.idf(terms)
+        return terms, (w / max(float(np.linalg.norm(w)), 1e-12)).astype(np.float32)
+
+    def cosine(self, a: int, rows: np.ndarray) -> np.ndarray:
+        """Cosine float32 (len(rows),) of row ``a``'s BM25 vector to each of ``rows``' (0 where
+        either is empty)."""
+        ta, wa = self.doc_vector(a)
+        lookup = dict(zip(ta.tolist(), wa.tolist()))
+        out = np.zeros(rows.size, dtype=np.float32)
+        for i, r in enumerate(rows.tolist()):
+            tb, wb = self.doc_vector(int(r))
+            out[i] = sum(lookup.get(t, 0.0) * w for t, w in zip(tb.tolist(), wb.tolist()))
+        return np.clip(out, 0.0, 1.0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.index.nbytes + self.df.view.nbytes + self.doc_len.view.nbytes
+
+
+__all__ = ["Bm25Field"]

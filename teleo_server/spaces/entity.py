@@ -1,0 +1,186 @@
+"""E11 entity: an index of the named entities each memory mentions, reached from a query by any of
+their written forms.
+
+Entities come from :mod:`teleo_server.entities` (proper names, quoted terms, identifiers,
+quantities), whose keys already fold case, accents, possessives and spacing (``José Müller`` and
+``jose muller`` are one key). A multi-word name is also indexed under its initials
+(``International Business Machines`` under ``ibm``). A query reaches an entity by
+
+- the entities it names itself (exact keys),
+- any run of one to four of its words that is a known key (a typed, lower-case query),
+- a spelling variant: a run whose character trigrams overlap a known key's by at least
+  ``fuzzy_threshold`` (Jaccard), weighed by that overlap (``Melany`` reaches ``melanie``),
+- part of a longer name: a word of a multi-word key (``Müller`` reaches ``josé müller``), weighed
+  by ``partial_weight``;
+
+and memories are scored by BM25 over the entities reached (rarer entities weigh more). Unlike the
+memory graph (E8), which walks from exact keys through shared entities and links, this space ranks
+memories by the entities they name themselves. Only keys found in memories the caller may read are
+matched, so another tenant's names never shape a query.
+
+The seed links entities with a learned model (and TransE over typed relations); offline this is
+rule-based extraction with alias folding and trigram fuzzy matching.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+
+import numpy as np
+from pydantic import Field
+
+from teleo_server.analysis import ENGLISH_STOPWORDS
+from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.entities import PROPER, extract, normalize_key
+from teleo_server.index.catalog import Catalog
+from teleo_server.pipeline_settings import PipelineSettings
+from teleo_server.spaces.base import QueryContext
+from teleo_server.spaces.fielded import FieldSettings, FieldSpace
+from teleo_server.spaces.registry import register
+
+_CONNECTORS = frozenset("of de del della di da dos das du des van von der den la le the and &".split())
+
+
+class EntitySettings(FieldSettings):
+    max_entities: int = Field(64, ge=1)                  # entities kept per memory
+    fuzzy_threshold: float = Field(0.5, gt=0, le=1)      # trigram Jaccard for a spelling variant
+    partial_weight: float = Field(0.5, ge=0, le=1)       # one word of a multi-word name
+    max_keys_per_word: int = Field(50, ge=1)             # a word in more names than this is not a partial match
+    max_query_words: int = Field(48, ge=1)               # query words read (a pasted page is not all names)
+    max_fuzzy: int = Field(16, ge=0)                     # query names and words looked up for spelling variants
+    max_gram_keys: int = Field(2_000, ge=1)              # a trigram shared by more keys is not followed
+
+
+def _trigrams(key: str) -> set[str]:
+    k = f"  {key} "
+    return {k[i : i + 3] for i in range(len(k) - 2)}
+
+
+def initials(key: str) -> str:
+    """The acronym of a multi-word name ("" when it has fewer than two content words)."""
+    words = [w for w in key.split() if w not in _CONNECTORS]
+    return "".join(w[0] for w in words) if len(words) >= 2 and all(w[0].isalpha() for w in words) else ""
+
+
+@register
+class EntitySpace(FieldSpace):
+    name = "E11_entity"
+    description = "named entities (aliases, spelling variants, initials, partial names) indexed per memory"
+    Settings = EntitySettings
+
+    def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
+        super().__init__(settings, catalog)
+        self._grams: dict[str, set[int]] = defaultdict(set)  # trigram -> key ids
+        self._words: dict[str, set[int]] = defaultdict(set)  # word of a multi-word key -> key ids
+        self._word_grams: dict[str, set[str]] = defaultdict(set)  # trigram -> those words
+        self._key_grams: dict[int, int] = {}                  # key id -> its trigram count
+        self._word_sizes: dict[str, int] = {}                 # word -> its trigram count
+        self._indexed = 0                                     # keys of the field's vocabulary seen so far
+
+    def document_terms(self, memory: Memory) -> Mapping[str, float]:
+        counts: Counter[str] = Counter()
+        for e in extract(memory.content, self.config.max_entities):
+            counts[e.key] += 1.0
+            if e.kind == PROPER and (acronym := initials(e.key)):
+                counts[acronym] += 1.0
+        return counts
+
+    def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
+        super().add(row, chunk_rows, memory, embeddings)
+        terms = self.field.terms
+        for tid in range(self._indexed, len(terms)):
+            key = terms[tid]
+            grams = _trigrams(key)
+            self._key_grams[tid] = len(grams)
+            for g in grams:
+                self._grams[g].add(tid)
+            words = key.split()
+            if len(words) > 1:
+                for w in words:
+                    if w not in _CONNECTORS and w not in ENGLISH_STOPWORDS and len(w) > 2:
+                        if w not in self._words:
+                            grams = _trigrams(w)
+                            self._word_sizes[w] = len(grams)
+                            for g in grams:
+                                self._word_grams[g].add(w)
+                        self._words[w].add(tid)
+        self._indexed = len(terms)
+
+    # ---- query side --------------------------------------------------------------------------------
+    def _runs(self, text: str) -> list[str]:
+        """Runs of one to four of the query's first ``max_query_words`` words (not all stop words)."""
+        words = [w.strip(".,;:!?\"'()[]{}") for w in normalize_key(text).split()][: self.config.max_query_words]
+        runs = []
+        for n in (4, 3, 2, 1):
+            for i in range(len(words) - n + 1):
+                run = words[i : i + n]
+                if not run[0] or not run[-1] or all(w in ENGLISH_STOPWORDS for w in run):
+                    continue
+                runs.append(" ".join(run))
+        return runs
+
+    def _fuzzy(self, run: str, grams_of: dict, sizes: dict) -> dict:
+        """What ``grams_of`` (trigram -> names) holds within ``fuzzy_threshold`` of ``run``, with
+        the trigram Jaccard of each; ``sizes`` gives each name's trigram count. Trigrams shared by
+        more than ``max_gram_keys`` names (" th", "ing") say little and are not followed."""
+        grams = _trigrams(run)
+        cap = self.config.max_gram_keys
+        hits: Counter = Counter()
+        for g in grams:
+            names = grams_of.get(g, ())
+            if len(names) <= cap:
+                hits.update(names)
+        need = self.config.fuzzy_threshold
+        out = {}
+        for hit, shared in hits.items():
+            jac = shared / (len(grams) + sizes[hit] - shared)
+            if jac >= need:
+                out[hit] = jac
+        return out
+
+    def reached(self, text: str) -> dict[int, float]:
+        """Key ids a query reaches, each with its weight in (0, 1]."""
+        vocab, cfg = self.field.vocab, self.config
+        got: dict[int, float] = {}
+
+        def take(tid: int, w: float) -> None:
+            if w > got.get(tid, 0.0):
+                got[tid] = w
+
+        named = [e.key for e in extract(text, cfg.max_entities)]
+        runs = self._runs(text)
+        for key in (*named, *runs):
+            tid = vocab.get(key)
+            if tid is not None:
+                take(tid, 1.0)
+        # spelling variants: of the names the query writes, and of its single words
+        singles = [r for r in runs if " " not in r and len(r) >= 4 and r not in vocab and r not in self._words]
+        for run in [k for k in named if k not in vocab][: cfg.max_fuzzy] + singles[: cfg.max_fuzzy]:
+            for tid, jac in self._fuzzy(run, self._grams, self._key_grams).items():
+                take(tid, jac)
+        if cfg.partial_weight > 0:
+            for word in dict.fromkeys(r for r in runs if " " not in r):
+                if word in ENGLISH_STOPWORDS or len(word) <= 2:
+                    continue
+                variants = {word: 1.0} if word in self._words else (
+                    self._fuzzy(word, self._word_grams, self._word_sizes) if len(word) >= 4 else {})
+                for variant, jac in variants.items():
+                    keys = self._words.get(variant, ())
+                    if len(keys) <= cfg.max_keys_per_word:
+                        for tid in keys:
+                            take(tid, cfg.partial_weight * jac)
+        return got
+
+    def query_terms(self, ctx: QueryContext) -> Mapping[str, float] | None:
+        got = self.reached(ctx.query.text)
+        if got and not ctx.sees_all and ctx.readable is not None:
+            ids = np.fromiter(got, dtype=np.int64, count=len(got))
+            which, rows, _ = self.field.index.postings(ids)
+            seen = set(ids[which[ctx.readable[rows]]].tolist())
+            got = {t: w for t, w in got.items() if t in seen}
+        terms = self.field.terms
+        return {terms[t]: w for t, w in got.items()} or None
+
+
+__all__ = ["EntitySettings", "EntitySpace", "initials"]

@@ -1,0 +1,238 @@
+"""The perspectives made from text structure: E5 causal, E7 code, E10 intent, E11 entity, the query
+analyzer, the perspectives recall and search matrices. Each space is shown finding, on a small
+corpus, an answer that the lexical spaces rank below a distractor or do not find at all."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from teleo.v1 import memory_pb2 as pb
+
+from bench.harness import memories as syn
+from teleo_server.domain import Link, LinkType
+from teleo_server.errors import InvalidArgument
+from teleo_server.extract import causal, code, intent
+from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline.analyze import classify
+from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
+from teleo_server.spaces.registry import space_classes
+
+ADMIN = syn.admin()
+
+
+def _retriever(docs: dict[str, str], links: dict[str, list[Link]] | None = None, namespaces: dict[str, str] | None = None):
+    r = make_retriever(PipelineSettings(), "numpy")
+    for mid, text in docs.items():
+        kw = {"links": links[mid]} if links and mid in links else {}
+        r.add(syn.memory(mid, text, namespace=(namespaces or {}).get(mid, "ns"), **kw), syn.embedding())
+    return r
+
+
+def _run(r, text: str, profile: str = "teleological", principal=ADMIN, **kw):
+    q = Query(text=text, embedding=None, principal=principal, top_k=5, profile=profile, include_breakdown=True, **kw)
+    events = list(r.retrieve(q))
+    hits = [e.memory.id for e in events if isinstance(e, Hit)]
+    stages = {e.stage: e.detail for e in events if isinstance(e, StageReport)}
+    return hits, stages
+
+
+def test_all_thirteen_spaces_are_registered():
+    names = list(space_classes())
+    assert [n.split("_")[0] for n in names] == [f"E{i}" for i in range(1, 14)]
+
+
+# ---- E5 causal ----------------------------------------------------------------------------------
+CAUSAL = {
+    "cause": "The deploy failed because the disk on the build host was full.",
+    "echo": "Deploy failed. The deploy failed, and the deploy failed again: deploy failed.",
+    "spike": "Traffic spiked at noon on Black Friday.",
+    "oom": "The checkout service ran out of memory.",
+}
+
+
+def test_causal_spans_and_question_direction():
+    (pair,) = causal.pairs(CAUSAL["cause"])
+    assert pair.cause == "the disk on the build host was full" and pair.effect == "The deploy failed"
+    assert causal.pairs("Heavy rain fell. As a result, the road was closed.")[0].cause == "Heavy rain fell"
+    assert causal.direction("why did the deploy fail?").seek == "cause"
+    assert causal.direction("what happens if the disk is full?").seek == "effect"
+    assert causal.direction("what is the capital of France?") is None
+
+
+def test_causal_space_answers_why_where_lexical_prefers_an_echo():
+    r = _retriever(CAUSAL, links={"spike": [Link("oom", LinkType.CAUSES)]})
+    assert _run(r, "why did the deploy fail?", "single_space:E5")[0] == ["cause"]
+    assert _run(r, "why did the deploy fail?", "single_space:E6")[0][0] == "echo"
+    hits, stages = _run(r, "why did the deploy fail?")
+    assert hits[0] == "cause" and "types=causal" in stages["analyze"] and "E5" in stages["fusion"]
+    # asymmetric: the disk is the cause here, so asking why the disk was full finds nothing
+    assert _run(r, "what happens if the disk on the build host is full?", "single_space:E5")[0] == ["cause"]
+    assert _run(r, "why was the disk on the build host full?", "single_space:E5")[0] == []
+
+
+def test_causes_links_answer_in_both_directions_and_compare_is_directed():
+    r = _retriever(CAUSAL, links={"spike": [Link("oom", LinkType.CAUSES)]})
+    # the spike's text says nothing about memory: the link alone makes it the answer
+    assert _run(r, "why did the checkout service run out of memory?", "single_space:E5")[0] == ["spike"]
+    assert _run(r, "what happened after traffic spiked at noon?", "single_space:E5")[0] == ["oom"]
+    space = r.spaces["E5_causal"]
+    row = r.catalog.row_of
+    forward = space.similarity(row["spike"], np.array([row["oom"]]))[0]
+    backward = space.similarity(row["oom"], np.array([row["spike"]]))[0]
+    assert forward == 1.0 and not backward == 1.0
+
+
+# ---- E7 code ------------------------------------------------------------------------------------
+CODE = {
+    "py": "Fixed it:\n```python\ndef getUserName(user_id):\n    return db.fetch_user(user_id).display_name\n```",
+    "js": "const total = items.reduce((sum, item) => sum + item.price, 0);\nconsole.log(total);",
+    "prose": "Get the user a name badge; the name is printed on the user's badge at the desk.",
+}
+
+
+def test_code_detection_language_and_tokens():
+    spans = code.detect(CODE["py"])
+    assert spans.language == "python"
+    toks = code.tokens(spans.code)
+    assert {"getusername", "get", "user", "name", "def:getusername", "call:fetch_user"} <= set(toks)
+    assert toks["return"] == code.KEYWORD_WEIGHT  # a keyword counts a quarter
+    assert code.detect(CODE["js"]).language == "javascript"
+    assert code.detect("Melanie went hiking with her kids on Sunday.") is None
+
+
+def test_code_space_reaches_identifiers_from_words_and_code_from_code():
+    r = _retriever(CODE)
+    assert _run(r, "get user name", "single_space:E7")[0] == ["py"]
+    assert _run(r, "get user name", "single_space:E6")[0][0] == "prose"
+    assert _run(r, "name = fetch_user(uid).display_name", "single_space:E7")[0][0] == "py"
+
+
+def test_language_filter_keeps_only_code_in_those_languages():
+    r = _retriever(CODE)
+    hits, _ = _run(r, "total price of the user items", filters=Filters(languages=("javascript",)))
+    assert hits == ["js"]
+    hits, _ = _run(r, "user name", filters=Filters(languages=("python",)))
+    assert hits == ["py"]
+
+
+# ---- E10 intent ---------------------------------------------------------------------------------
+INTENT = {
+    "goal": "I'm trying to cut our cloud bill in half before the audit.",
+    "fact": "How do I read it: the cloud bill was cut in half by the vendor; the cloud bill is cut.",
+}
+
+
+def test_intent_clauses_and_boost():
+    assert intent.clauses(INTENT["goal"]) == ["cut our cloud bill in half before the audit"]
+    assert intent.query_intent("how do I cut the cloud bill?") == "cut the cloud bill"
+    r = _retriever(INTENT)
+    assert _run(r, "how do I cut the cloud bill?", "single_space:E10")[0] == ["goal"]
+    assert _run(r, "how do I cut the cloud bill?", "single_space:E6")[0][0] == "fact"
+    hits, stages = _run(r, "how do I cut the cloud bill?")
+    assert "boosts=E10" in stages["fusion"]
+    # without the analyzer there is no boost: the stated goal's lead over the fact shrinks
+    on = _scores(r, "how do I cut the cloud bill?", Overrides())
+    off = _scores(r, "how do I cut the cloud bill?", Overrides(query_type="none"))
+    assert on["goal"] / on["fact"] > off["goal"] / off["fact"]
+
+
+def _scores(r, text, overrides):
+    q = Query(text=text, embedding=None, principal=ADMIN, top_k=5, overrides=overrides)
+    return {e.memory.id: e.score for e in r.retrieve(q) if isinstance(e, Hit)}
+
+
+# ---- E11 entity ---------------------------------------------------------------------------------
+ENTITY = {
+    "ibm": "International Business Machines reported record revenue.",
+    "mel": "Melanie Smith painted a sunset over the lake.",
+    "other": "The revenue report was painted in a good light.",
+}
+
+
+def test_entity_space_reaches_initials_spelling_variants_and_part_names():
+    r = _retriever(ENTITY)
+    assert _run(r, "IBM", "single_space:E11")[0] == ["ibm"]
+    assert _run(r, "IBM", "single_space:E6")[0] == [] and _run(r, "IBM", "single_space:E9")[0] == []
+    assert _run(r, "what did melany paint", "single_space:E11")[0] == ["mel"]
+    assert _run(r, "smith", "single_space:E11")[0] == ["mel"]
+
+
+def test_entity_names_of_another_tenant_are_never_matched():
+    r = _retriever({"a": "Zebracorn Holdings merger plan.", "b": "Zebracorn sighting at the zoo."},
+                   namespaces={"a": "secret", "b": "open"})
+    reader = syn.admin(frozenset({"open"}))
+    space = r.spaces["E11_entity"]
+    state_terms = space.reached("zebracorn holdings")
+    assert state_terms  # the key exists in the index
+    hits, _ = _run(r, "zebracorn holdings", "single_space:E11", principal=reader)
+    assert hits == ["b"]  # found by its own "zebracorn" (partial), never by the other tenant's key
+    ctx_terms = _query_terms_for(r, "zebracorn holdings", reader)
+    assert "zebracorn holdings" not in ctx_terms
+
+
+def _query_terms_for(r, text, principal):
+    from teleo_server.spaces.base import QueryContext
+
+    readable = r.catalog.readable(principal)
+    ctx = QueryContext(Query(text=text, embedding=None, principal=principal), None, r.catalog, readable,
+                       np.ones(r.catalog.n_chunks, bool), 0.0, readable=readable, sees_all=False)
+    return dict(r.spaces["E11_entity"].query_terms(ctx) or {})
+
+
+# ---- analyzer, matrices -------------------------------------------------------------------------
+def test_classify_reads_the_kinds_of_question():
+    assert classify("why did the deploy fail?") == ["causal"]
+    assert "code" in classify("how do I call getUserName() in python?")
+    assert "entity" in classify("What did Melanie paint?")
+    assert "intent" in classify("I want to lower our cloud costs")
+    assert classify("kubernetes canary") == ["keyword"]
+    assert "graph" in classify("What do Caroline and Melanie have in common?")
+    assert classify("what should we eat tonight?") == []
+
+
+def test_search_matrix_sets_the_weights_and_keeps_the_analyzer_out():
+    r = _retriever(CODE)
+    q = Query(text="why did the build fail?", embedding=None, principal=ADMIN, top_k=3,
+              overrides=Overrides(search_matrix="code_focused"))
+    events = list(r.retrieve(q))
+    done = events[-1]
+    assert done.query_types == ["causal"]
+    assert done.space_weights["E1_semantic"] == 3.0 and done.space_weights["E7_code"] == 1.0
+    assert "E5_causal" not in done.space_weights and "E12_late" not in done.space_weights
+    with pytest.raises(InvalidArgument, match="unknown search matrix"):
+        list(r.retrieve(Query(text="x", embedding=None, principal=ADMIN, overrides=Overrides(search_matrix="nope"))))
+    with pytest.raises(InvalidArgument, match="needs overrides.space_weights"):
+        list(r.retrieve(Query(text="x", embedding=None, principal=ADMIN, overrides=Overrides(search_matrix="custom"))))
+
+
+# ---- over gRPC ----------------------------------------------------------------------------------
+def test_analysis_matrix_and_language_filter_over_grpc(stub, auth):
+    docs = [CODE["py"], CODE["js"], CAUSAL["cause"]]
+    reqs = [pb.StoreBatchRequest(memory=pb.MemoryInput(content=c, namespace="persp"), client_ref=f"p{i}")
+            for i, c in enumerate(docs)]
+    assert stub.StoreBatch(iter(reqs), metadata=auth, timeout=120).stored == 3
+    events = list(stub.Retrieve(pb.RetrieveRequest(text="why did the deploy fail?",
+                                                   filters=pb.RetrieveFilters(namespaces=["persp"])),
+                                metadata=auth, timeout=60))
+    summary = events[-1].summary
+    assert list(summary.query_types) == ["causal"] and summary.space_weights["E5_causal"] > 0
+    assert events[-2].result.memory.input.content == CAUSAL["cause"] or any(
+        e.result.rank == 1 and e.result.memory.input.content == CAUSAL["cause"] for e in events if e.HasField("result"))
+    events = list(stub.Retrieve(pb.RetrieveRequest(text="user name", filters=pb.RetrieveFilters(
+        namespaces=["persp"], languages=["python"]), overrides=pb.StageOverrides(search_matrix="code_focused")),
+        metadata=auth, timeout=60))
+    contents = [e.result.memory.input.content for e in events if e.HasField("result")]
+    assert contents == [CODE["py"]]
+    assert events[-1].summary.space_weights["E7_code"] == 1.0
+    import grpc
+
+    for req in (pb.RetrieveRequest(text="x", filters=pb.RetrieveFilters(languages=["cobol"])),
+                pb.RetrieveRequest(text="x", overrides=pb.StageOverrides(query_type="weird")),
+                pb.RetrieveRequest(text="x", overrides=pb.StageOverrides(search_matrix="weird"))):
+        with pytest.raises(grpc.RpcError) as err:
+            list(stub.Retrieve(req, metadata=auth, timeout=60))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # List honours the language filter as the index does
+    page = stub.List(pb.ListRequest(filters=pb.RetrieveFilters(namespaces=["persp"], languages=["javascript"])),
+                     metadata=auth, timeout=60)
+    assert [m.input.content for m in page.memories] == [CODE["js"]]
