@@ -261,3 +261,19 @@ def test_keyword_only_and_openclaw_profiles_from_the_cli(srv):
     assert _found(srv, "東京会議", "--namespace", ns, "--profile", "keywords") == ["東京の会議は毎週月曜日の午前十時に始まります"]
     found = _found(srv, "reunion estacion malaga", "--namespace", ns, "--profile", "openclaw")
     assert found[:1] == ["La reunión de presupuesto es en la estación central de Málaga"]
+
+
+def test_query_reads_the_question_and_takes_a_matrix_and_a_language(srv, tmp_path):
+    code = "```python\ndef rotate_tokens(days):\n    return schedule(days)\n```"
+    records = [{"content": code, "namespace": "persp"},
+               {"content": "The deploy failed because the cache was cold.", "namespace": "persp"}]
+    _ok(_cli(srv, "ingest", str(_jsonl(tmp_path / "p.jsonl", records))))
+    table = _ok(_cli(srv, "query", "why did the deploy fail?", "--namespace", "persp"))
+    assert "query: causal; weights:" in table and "E5_causal 1" in table
+    table = _ok(_cli(srv, "query", "rotate tokens", "--namespace", "persp", "--matrix", "code_focused"))
+    assert "E7_code 1" in table and "E1_semantic 3" in table
+    assert _found(srv, "rotate tokens", "--namespace", "persp", "--language", "python") == [code]
+    assert _found(srv, "rotate tokens", "--namespace", "persp", "--language", "go") == []
+    bad = _cli(srv, "query", "x", "--matrix", "nope")
+    assert bad.returncode != 0 and "search matrix" in bad.stderr
+    _no_traceback(bad)

@@ -87,12 +87,15 @@ def _filter_options(c: argparse.ArgumentParser, namespace_required: bool = False
     c.add_argument("--meta", action="append", type=_meta_item, metavar="KEY=VALUE",
                    help="metadata that must match (repeatable)")
     c.add_argument("--min-confidence", type=_unit, metavar="X", help="only memories with confidence at least X (0..1)")
+    c.add_argument("--language", action="append", metavar="LANG",
+                   help="only memories holding code in this language, e.g. python (repeatable)")
 
 
 def _where(args: argparse.Namespace) -> Filters:
     """The filters of the options that ``_filter_options`` added."""
     return Filters(namespaces=args.namespace or [], memory_types=args.type or [], since=args.since, until=args.until,
-                   min_confidence=args.min_confidence, session_id=args.session or "", metadata=_meta_pairs(args.meta))
+                   min_confidence=args.min_confidence, session_id=args.session or "", metadata=_meta_pairs(args.meta),
+                   languages=args.language or [])
 
 
 def _meta_pairs(items: list[tuple[str, str]] | None) -> dict[str, str]:
@@ -397,9 +400,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     from teleo_server.client import Result, Summary
 
     with client_for(args) as client:
+        overrides = {k: v for k, v in (("search_matrix", args.matrix), ("query_type", args.query_type)) if v}
         events = client.retrieve(args.text, top_k=args.top_k, profile=args.profile, filters=_where(args),
                                  explain=True, breakdown=args.breakdown, target_goals=args.goal or (),
-                                 johari=args.johari or ())
+                                 johari=args.johari or (), overrides=overrides or None)
         if args.json:
             for ev in events:
                 _print_json(convert.event_json(ev))
@@ -425,6 +429,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         timing = ", ".join(f"{s.stage} {s.elapsed_ms:.1f}ms ({s.candidates_out})" for s in summary.stages if not s.skipped)
         flag = f"  DEGRADED: {summary.degraded_reason}" if summary.degraded else ""
         print(f"\n{summary.returned} results in {summary.total_ms:.1f} ms [{summary.profile}] {timing}{flag}")
+        if summary.query_types:
+            weights = ", ".join(f"{n} {w:g}" for n, w in sorted(summary.space_weights.items()))
+            print(f"query: {'+'.join(summary.query_types)}; weights: {weights}")
     return 0
 
 
@@ -626,6 +633,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="align with this goal (an id or label; repeatable; default: every emergent goal)")
     c.add_argument("--johari", action="append", choices=("open", "blind", "hidden", "unknown"),
                    help="keep only this Johari quadrant (repeatable)")
+    c.add_argument("--matrix", metavar="NAME",
+                   help="a search matrix's space weights: identity, semantic_focused, temporal_focused, causal_focused, "
+                        "code_focused, hybrid_lexical")
+    c.add_argument("--query-type", metavar="KIND",
+                   help="the query analyzer's kind instead of the one it reads (general, causal, code, entity, intent, "
+                        "keyword, graph; none turns it off)")
     c.add_argument("--breakdown", action="store_true", help="show each result's component and per-space scores")
     c.add_argument("--json", action="store_true",
                    help="print every stream event (stages, results, summary) as a JSON line")
