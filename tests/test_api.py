@@ -324,8 +324,16 @@ def test_additive_rrf_records_the_only_space_that_found_a_result(stub, auth, cor
     assert len(fused[shipped.memory.id]) > 1 and shipped.unique_contribution == ""
     lonely = [r for r in results.values() if len(fused[r.memory.id]) == 1]
     assert lonely and all(r.unique_contribution == fused[r.memory.id][0] for r in lonely)
-    # other fusions record nothing
+    # every fusion records it, with each result's primary space and the coverage in the summary
     plain = list(stub.Retrieve(pb.RetrieveRequest(text="container image registry", top_k=5, filters=pb.RetrieveFilters(namespaces=["api"]),
                                                   overrides=pb.StageOverrides(fusion="rrf", space_weights={"E9_hdc": 0.0}),
                                                   include_breakdown=True), metadata=auth, timeout=60))
-    assert all(e.result.unique_contribution == "" for e in plain if e.WhichOneof("event") == "result")
+    got = [e.result for e in plain if e.WhichOneof("event") == "result"]
+    for r in got:
+        voters = [s for s in r.found_by if s != "E9_hdc"]
+        assert r.unique_contribution == (voters[0] if len(voters) == 1 else "")
+        assert r.primary_space in r.breakdown.space_ranks or r.primary_space in r.breakdown.spaces
+        assert r.primary_space != "E9_hdc"  # weight 0 gives nothing to the fused score
+    summary = plain[-1].summary
+    assert summary.found_by_space["E6_lexical"] == sum("E6_lexical" in r.found_by for r in got)
+    assert sum(summary.unique_by_space.values()) == sum(bool(r.unique_contribution) for r in got)

@@ -551,6 +551,7 @@ def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool, s
         chunk_index=hit.chunk_index,
         unique_contribution=hit.unique_contribution,
         relevance=hit.relevance,
+        primary_space=hit.primary_space,
     )
     p = hit.provenance
     if p is not None:

@@ -445,6 +445,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                         retrieval_confidence=min(max(float(ev.outcome.retrieval_confidence), 0.0), 1.0),
                         query_types=ev.outcome.query_types,
                         space_weights=ev.outcome.space_weights,
+                        found_by_space={n: f for n, (f, _) in ev.outcome.coverage.items()},
+                        unique_by_space={n: u for n, (_, u) in ev.outcome.coverage.items() if u},
                         conflicts=[pb.ConflictPair(id_a=c.id_a, id_b=c.id_b, edge_type=c.edge_type,
                                                    resolution=c.resolution, winner=c.winner)
                                    for c in ev.outcome.conflicts],

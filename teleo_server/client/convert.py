@@ -260,7 +260,8 @@ def result(r: pb.Result, with_breakdown: bool) -> Result:
                   found_by=tuple(r.found_by), misaligned=r.misaligned, johari=enum_name("johari", r.johari),
                   explanation=r.explanation, chunk_index=r.chunk_index, unique_contribution=r.unique_contribution,
                   snippet=r.snippet, snippet_start=r.snippet_start, snippet_end=r.snippet_end, breakdown=breakdown,
-                  provenance=provenance(r.provenance) if r.HasField("provenance") else None)
+                  provenance=provenance(r.provenance) if r.HasField("provenance") else None,
+                  primary_space=r.primary_space)
 
 
 def summary(s: pb.RetrieveSummary) -> Summary:
@@ -268,7 +269,8 @@ def summary(s: pb.RetrieveSummary) -> Summary:
                    s.degraded_reason, s.profile, s.request_id, s.corpus_size, route=s.route, skip_reason=s.skip_reason,
                    retry_count=s.retry_count, retrieval_confidence=s.retrieval_confidence,
                    conflicts=tuple(conflict_pair(c) for c in s.conflicts), query_types=tuple(s.query_types),
-                   space_weights=dict(s.space_weights))
+                   space_weights=dict(s.space_weights), found_by_space=dict(s.found_by_space),
+                   unique_by_space=dict(s.unique_by_space))
 
 
 def event(ev: pb.RetrieveResponse, with_breakdown: bool) -> Event:
@@ -335,7 +337,8 @@ def result_message(r: Result) -> pb.Result:
     msg = pb.Result(rank=r.rank, memory=memory_message(r.memory), score=r.score, relevance=r.relevance,
                     found_by=list(r.found_by), misaligned=r.misaligned, johari=enum_number("johari", r.johari),
                     explanation=r.explanation, chunk_index=r.chunk_index, unique_contribution=r.unique_contribution,
-                    snippet=r.snippet, snippet_start=r.snippet_start, snippet_end=r.snippet_end)
+                    snippet=r.snippet, snippet_start=r.snippet_start, snippet_end=r.snippet_end,
+                    primary_space=r.primary_space)
     b = r.breakdown
     if b is not None:
         msg.breakdown.CopyFrom(pb.ScoreBreakdown(content=b.content, purpose_alignment=b.purpose_alignment,
@@ -363,7 +366,8 @@ def summary_message(s: Summary) -> pb.RetrieveSummary:
                               corpus_size=s.corpus_size, route=s.route, skip_reason=s.skip_reason,
                               retry_count=s.retry_count, retrieval_confidence=s.retrieval_confidence,
                               conflicts=[conflict_pair_message(c) for c in s.conflicts],
-                              query_types=list(s.query_types), space_weights=dict(s.space_weights))
+                              query_types=list(s.query_types), space_weights=dict(s.space_weights),
+                              found_by_space=dict(s.found_by_space), unique_by_space=dict(s.unique_by_space))
 
 
 def event_message(ev: Event) -> pb.RetrieveResponse:

@@ -260,6 +260,7 @@ class Result:
     snippet_end: int
     breakdown: Breakdown | None
     provenance: Provenance | None = None  # None when the server sent none
+    primary_space: str = ""               # the space that gave most to its fused score
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,8 @@ class Summary:
     conflicts: tuple[ConflictPair, ...] = ()  # supersessions and contradictions touching the candidates
     query_types: tuple[str, ...] = ()     # the query analyzer's reading ("general" when no kind)
     space_weights: Mapping[str, float] = field(default_factory=dict)  # fusion weights the retrieval ran with
+    found_by_space: Mapping[str, int] = field(default_factory=dict)   # results each space's list found
+    unique_by_space: Mapping[str, int] = field(default_factory=dict)  # results only that space found
 
 
 Event = Stage | Result | Summary

@@ -294,7 +294,8 @@ class TeleologicalRetriever:
                           route=state.report.get("route", ""), skip_reason=state.report.get("skip_reason", ""),
                           retry_count=attempt - 1, retrieval_confidence=confidence,
                           conflicts=conflicts, query_types=list(state.report.get("query_types", ())),
-                          space_weights={n: float(w) for n, w in state.cfg.space_weights.items() if w > 0})
+                          space_weights={n: float(w) for n, w in state.cfg.space_weights.items() if w > 0},
+                          coverage={n: (f, u) for n, (f, u) in state.report.get("coverage", {}).items()})
         finally:
             # strategies abandoned at their time limit still read the indexes: the index thread
             # is not released (to a write) before they finish
@@ -369,8 +370,20 @@ class TeleologicalRetriever:
         strategy_of = {state.role(role): name for name, role in state.report.get("strategies", {}).items()}
         checks = tuple(state.report.get("validation", ()))
         conflicts_of = c.columns["conflicts_with"].tolist() if "conflicts_with" in c.columns else None
+        weights = {n: w for n, w in state.cfg.space_weights.items() if w > 0}
+        k = state.cfg.rrf_k
+        coverage = state.report.setdefault("coverage", {})
         for i in range(c.size):
             found = tuple(n for n in names if found_of[n][i])
+            voters = [n for n in found if n in weights]
+            unique = unique_of[i] if unique_of is not None else (voters[0] if len(voters) == 1 else "")
+            # the space that gave the most to its fused score (its weighted reciprocal rank)
+            primary = max(((weights[n] / (k + r), n) for n in names if n in weights
+                           and math.isfinite(r := rank_of[n][i])), default=(0.0, ""))[1]
+            for n in found:
+                coverage.setdefault(n, [0, 0])[0] += 1
+            if unique:
+                coverage.setdefault(unique, [0, 0])[1] += 1
             spaces = {n: v for n in names if not math.isnan(v := value_of[n][i])}
             space_ranks = {n: int(r) for n in found if math.isfinite(r := rank_of[n][i])}
             late = None if late_of is None else late_of[i]
@@ -390,7 +403,7 @@ class TeleologicalRetriever:
                 conflicts_with=tuple(x for x in (conflicts_of[i].split(",") if conflicts_of and conflicts_of[i] else ()) if x))
             yield Hit(memory=memory, score=scores[i], breakdown=breakdown, found_by=found, provenance=provenance,
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk,
-                      unique_contribution=unique_of[i] if unique_of is not None else "",
+                      unique_contribution=unique, primary_space=primary,
                       relevance=relevance_of[i], chunk_span=spans[chunk] if 0 <= chunk < len(spans) else None)
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:

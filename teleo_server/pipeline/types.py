@@ -66,7 +66,8 @@ class Hit:
     johari: Johari = Johari.UNKNOWN
     explanation: str = ""
     chunk_index: int = 0
-    unique_contribution: str = ""              # additive_rrf: the only space that found it, if one
+    unique_contribution: str = ""              # the only fused space whose own list found it, if one
+    primary_space: str = ""                    # the space that gave most to its fused score
     relevance: float = 0.0                     # calibrated, absolute (pipeline/relevance.py)
     chunk_span: tuple[int, int] | None = None  # character span of the best-matching chunk
     provenance: Provenance | None = None
@@ -86,6 +87,8 @@ class Outcome:
     conflicts: list[ConflictPair] = field(default_factory=list)  # pairs touching a delivered result
     query_types: list[str] = field(default_factory=list)  # the query analyzer's kinds ([] without one)
     space_weights: dict[str, float] = field(default_factory=dict)  # fusion weights the retrieval ran with
+    # perspective coverage of the delivered results: space -> (results its list found, results only it found)
+    coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -537,7 +537,7 @@ class ScoreBreakdown(_message.Message):
     def __init__(self, content: _Optional[float] = ..., purpose_alignment: _Optional[float] = ..., goal_alignment: _Optional[float] = ..., late_interaction: _Optional[float] = ..., temporal: _Optional[float] = ..., spaces: _Optional[_Mapping[str, float]] = ..., space_ranks: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution", "relevance", "snippet", "snippet_start", "snippet_end", "provenance")
+    __slots__ = ("rank", "memory", "score", "breakdown", "found_by", "misaligned", "johari", "explanation", "chunk_index", "unique_contribution", "relevance", "snippet", "snippet_start", "snippet_end", "provenance", "primary_space")
     RANK_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -553,6 +553,7 @@ class Result(_message.Message):
     SNIPPET_START_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_END_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_SPACE_FIELD_NUMBER: _ClassVar[int]
     rank: int
     memory: Memory
     score: float
@@ -568,7 +569,8 @@ class Result(_message.Message):
     snippet_start: int
     snippet_end: int
     provenance: Provenance
-    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ..., relevance: _Optional[float] = ..., snippet: _Optional[str] = ..., snippet_start: _Optional[int] = ..., snippet_end: _Optional[int] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+    primary_space: str
+    def __init__(self, rank: _Optional[int] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., score: _Optional[float] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., found_by: _Optional[_Iterable[str]] = ..., misaligned: _Optional[bool] = ..., johari: _Optional[_Union[JohariQuadrant, str]] = ..., explanation: _Optional[str] = ..., chunk_index: _Optional[int] = ..., unique_contribution: _Optional[str] = ..., relevance: _Optional[float] = ..., snippet: _Optional[str] = ..., snippet_start: _Optional[int] = ..., snippet_end: _Optional[int] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., primary_space: _Optional[str] = ...) -> None: ...
 
 class Provenance(_message.Message):
     __slots__ = ("strategies", "fused_score", "validation_passed", "confidence", "citation", "conflicts_with")
@@ -601,7 +603,7 @@ class ConflictPair(_message.Message):
     def __init__(self, id_a: _Optional[str] = ..., id_b: _Optional[str] = ..., edge_type: _Optional[str] = ..., resolution: _Optional[str] = ..., winner: _Optional[str] = ...) -> None: ...
 
 class RetrieveSummary(_message.Message):
-    __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size", "route", "skip_reason", "retry_count", "retrieval_confidence", "conflicts", "query_types", "space_weights")
+    __slots__ = ("returned", "total_ms", "embed_ms", "stages", "degraded", "degraded_reason", "profile", "request_id", "corpus_size", "route", "skip_reason", "retry_count", "retrieval_confidence", "conflicts", "query_types", "space_weights", "found_by_space", "unique_by_space")
     class SpaceWeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -609,6 +611,20 @@ class RetrieveSummary(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class FoundBySpaceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class UniqueBySpaceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     RETURNED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
     EMBED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -625,6 +641,8 @@ class RetrieveSummary(_message.Message):
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     QUERY_TYPES_FIELD_NUMBER: _ClassVar[int]
     SPACE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    FOUND_BY_SPACE_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_BY_SPACE_FIELD_NUMBER: _ClassVar[int]
     returned: int
     total_ms: float
     embed_ms: float
@@ -641,7 +659,9 @@ class RetrieveSummary(_message.Message):
     conflicts: _containers.RepeatedCompositeFieldContainer[ConflictPair]
     query_types: _containers.RepeatedScalarFieldContainer[str]
     space_weights: _containers.ScalarMap[str, float]
-    def __init__(self, returned: _Optional[int] = ..., total_ms: _Optional[float] = ..., embed_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageEvent, _Mapping]]] = ..., degraded: _Optional[bool] = ..., degraded_reason: _Optional[str] = ..., profile: _Optional[str] = ..., request_id: _Optional[str] = ..., corpus_size: _Optional[int] = ..., route: _Optional[str] = ..., skip_reason: _Optional[str] = ..., retry_count: _Optional[int] = ..., retrieval_confidence: _Optional[float] = ..., conflicts: _Optional[_Iterable[_Union[ConflictPair, _Mapping]]] = ..., query_types: _Optional[_Iterable[str]] = ..., space_weights: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    found_by_space: _containers.ScalarMap[str, int]
+    unique_by_space: _containers.ScalarMap[str, int]
+    def __init__(self, returned: _Optional[int] = ..., total_ms: _Optional[float] = ..., embed_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageEvent, _Mapping]]] = ..., degraded: _Optional[bool] = ..., degraded_reason: _Optional[str] = ..., profile: _Optional[str] = ..., request_id: _Optional[str] = ..., corpus_size: _Optional[int] = ..., route: _Optional[str] = ..., skip_reason: _Optional[str] = ..., retry_count: _Optional[int] = ..., retrieval_confidence: _Optional[float] = ..., conflicts: _Optional[_Iterable[_Union[ConflictPair, _Mapping]]] = ..., query_types: _Optional[_Iterable[str]] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., found_by_space: _Optional[_Mapping[str, int]] = ..., unique_by_space: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("stage", "result", "summary")
