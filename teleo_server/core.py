@@ -32,7 +32,8 @@ from teleo_server.errors import (
     Unavailable,
 )
 from teleo_server.index.tokens import TokenCodec, to_codes
-from teleo_server.pipeline.types import Filters, Hit, Outcome, Query, Retriever, StageReport
+from teleo_server.index.purpose import Goal
+from teleo_server.pipeline.types import EntryPoint, Filters, Hit, Outcome, Query, Retriever, StageReport
 from teleo_server.store.base import MemoryStore
 from teleo_server.result_cache import ResultCache
 from teleo_server.workers import DEFAULT_NICE, worker_pool
@@ -650,6 +651,19 @@ class MemoryCore:
     async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         await self.get(principal, [a, b])
         return await self._on_index(self.retriever.compare, a, b, aggregation, weights)
+
+    async def discover(self, query: Query, min_similarity: float, precomputed: bool) -> list[EntryPoint]:
+        """Each whole-corpus space's best match (DiscoverEntryPoints), admitted like a retrieval."""
+        ticket = self.admit(query.principal)
+        try:
+            if not precomputed:
+                query.embedding, _, _ = await self.embed_query(query.text)
+            return await self._on_index(self.retriever.discover, query, min_similarity)
+        finally:
+            ticket.close()
+
+    async def goals(self, principal: Principal) -> list[Goal]:
+        return await self._on_index(self.retriever.goals, principal)
 
     async def stats(self, principal: Principal, namespaces: list[str]) -> tuple[dict[str, tuple[int, int]], int]:
         counts = await self._on_store(self.store.count_by_namespace)

@@ -277,3 +277,17 @@ def test_query_reads_the_question_and_takes_a_matrix_and_a_language(srv, tmp_pat
     bad = _cli(srv, "query", "x", "--matrix", "nope")
     assert bad.returncode != 0 and "search matrix" in bad.stderr
     _no_traceback(bad)
+
+
+def test_entry_points_and_goals(srv):
+    ibm = _ok(_cli(srv, "store", "International Business Machines reported record revenue.", "--namespace", "entry")).split()[0]
+    _ok(_cli(srv, "store", "The cafeteria serves soup on Fridays.", "--namespace", "entry"))
+    lines = _ok(_cli(srv, "entry-points", "IBM", "--namespace", "entry", "--json")).splitlines()
+    found = {e["space"]: e for e in map(json.loads, lines)}
+    assert found["E11_entity"]["memory_id"] == ibm and 0 < found["E11_entity"]["similarity"] <= 1
+    table = _ok(_cli(srv, "entry-points", "IBM", "--namespace", "entry"))
+    assert table.splitlines()[0].split() == ["SPACE", "SIMILARITY", "SCORE", "BEST", "MATCH"] and ibm in table
+    assert "E11_entity" not in _ok(_cli(srv, "entry-points", "IBM", "--namespace", "entry", "--min-similarity", "0.99"))
+    for line in _ok(_cli(srv, "goals")).splitlines():
+        goal = json.loads(line)
+        assert goal["id"] and goal["history"][-1]["size"] == goal["size"]

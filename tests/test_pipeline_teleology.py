@@ -49,28 +49,32 @@ def test_goals_emerge_from_clusters_with_readable_labels():
     r, _, _ = _clustered()
     goals = r.goals()
     assert r.goal_count() == 3
-    labels = [g[1] for g in goals]
+    labels = [g.label for g in goals]
     for topic, words in TOPICS.items():
         assert any(set(label.split()) <= set(words.split()) and label for label in labels), (topic, labels)
-    assert sorted(g[2] for g in goals) == [20, 21, 22] or sum(g[2] for g in goals) == 63
+    assert sorted(g.size for g in goals) == [20, 21, 22] or sum(g.size for g in goals) == 63
 
 
 def test_goals_refresh_keeps_ids_and_reports_drift():
     r, centres, rng = _clustered(max_goals=3)
-    before = {g[0]: g[1] for g in r.goals()}
+    before = {g.id: g.label for g in r.goals()}
     # a burst of new 'deploy' memories shifted towards another direction
     shift = syn.unit(rng.standard_normal(DIM).astype(np.float32))
     for i in range(20):
         v = centres[0] + 0.6 * shift + 0.1 * rng.standard_normal(DIM).astype(np.float32)
         r.add(syn.memory(f"deploy-new{i}", "deploy rollout canary"), syn.embedding(syn.chunk(v, rng=rng)))
     # a read never maintains: until the upkeep runs, the goals are those of before
-    assert {g[0]: g[1] for g in r.goals()} == before and r.maintenance_due()
+    assert {g.id: g.label for g in r.goals()} == before and r.maintenance_due()
     r.maintain()
     after = r.goals()
-    assert {g[0] for g in after} == set(before)
-    drift = {g[0]: g[3] for g in after}
-    deploy_goal = next(g[0] for g in after if "deploy" in g[1] or "rollout" in g[1] or "canary" in g[1])
+    assert {g.id for g in after} == set(before)
+    drift = {g.id: g.drift for g in after}
+    deploy_goal = next(g.id for g in after if "deploy" in g.label or "rollout" in g.label or "canary" in g.label)
     assert drift[deploy_goal] == max(drift.values()) and drift[deploy_goal] > 0.01
+    # each goal keeps its snapshots: the first clustering's and this one's
+    for g in after:
+        assert len(g.history) == 2 and g.history[0].drift == 0.0 and g.history[-1].drift == g.drift
+        assert g.history[-1].size == g.size and g.history[0].time <= g.history[-1].time
 
 
 def test_misaligned_memories_are_flagged_or_filtered():
@@ -106,7 +110,7 @@ def test_johari_quadrants_follow_alignment_and_use():
 
 def test_goal_alignment_targets_a_named_goal_and_explains_it():
     r, centres, _ = _clustered()
-    label = next(g[1] for g in r.goals() if set(g[1].split()) & {"invoice", "payment", "ledger", "refund", "billing"})
+    label = next(g.label for g in r.goals() if set(g.label.split()) & {"invoice", "payment", "ledger", "refund", "billing"})
     q = Query(text="note", embedding=None, principal=syn.admin(), top_k=60, target_goals=(label,), explain=True,
               include_breakdown=True)
     hits = _hits(r, q)
@@ -195,15 +199,15 @@ def _tenants(with_vault: bool):
 def test_goals_are_built_and_shown_per_partition():
     r, _ = _tenants(with_vault=True)
     public = syn.admin(frozenset({"lobby"}), AccessLevel.PUBLIC)
-    everyone = {g[1] for g in r.goals()}
+    everyone = {g.label for g in r.goals()}
     mine = r.goals(public)
     assert any("zebracorn" in label or "merger" in label for label in everyone)
-    assert mine and all(g[0].startswith("lobby/public/") for g in mine)
-    assert not any(set(g[1].split()) & {"zebracorn", "merger", "plan", "acquisition"} for g in mine)
+    assert mine and all(g.id.startswith("lobby/public/") for g in mine)
+    assert not any(set(g.label.split()) & {"zebracorn", "merger", "plan", "acquisition"} for g in mine)
     assert r.goal_count(public) == len(mine) < r.goal_count()
     # vault goals count only vault memories (20), lobby goals only lobby memories (40)
-    assert sum(g[2] for g in r.goals() if g[0].startswith("vault/")) == 20
-    assert sum(g[2] for g in mine) == 40
+    assert sum(g.size for g in r.goals() if g.id.startswith("vault/")) == 20
+    assert sum(g.size for g in mine) == 40
 
 
 def test_a_caller_cannot_reach_goals_of_partitions_it_cannot_read():
@@ -235,14 +239,14 @@ def test_another_tenants_memories_do_not_change_what_a_caller_sees():
         q = Query(text="", embedding=probe, principal=public, top_k=15, explain=True, include_breakdown=True)
         seen.append([(h.memory.id, round(h.score, 6), h.explanation, h.misaligned, h.johari,
                       round(h.breakdown.purpose_alignment, 6), round(h.breakdown.goal_alignment, 6)) for h in _hits(r, q)])
-        seen.append(r.goals(public))
+        seen.append([(g.id, g.label, g.size, g.drift, [(s.label, s.size) for s in g.history]) for g in r.goals(public)])
     assert seen[0] == seen[2] and seen[1] == seen[3]
 
 
 def test_goal_alignment_across_two_readable_partitions():
     r, centres = _tenants(with_vault=True)
     boss = syn.admin(frozenset({"lobby", "vault"}), AccessLevel.RESTRICTED)
-    vault_goal = next(g[1] for g in r.goals(boss) if g[0].startswith("vault/"))
+    vault_goal = next(g.label for g in r.goals(boss) if g.id.startswith("vault/"))
     q = Query(text="", embedding=syn.embedding(syn.chunk(centres[0], {0: 1.0})), principal=boss, top_k=60,
               target_goals=(vault_goal,), include_breakdown=True)
     by_id = {h.memory.id: h.breakdown.goal_alignment for h in _hits(r, q)}

@@ -200,3 +200,25 @@ def test_goals_labels_and_counts_come_only_from_readable_memories(api_server, st
     assert results and all(r.memory.input.namespace == "foyer" for r in results)
     assert not any("zebracorn" in r.explanation or "merger" in r.explanation for r in results)
     assert stub.Stats(pb.StatsRequest(), metadata=public, timeout=10).goals == 0
+    # ListGoals: the owner's goals with their first snapshot; nothing for the visitor
+    mine = stub.ListGoals(pb.ListGoalsRequest(), metadata=boss, timeout=10).goals
+    assert len(mine) == stub.Stats(pb.StatsRequest(), metadata=boss, timeout=10).goals
+    assert any("zebracorn" in g.label for g in mine) and sum(g.size for g in mine) == len(ZEBRACORN)
+    assert all(g.history and g.history[-1].size == g.size and g.history[-1].label == g.label for g in mine)
+    assert all(g.history[-1].time.seconds > 1.7e9 for g in mine)
+    assert list(stub.ListGoals(pb.ListGoalsRequest(), metadata=public, timeout=10).goals) == []
+    # DiscoverEntryPoints: the owner's best matches name its memories; the visitor's never do
+    theirs = stub.DiscoverEntryPoints(pb.DiscoverEntryPointsRequest(text="zebracorn merger plan"), metadata=boss,
+                                      timeout=30).entry_points
+    assert theirs and [e.similarity for e in theirs] == sorted((e.similarity for e in theirs), reverse=True)
+    got = stub.Get(pb.GetRequest(ids=[e.memory_id for e in theirs]), metadata=boss, timeout=10).memories
+    assert all("zebracorn" in m.input.content.lower() for m in got)
+    seen = stub.DiscoverEntryPoints(pb.DiscoverEntryPointsRequest(text="zebracorn merger plan"), metadata=public,
+                                    timeout=30).entry_points
+    assert {e.memory_id for e in seen}.isdisjoint({e.memory_id for e in theirs})
+    strict = stub.DiscoverEntryPoints(pb.DiscoverEntryPointsRequest(text="zebracorn merger plan", min_similarity=0.99),
+                                      metadata=boss, timeout=30).entry_points
+    assert all(e.similarity >= 0.99 for e in strict) and len(strict) < len(theirs)
+    code, details = _code(lambda: stub.DiscoverEntryPoints(pb.DiscoverEntryPointsRequest(text="x", min_similarity=2.0),
+                                                           metadata=boss, timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "min_similarity" in details

@@ -465,6 +465,32 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return pb.CompareResponse(spaces=spaces, aggregate=agg, aggregation=request.aggregation or pb.AGGREGATION_WEIGHTED_AVERAGE)
 
     @rpc
+    async def DiscoverEntryPoints(self, request: pb.DiscoverEntryPointsRequest, context: Any,
+                                  principal: Principal) -> pb.DiscoverEntryPointsResponse:
+        min_similarity = validate.unit(request.min_similarity, "min_similarity")
+        as_retrieve = pb.RetrieveRequest(filters=request.filters)
+        which = request.WhichOneof("query")
+        if which == "text":
+            as_retrieve.text = request.text
+        elif which == "vectors":
+            as_retrieve.vectors.CopyFrom(request.vectors)
+        query, vectors = convert.query_from_request(as_retrieve, principal, self.limits, convert.now(),
+                                                    self.core.retriever.resolve_profile)
+        if vectors is not None:
+            query.embedding = self.core.vectors_to_embedding(vectors)
+        found = await self.core.discover(query, min_similarity, vectors is not None)
+        return pb.DiscoverEntryPointsResponse(entry_points=[
+            pb.EntryPoint(space=e.space, memory_id=e.memory_id, similarity=e.similarity, score=e.score) for e in found])
+
+    @rpc
+    async def ListGoals(self, request: pb.ListGoalsRequest, context: Any, principal: Principal) -> pb.ListGoalsResponse:
+        goals = await self.core.goals(principal)
+        return pb.ListGoalsResponse(goals=[
+            pb.Goal(id=g.id, label=g.label, size=g.size, drift=g.drift,
+                    history=[pb.GoalSnapshot(time=convert.float_to_ts(h.time), label=h.label, size=h.size, drift=h.drift)
+                             for h in g.history]) for g in goals])
+
+    @rpc
     async def Feedback(self, request: pb.FeedbackRequest, context: Any, principal: Principal) -> pb.FeedbackResponse:
         if not request.id:
             raise InvalidArgument("is required", field="id")

@@ -559,6 +559,30 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_entry_points(args: argparse.Namespace) -> int:
+    """Each space's best match for a query, most similar first."""
+    with client_for(args) as client:
+        found = client.discover_entry_points(args.text, filters=_where(args), min_similarity=args.min_similarity)
+    if args.json:
+        for e in found:
+            _print_json({"space": e.space, "memory_id": e.memory_id, "similarity": e.similarity, "score": e.score})
+        return 0
+    rows = [[e.space, f"{e.similarity:.3f}", f"{e.score:.4g}", e.memory_id] for e in found]
+    print("\n".join(_table(["SPACE", "SIMILARITY", "SCORE", "BEST MATCH"], rows)))
+    return 0
+
+
+def cmd_goals(args: argparse.Namespace) -> int:
+    """The emergent goals you may read, as JSON lines with their history."""
+    with client_for(args) as client:
+        goals = client.list_goals()
+    for g in goals:
+        _print_json({"id": g.id, "label": g.label, "size": g.size, "drift": g.drift,
+                     "history": [{"time": h.time.isoformat() if h.time else None, "label": h.label, "size": h.size,
+                                  "drift": h.drift} for h in g.history]})
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """How similar two memories are in each space, and those similarities aggregated."""
     with client_for(args) as client:
@@ -667,6 +691,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = client("delete-where", "delete every memory of the named namespaces matching the filters", cmd_delete_where)
     _filter_options(c, namespace_required=True)
     c.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
+    c = client("entry-points", "each space's best match for a query, most similar first", cmd_entry_points)
+    c.add_argument("text")
+    c.add_argument("--min-similarity", type=_unit, default=0.0, metavar="X",
+                   help="leave out spaces whose best match is less similar (0..1)")
+    _filter_options(c)
+    c.add_argument("--json", action="store_true")
+    client("goals", "the emergent goals of the memories you may read, with their history (JSON lines)", cmd_goals)
     c = client("compare", "similarity of two memories in each space", cmd_compare)
     c.add_argument("id_a", metavar="ID_A")
     c.add_argument("id_b", metavar="ID_B")

@@ -216,6 +216,24 @@ class Api:
                                 space_weights=dict(space_weights or {}))
         return self._unary(Call("Compare", req, convert.comparison, True, self._deadline(timeout)))
 
+    def discover_entry_points(self, query: str | QueryVectors, *, filters: Filters | Mapping[str, Any] | None = None,
+                              min_similarity: float = 0.0, timeout: float | None = None):
+        """Each space that can search the whole corpus, ranked by its best match for ``query``
+        (``EntryPoint``: the space, its top memory, a similarity in [0, 1]), best first."""
+        r = convert.retrieve_request(query, top_k=0, profile="", where=filters, target_goals=(), johari=(),
+                                     stage_overrides=None, breakdown=False, explain=False, snippets=False,
+                                     omit_content=False)
+        req = pb.DiscoverEntryPointsRequest(filters=r.filters, min_similarity=min_similarity)
+        if r.WhichOneof("query") == "vectors":
+            req.vectors.CopyFrom(r.vectors)
+        else:
+            req.text = r.text
+        return self._unary(Call("DiscoverEntryPoints", req, convert.entry_points, True, self._deadline(timeout)))
+
+    def list_goals(self, *, timeout: float | None = None):
+        """The goals that emerged from the memories you may read, each with its history."""
+        return self._unary(Call("ListGoals", pb.ListGoalsRequest(), convert.goals, True, self._deadline(timeout)))
+
     def stats(self, namespaces: Sequence[str] = (), *, timeout: float | None = None) -> Stats:
         """What you may read (memories per namespace), the model, backend and embedding heads."""
         req = pb.StatsRequest(namespaces=list(namespaces))

@@ -19,10 +19,13 @@ from teleo_server.client.types import (
     Breakdown,
     Comparison,
     ConflictPair,
+    EntryPoint,
     Event,
     Exported,
     ExportedChunk,
     Filters,
+    Goal,
+    GoalSnapshot,
     Head,
     HeadVector,
     Link,
@@ -282,6 +285,16 @@ def event(ev: pb.RetrieveResponse, with_breakdown: bool) -> Event:
     if kind == "summary":
         return summary(ev.summary)
     raise ValueError(f"the server sent a retrieve event of an unknown kind ({kind!r}); upgrade the client")
+
+
+def entry_points(r: pb.DiscoverEntryPointsResponse) -> tuple[EntryPoint, ...]:
+    return tuple(EntryPoint(e.space, e.memory_id, e.similarity, e.score) for e in r.entry_points)
+
+
+def goals(r: pb.ListGoalsResponse) -> tuple[Goal, ...]:
+    return tuple(Goal(g.id, g.label, g.size, g.drift,
+                      tuple(GoalSnapshot(_time(h, h.time, "time"), h.label, h.size, h.drift) for h in g.history))
+                 for g in r.goals)
 
 
 def comparison(r: pb.CompareResponse) -> Comparison:

@@ -309,6 +309,35 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class EntryPoint:
+    """A space's best match for a query (``discover_entry_points``)."""
+
+    space: str
+    memory_id: str
+    similarity: float  # in [0, 1], comparable across spaces
+    score: float       # the space's own raw score
+
+
+@dataclass(frozen=True)
+class GoalSnapshot:
+    time: datetime | None
+    label: str
+    size: int
+    drift: float
+
+
+@dataclass(frozen=True)
+class Goal:
+    """An emergent goal of the memories you may read, with its history (oldest first)."""
+
+    id: str
+    label: str
+    size: int
+    drift: float
+    history: tuple[GoalSnapshot, ...] = ()
+
+
+@dataclass(frozen=True)
 class NamespaceStats:
     namespace: str
     memories: int
@@ -367,6 +396,9 @@ __all__ = [
     "Head",
     "HeadVector",
     "JOHARI_QUADRANTS",
+    "EntryPoint",
+    "Goal",
+    "GoalSnapshot",
     "LINK_TYPES",
     "Link",
     "MEMORY_TYPES",

@@ -14,6 +14,7 @@ and new centroid).
 from __future__ import annotations
 
 from collections.abc import Callable
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,12 +26,26 @@ from teleo_server.pipeline_settings import GoalSettings
 log = structlog.get_logger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class GoalSnapshot:
+    """A goal as one clustering left it."""
+
+    time: float     # POSIX seconds of the clustering
+    label: str
+    size: int
+    drift: float    # 1 - cosine of its centroid to the one before (0 for a new goal)
+
+
 @dataclass(slots=True)
 class Goal:
     id: str
     label: str
     size: int
     drift: float = 0.0
+    history: tuple[GoalSnapshot, ...] = ()  # oldest first, at most HISTORY snapshots
+
+
+HISTORY = 32  # snapshots a goal keeps
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -89,23 +104,25 @@ class _Partition:
             return bool(self.goals)  # shrank below the minimum: its goals go
         return not self.goals or n_live >= (1.0 + s.refresh_growth) * self.n_at_refresh
 
-    def match_previous(self, centroids: np.ndarray, labels: list[list[str]], sizes: np.ndarray) -> None:
+    def match_previous(self, centroids: np.ndarray, labels: list[list[str]], sizes: np.ndarray, now: float = 0.0) -> None:
         old, old_c = self.goals, self.centroids
         sims = centroids @ old_c.T if old else np.zeros((centroids.shape[0], 0))
         taken: set[int] = set()
         goals, drift = [], []
         for j in np.argsort(-sizes, kind="stable"):
-            gid, d = None, 0.0
+            gid, d, history = None, 0.0, ()
             if sims.shape[1]:
                 for o in np.argsort(-sims[j]):
                     if int(o) not in taken and sims[j, o] > 0.5:
                         taken.add(int(o))
-                        gid, d = old[int(o)].id, float(1.0 - sims[j, o])
+                        gid, d, history = old[int(o)].id, float(1.0 - sims[j, o]), old[int(o)].history
                         break
             if gid is None:
                 gid = f"{self.prefix}/g{self.next_id}"
                 self.next_id += 1
-            goals.append((int(j), Goal(gid, " ".join(labels[j]) or gid, int(sizes[j]), d)))
+            label = " ".join(labels[j]) or gid
+            snapshot = GoalSnapshot(now, label, int(sizes[j]), d)
+            goals.append((int(j), Goal(gid, label, int(sizes[j]), d, (*history, snapshot)[-HISTORY:])))
             drift.append((gid, d))
         goals.sort(key=lambda t: t[0])
         self.goals = [g for _, g in goals]
@@ -206,7 +223,7 @@ class PurposeIndex:
         groups = np.full(keys.size, -1, dtype=np.int64)
         groups[job.sample] = assign
         labels = labeler(groups, job.k)
-        part.match_previous(centroids, labels, np.bincount(assign, minlength=job.k))
+        part.match_previous(centroids, labels, np.bincount(assign, minlength=job.k), time.time())
         part.centroids, part.n_at_refresh = centroids, int(job.live_rows.size)
         log.info("goals_refreshed", goals=job.k, memories=int(job.live_rows.size),
                  drifted=sum(1 for _, d in part.last_drift if d > self.settings.drift_threshold))
@@ -358,4 +375,4 @@ def johari(aligned: np.ndarray, surfaced: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["Goal", "GoalView", "PurposeIndex", "RefreshJob", "johari", "spherical_kmeans"]
+__all__ = ["Goal", "GoalSnapshot", "GoalView", "HISTORY", "PurposeIndex", "RefreshJob", "johari", "spherical_kmeans"]

@@ -29,7 +29,7 @@ from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import Candidates, State, resolve_config
-from teleo_server.pipeline.types import Breakdown, Hit, Offload, Outcome, Provenance, Query, StageReport
+from teleo_server.pipeline.types import Breakdown, EntryPoint, Hit, Offload, Outcome, Provenance, Query, StageReport
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces
 
@@ -243,9 +243,9 @@ class TeleologicalRetriever:
         """Goals of the partitions ``principal`` may read (every goal when None)."""
         return self._goal_view(principal).n_goals
 
-    def goals(self, principal: Principal | None = None) -> list[tuple[str, str, int, float]]:
-        """(id, label, size, drift) of the emergent goals ``principal`` may see (all when None)."""
-        return [(g.id, g.label, g.size, g.drift) for g in self._goal_view(principal).goals]
+    def goals(self, principal: Principal | None = None) -> list[Goal]:
+        """The emergent goals ``principal`` may see (all when None), each with its snapshots."""
+        return list(self._goal_view(principal).goals)
 
     # ---- reads ---------------------------------------------------------------------------------
     def retrieve(self, query: Query) -> Iterator[StageReport | Hit | Outcome]:
@@ -405,6 +405,30 @@ class TeleologicalRetriever:
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk,
                       unique_contribution=unique, primary_space=primary,
                       relevance=relevance_of[i], chunk_span=spans[chunk] if 0 <= chunk < len(spans) else None)
+
+    def discover(self, query: Query, min_similarity: float = 0.0) -> list[EntryPoint]:
+        """Every space that can search the whole corpus, ranked by its best match for the query:
+        the top memory it finds among what the caller may read (and the filters admit) and that
+        match's similarity in [0, 1] (``Space.unit_score``). Spaces with no signal for the query,
+        or whose best similarity is below ``min_similarity``, are left out."""
+        state = self._state(query, self.settings, self._goal_view(query.principal), {}, "")
+        out = []
+        for name, space in self.spaces.items():
+            if not space.recall:
+                continue
+            feats = state.feature(name)
+            if feats is None:
+                continue
+            rows, _ = space.search(state.ctx, feats, 1)
+            rows = np.asarray(rows, dtype=np.int64)[:1]
+            if not rows.size:
+                continue
+            score = space.score(state.ctx, feats, rows)  # exact (a search may rank on a truncated vector)
+            sim = float(space.unit_score(score)[0])
+            if sim >= min_similarity and not math.isnan(float(score[0])):
+                out.append(EntryPoint(name, self.catalog.memory(int(rows[0])).id, sim, float(score[0])))
+        out.sort(key=lambda e: (-e.similarity, e.space))
+        return out
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from teleo_server.domain import EmbeddingSet, Johari, Memory, Principal
+from teleo_server.index.purpose import Goal
 from teleo_server.query import Filters, Overrides, Query  # re-exported: the API layer builds them
 
 
@@ -73,6 +74,16 @@ class Hit:
     provenance: Provenance | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class EntryPoint:
+    """A space's best match for a query (DiscoverEntryPoints)."""
+
+    space: str
+    memory_id: str
+    similarity: float   # in [0, 1], comparable across spaces
+    score: float        # the space's own raw score
+
+
 @dataclass(slots=True)
 class Outcome:
     """Final bookkeeping of one retrieval (the stream's summary)."""
@@ -128,6 +139,14 @@ class Retriever(Protocol):
         """Per-space similarity in [0, 1] and their aggregate."""
         ...
 
+    def discover(self, query: Query, min_similarity: float = 0.0) -> list[EntryPoint]:
+        """Each whole-corpus space's best match for the query, best first (DiscoverEntryPoints)."""
+        ...
+
+    def goals(self, principal: Principal | None = None) -> list[Goal]:
+        """The emergent goals the principal may see, each with its history of snapshots."""
+        ...
+
     def resolve_profile(self, name: str) -> str:
         """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
         ...
@@ -161,6 +180,7 @@ __all__ = [
     "Filters",
     "Hit",
     "Offload",
+    "EntryPoint",
     "Outcome",
     "Overrides",
     "Provenance",

@@ -118,6 +118,13 @@ class Space:
         """Similarity in [0, 1] float32 (len(rows),) of memory row ``a`` to each of ``rows``."""
         return np.full(rows.size, np.nan, dtype=np.float32)
 
+    def unit_score(self, scores: np.ndarray) -> np.ndarray:
+        """This space's query scores mapped into [0, 1], comparable across spaces (entry-point
+        discovery). Unbounded scores (BM25 and its kin) saturate as s / (1 + s); spaces whose
+        scores are cosines override it."""
+        s = np.maximum(np.nan_to_num(scores.astype(np.float32), nan=0.0), 0.0)
+        return (s / (1.0 + s)).astype(np.float32)
+
     # ---- helpers for chunk-level spaces ------------------------------------------------------------
     def fold_candidates(self, rows: np.ndarray, chunk_scores_fn: Any) -> tuple[np.ndarray, np.ndarray]:
         """Max over each memory's chunks: (scores float32 (C,), best chunk index int64 (C,))."""

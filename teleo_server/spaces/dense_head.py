@@ -129,6 +129,10 @@ class DenseHeadSpace(Space):
                 out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
         return out
 
+    def unit_score(self, scores: np.ndarray) -> np.ndarray:
+        """Cosines, clipped into [0, 1]."""
+        return np.clip(np.nan_to_num(scores.astype(np.float32), nan=0.0), 0.0, 1.0)
+
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
         if self.index is None:
             return np.full(rows.size, np.nan, dtype=np.float32)

@@ -114,6 +114,10 @@ class HyperdimensionalSpace(SparseScoredSpace):
         out[: s.size] = s
         return out
 
+    def unit_score(self, scores: np.ndarray) -> np.ndarray:
+        """Cosines, clipped into [0, 1]."""
+        return np.clip(np.nan_to_num(scores.astype(np.float32), nan=0.0), 0.0, 1.0)
+
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
         ma = self.catalog.memory(a).content
         ia, va = self.encode(ma)

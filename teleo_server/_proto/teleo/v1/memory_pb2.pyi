@@ -709,6 +709,72 @@ class CompareResponse(_message.Message):
     aggregation: Aggregation
     def __init__(self, spaces: _Optional[_Mapping[str, float]] = ..., aggregate: _Optional[float] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ...) -> None: ...
 
+class DiscoverEntryPointsRequest(_message.Message):
+    __slots__ = ("text", "vectors", "filters", "min_similarity")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    MIN_SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    vectors: QueryVectors
+    filters: RetrieveFilters
+    min_similarity: float
+    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., min_similarity: _Optional[float] = ...) -> None: ...
+
+class EntryPoint(_message.Message):
+    __slots__ = ("space", "memory_id", "similarity", "score")
+    SPACE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    space: str
+    memory_id: str
+    similarity: float
+    score: float
+    def __init__(self, space: _Optional[str] = ..., memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ...) -> None: ...
+
+class DiscoverEntryPointsResponse(_message.Message):
+    __slots__ = ("entry_points",)
+    ENTRY_POINTS_FIELD_NUMBER: _ClassVar[int]
+    entry_points: _containers.RepeatedCompositeFieldContainer[EntryPoint]
+    def __init__(self, entry_points: _Optional[_Iterable[_Union[EntryPoint, _Mapping]]] = ...) -> None: ...
+
+class ListGoalsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GoalSnapshot(_message.Message):
+    __slots__ = ("time", "label", "size", "drift")
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_FIELD_NUMBER: _ClassVar[int]
+    time: _timestamp_pb2.Timestamp
+    label: str
+    size: int
+    drift: float
+    def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., label: _Optional[str] = ..., size: _Optional[int] = ..., drift: _Optional[float] = ...) -> None: ...
+
+class Goal(_message.Message):
+    __slots__ = ("id", "label", "size", "drift", "history")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    label: str
+    size: int
+    drift: float
+    history: _containers.RepeatedCompositeFieldContainer[GoalSnapshot]
+    def __init__(self, id: _Optional[str] = ..., label: _Optional[str] = ..., size: _Optional[int] = ..., drift: _Optional[float] = ..., history: _Optional[_Iterable[_Union[GoalSnapshot, _Mapping]]] = ...) -> None: ...
+
+class ListGoalsResponse(_message.Message):
+    __slots__ = ("goals",)
+    GOALS_FIELD_NUMBER: _ClassVar[int]
+    goals: _containers.RepeatedCompositeFieldContainer[Goal]
+    def __init__(self, goals: _Optional[_Iterable[_Union[Goal, _Mapping]]] = ...) -> None: ...
+
 class FeedbackRequest(_message.Message):
     __slots__ = ("id", "used", "helpful", "request_id", "sufficient")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -89,6 +89,16 @@ class MemoryServiceStub:
                 request_serializer=teleo_dot_v1_dot_memory__pb2.CompareRequest.SerializeToString,
                 response_deserializer=teleo_dot_v1_dot_memory__pb2.CompareResponse.FromString,
                 _registered_method=True)
+        self.DiscoverEntryPoints = channel.unary_unary(
+                '/teleo.v1.MemoryService/DiscoverEntryPoints',
+                request_serializer=teleo_dot_v1_dot_memory__pb2.DiscoverEntryPointsRequest.SerializeToString,
+                response_deserializer=teleo_dot_v1_dot_memory__pb2.DiscoverEntryPointsResponse.FromString,
+                _registered_method=True)
+        self.ListGoals = channel.unary_unary(
+                '/teleo.v1.MemoryService/ListGoals',
+                request_serializer=teleo_dot_v1_dot_memory__pb2.ListGoalsRequest.SerializeToString,
+                response_deserializer=teleo_dot_v1_dot_memory__pb2.ListGoalsResponse.FromString,
+                _registered_method=True)
         self.Feedback = channel.unary_unary(
                 '/teleo.v1.MemoryService/Feedback',
                 request_serializer=teleo_dot_v1_dot_memory__pb2.FeedbackRequest.SerializeToString,
@@ -180,6 +190,20 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DiscoverEntryPoints(self, request, context):
+        """Each whole-corpus space's best match for a query, best first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGoals(self, request, context):
+        """The emergent goals of the memories the caller may read, with their history.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Feedback(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -249,6 +273,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Compare,
                     request_deserializer=teleo_dot_v1_dot_memory__pb2.CompareRequest.FromString,
                     response_serializer=teleo_dot_v1_dot_memory__pb2.CompareResponse.SerializeToString,
+            ),
+            'DiscoverEntryPoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiscoverEntryPoints,
+                    request_deserializer=teleo_dot_v1_dot_memory__pb2.DiscoverEntryPointsRequest.FromString,
+                    response_serializer=teleo_dot_v1_dot_memory__pb2.DiscoverEntryPointsResponse.SerializeToString,
+            ),
+            'ListGoals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGoals,
+                    request_deserializer=teleo_dot_v1_dot_memory__pb2.ListGoalsRequest.FromString,
+                    response_serializer=teleo_dot_v1_dot_memory__pb2.ListGoalsResponse.SerializeToString,
             ),
             'Feedback': grpc.unary_unary_rpc_method_handler(
                     servicer.Feedback,
@@ -558,6 +592,60 @@ class MemoryService:
             '/teleo.v1.MemoryService/Compare',
             teleo_dot_v1_dot_memory__pb2.CompareRequest.SerializeToString,
             teleo_dot_v1_dot_memory__pb2.CompareResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiscoverEntryPoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/teleo.v1.MemoryService/DiscoverEntryPoints',
+            teleo_dot_v1_dot_memory__pb2.DiscoverEntryPointsRequest.SerializeToString,
+            teleo_dot_v1_dot_memory__pb2.DiscoverEntryPointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGoals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/teleo.v1.MemoryService/ListGoals',
+            teleo_dot_v1_dot_memory__pb2.ListGoalsRequest.SerializeToString,
+            teleo_dot_v1_dot_memory__pb2.ListGoalsResponse.FromString,
             options,
             channel_credentials,
             insecure,
