@@ -51,6 +51,41 @@ class Overrides:
     query_type: str = ""                       # force the analyzer's kind ("none" turns it off; "" = detect)
 
 
+# the five scales of the recency boost, in seconds
+RECENCY_SCALES = {"5m": 300.0, "1h": 3_600.0, "1d": 86_400.0, "7d": 604_800.0, "30d": 2_592_000.0}
+RECENCY_CURVES = ("linear", "exponential", "step")
+
+
+@dataclass(frozen=True, slots=True)
+class TimeBoosts:
+    """Post-retrieval boosts, each ``score *= (1 + weight * closeness) / (1 + weight)``.
+
+    recency (E2): closeness of the event's age to now on a curve over a scale: linear
+    max(0, 1 - age / scale), exponential exp(-age / scale), step 1 within the scale else 0.
+    periodic (E3): closeness of the event's hour of day and weekday (UTC) to the targets, on the
+    clock face (cosine mapped to [0, 1]; hour and weekday averaged when both are set).
+    sequence (E4): memories of ``session_id`` within ``sequence_window`` positions of
+    ``session_position``: 1 - distance / (window + 1); others 0.
+    """
+
+    recency_curve: str = ""
+    recency_scale: str = "1d"
+    recency_weight: float = 0.0
+    target_hour: int | None = None
+    target_weekday: int | None = None
+    periodic_weight: float = 0.0
+    session_id: str = ""
+    session_position: int | None = None
+    sequence_window: int = 3
+    sequence_weight: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return (self.recency_weight > 0 and bool(self.recency_curve)) or (
+            self.periodic_weight > 0 and (self.target_hour is not None or self.target_weekday is not None)) or (
+            self.sequence_weight > 0 and bool(self.session_id) and self.session_position is not None)
+
+
 @dataclass(slots=True)
 class Query:
     text: str                                  # may be "" for vector-only queries
@@ -68,6 +103,7 @@ class Query:
     omit_content: bool = False                 # results leave the memory's content out
     now: float = 0.0                           # POSIX seconds used for temporal decay
     include_historical: bool = False           # keep memories a newer one superseded (validation stage)
+    time_boosts: TimeBoosts = field(default_factory=TimeBoosts)  # post-retrieval E2 / E3 / E4 boosts
 
 
 def visible(principal: Principal, filters: Filters) -> tuple:
@@ -107,4 +143,4 @@ def visible(principal: Principal, filters: Filters) -> tuple:
     return ("and", *parts)
 
 
-__all__ = ["Filters", "Overrides", "Query", "visible"]
+__all__ = ["Filters", "Overrides", "Query", "RECENCY_CURVES", "RECENCY_SCALES", "TimeBoosts", "visible"]

@@ -236,3 +236,69 @@ def test_analysis_matrix_and_language_filter_over_grpc(stub, auth):
     page = stub.List(pb.ListRequest(filters=pb.RetrieveFilters(namespaces=["persp"], languages=["javascript"])),
                      metadata=auth, timeout=60)
     assert [m.input.content for m in page.memories] == [CODE["js"]]
+
+
+# ---- time boosts (E2 / E3 / E4 after retrieval) ---------------------------------------------------
+def _timed_retriever():
+    r = make_retriever(PipelineSettings(), "numpy")
+    now = 1_800_000_000.0  # a Friday, 08:00 UTC
+    docs = {  # the same words, so only the boosts tell them apart
+        "old": (now - 20 * 86_400, 2), "hour": (now - 3 * 86_400 + 6 * 3_600, 5), "new": (now - 120, 9),
+    }
+    for mid, (t, pos) in docs.items():
+        r.add(syn.memory(mid, "standup notes for the payments team", event_time=t, ingestion_time=t,
+                         session_id="s1", session_position=pos), syn.embedding())
+    return r, now
+
+
+def _boosted(r, now, boosts):
+    from teleo_server.query import TimeBoosts
+
+    q = Query(text="standup notes payments", embedding=None, principal=ADMIN, top_k=3, now=now,
+              time_boosts=TimeBoosts(**boosts))
+    events = list(r.retrieve(q))
+    detail = next(e.detail for e in events if isinstance(e, StageReport) and e.stage == "finalize")
+    return [e.memory.id for e in events if isinstance(e, Hit)], detail
+
+
+@pytest.mark.parametrize("curve, scale", [("linear", "7d"), ("exponential", "7d"), ("step", "1d")])
+def test_recency_boost_puts_the_newest_first(curve, scale):
+    r, now = _timed_retriever()
+    hits, detail = _boosted(r, now, {"recency_curve": curve, "recency_scale": scale, "recency_weight": 2.0})
+    assert hits[0] == "new" and f"recency={curve}/{scale}" in detail
+    if curve != "step":  # a one-day step cannot tell 3 days from 20
+        assert hits.index("hour") < hits.index("old")
+
+
+def test_periodic_and_sequence_boosts():
+    r, now = _timed_retriever()
+    hits, detail = _boosted(r, now, {"target_hour": 14, "periodic_weight": 3.0})
+    assert hits[0] == "hour" and "periodic" in detail  # the one written at 14:00
+    hits, detail = _boosted(r, now, {"session_id": "s1", "session_position": 2, "sequence_window": 2, "sequence_weight": 3.0})
+    assert hits[0] == "old" and "sequence=2" in detail
+    hits, _ = _boosted(r, now, {"session_id": "other", "session_position": 2, "sequence_weight": 3.0})
+    assert hits[0] != "old" or len(set(hits)) == 3  # another session's positions boost nothing
+    _, detail = _boosted(r, now, {})
+    assert "time_boosts" not in detail
+
+
+def test_time_boosts_over_grpc(stub, auth):
+    import grpc
+
+    ids = []
+    for content, t in (("Standup: payments retro notes.", "2020-01-01T09:00:00Z"), ("Standup: payments retro notes!", None)):
+        mi = pb.MemoryInput(content=content, namespace="boosts")
+        if t:
+            mi.event_time.FromJsonString(t)
+        ids.append(stub.Store(pb.StoreRequest(memory=mi), metadata=auth, timeout=60).id)
+    req = pb.RetrieveRequest(text="standup payments retro", filters=pb.RetrieveFilters(namespaces=["boosts"]),
+                             time_boosts=pb.TimeBoosts(recency_curve="exponential", recency_scale="30d", recency_weight=5.0))
+    events = list(stub.Retrieve(req, metadata=auth, timeout=60))
+    assert [e.result.memory.id for e in events if e.HasField("result")][0] == ids[1]
+    assert "time_boosts=recency=exponential/30d" in next(e.stage.detail for e in events
+                                                          if e.HasField("stage") and e.stage.stage == "finalize")
+    for bad in (pb.TimeBoosts(recency_curve="cubic", recency_weight=1), pb.TimeBoosts(recency_scale="2y"),
+                pb.TimeBoosts(target_hour=24), pb.TimeBoosts(recency_weight=11)):
+        with pytest.raises(grpc.RpcError) as err:
+            list(stub.Retrieve(pb.RetrieveRequest(text="x", time_boosts=bad), metadata=auth, timeout=30))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "time_boosts." in err.value.details()

@@ -43,6 +43,7 @@ from teleo_server.extract.code import LANGUAGES
 from teleo_server.pipeline.analyze import KINDS
 from teleo_server.pipeline.stages import stages
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
+from teleo_server.query import RECENCY_CURVES, RECENCY_SCALES, TimeBoosts
 
 FUSIONS = get_args(FusionMethod)
 AGGREGATIONS = {
@@ -354,8 +355,33 @@ def query_from_request(req: pb.RetrieveRequest, principal: Principal, limits: Li
             omit_content=req.omit_content,
             include_historical=req.include_historical,
             now=now,
+            time_boosts=_time_boosts(req.time_boosts) if req.HasField("time_boosts") else TimeBoosts(),
         ),
         vectors,
+    )
+
+
+def _time_boosts(msg: pb.TimeBoosts) -> TimeBoosts:
+    f = "time_boosts."
+    if msg.recency_curve and msg.recency_curve not in RECENCY_CURVES:
+        raise InvalidArgument(f"must be one of {', '.join(RECENCY_CURVES)} (or empty: off)", field=f + "recency_curve")
+    scale = msg.recency_scale or "1d"
+    if scale not in RECENCY_SCALES:
+        raise InvalidArgument(f"must be one of {', '.join(RECENCY_SCALES)}", field=f + "recency_scale")
+    hour = v.int_range(msg.target_hour, 0, 23, f + "target_hour") if msg.HasField("target_hour") else None
+    weekday = v.int_range(msg.target_weekday, 0, 6, f + "target_weekday") if msg.HasField("target_weekday") else None
+    position = msg.session_position if msg.HasField("session_position") else None
+    if position is not None and position < 0:
+        raise InvalidArgument("must be 0 or more", field=f + "session_position")
+    v.max_chars(msg.session_id, 256, f + "session_id")
+    return TimeBoosts(
+        recency_curve=msg.recency_curve, recency_scale=scale,
+        recency_weight=v.in_range(msg.recency_weight, 0.0, 10.0, f + "recency_weight"),
+        target_hour=hour, target_weekday=weekday,
+        periodic_weight=v.in_range(msg.periodic_weight, 0.0, 10.0, f + "periodic_weight"),
+        session_id=msg.session_id, session_position=position,
+        sequence_window=v.int_range(msg.sequence_window, 1, 1000, f + "sequence_window") if msg.sequence_window else 3,
+        sequence_weight=v.in_range(msg.sequence_weight, 0.0, 10.0, f + "sequence_weight"),
     )
 
 

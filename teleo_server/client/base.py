@@ -34,6 +34,7 @@ from teleo_server.client.types import (
     Stats,
     StoreResult,
     Summary,
+    TimeBoosts,
     UpdateResult,
 )
 
@@ -186,7 +187,8 @@ class Api:
                  johari: Iterable[str] = (), overrides: Overrides | Mapping[str, Any] | None = None,
                  breakdown: bool = False, explain: bool = False, snippets: bool = False, omit_content: bool = False,
                  include_historical: bool = False, as_of_event: datetime | None = None,
-                 as_of_ingestion: datetime | None = None, timeout: float | None = None):
+                 as_of_ingestion: datetime | None = None, time_boosts: TimeBoosts | Mapping[str, Any] | None = None,
+                 timeout: float | None = None):
         """The retrieval's events as they arrive: a ``Stage`` as each stage finishes, then each
         ``Result`` in rank order, then one ``Summary``. ``search`` collects them. ``top_k`` 0 takes
         the profile's default (10; ``openclaw`` 6).
@@ -194,12 +196,14 @@ class Api:
         Knowledge over time: ``include_historical`` keeps memories that were superseded or lost a
         resolved contradiction (profiles with the conflicts stage, e.g. ``hipporag``, leave them out
         otherwise); ``as_of_event`` retrieves what was true at that moment (event time at or before
-        it), ``as_of_ingestion`` what had been stored by then. A naive datetime is local time."""
+        it), ``as_of_ingestion`` what had been stored by then. A naive datetime is local time.
+        ``time_boosts`` (``TimeBoosts``) raise recent memories, those near an hour or weekday, or those
+        near a position in a session, before the final top-K."""
         req = convert.retrieve_request(query, top_k=top_k, profile=profile, where=filters, target_goals=target_goals,
                                        johari=johari, stage_overrides=overrides, breakdown=breakdown, explain=explain,
                                        snippets=snippets, omit_content=omit_content,
                                        include_historical=include_historical, as_of_event=as_of_event,
-                                       as_of_ingestion=as_of_ingestion)
+                                       as_of_ingestion=as_of_ingestion, boosts=time_boosts)
         return self._stream(Call("Retrieve", req, lambda ev: convert.event(ev, breakdown), True, self._deadline(timeout)))
 
     def export(self, filters: Filters | Mapping[str, Any] | None = None, *, with_embeddings: bool = False,

@@ -40,6 +40,7 @@ from teleo_server.client.types import (
     Stats,
     StoreResult,
     Summary,
+    TimeBoosts,
     UpdateResult,
 )
 
@@ -163,11 +164,24 @@ def head_vector(v: HeadVector) -> pb.HeadVector:
                          codec=v.codec)
 
 
+def time_boosts(t: TimeBoosts | Mapping[str, Any]) -> pb.TimeBoosts:
+    if isinstance(t, Mapping):
+        t = TimeBoosts(**t)
+    msg = pb.TimeBoosts(recency_curve=t.recency_curve, recency_scale=t.recency_scale, recency_weight=t.recency_weight,
+                        periodic_weight=t.periodic_weight, session_id=t.session_id, sequence_window=t.sequence_window,
+                        sequence_weight=t.sequence_weight)
+    for name in ("target_hour", "target_weekday", "session_position"):
+        if getattr(t, name) is not None:
+            setattr(msg, name, getattr(t, name))
+    return msg
+
+
 def retrieve_request(text: str | QueryVectors, *, top_k: int, profile: str, where: Filters | Mapping | None,
                      target_goals: Iterable[str], johari: Iterable[str], stage_overrides: Overrides | Mapping | None,
                      breakdown: bool, explain: bool, snippets: bool, omit_content: bool,
                      include_historical: bool = False, as_of_event: datetime | None = None,
-                     as_of_ingestion: datetime | None = None) -> pb.RetrieveRequest:
+                     as_of_ingestion: datetime | None = None,
+                     boosts: TimeBoosts | Mapping | None = None) -> pb.RetrieveRequest:
     req = pb.RetrieveRequest(top_k=top_k, profile=profile, filters=filters(where), target_goals=list(target_goals),
                              johari=[enum_number("johari", q) for q in johari], include_breakdown=breakdown,
                              explain=explain, snippets=snippets, omit_content=omit_content,
@@ -185,6 +199,8 @@ def retrieve_request(text: str | QueryVectors, *, top_k: int, profile: str, wher
     o = overrides(stage_overrides)
     if o is not None:
         req.overrides.CopyFrom(o)
+    if boosts is not None:
+        req.time_boosts.CopyFrom(time_boosts(boosts))
     return req
 
 
@@ -501,6 +517,7 @@ __all__ = [
     "store_result",
     "summary",
     "summary_message",
+    "time_boosts",
     "update_json",
     "update_request",
 ]

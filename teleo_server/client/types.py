@@ -169,6 +169,24 @@ class Overrides:
     query_type: str | None = None          # force the query analyzer's kind ("none" turns it off)
 
 
+@dataclass
+class TimeBoosts:
+    """Post-retrieval boosts (each ``score *= (1 + weight * closeness) / (1 + weight)``; weight 0 is off):
+    recency on a curve ("linear", "exponential", "step") over a scale ("5m", "1h", "1d", "7d", "30d"),
+    closeness to a target hour (0-23, UTC) and weekday (0 = Monday), and nearness to a position in a session."""
+
+    recency_curve: str = ""
+    recency_scale: str = "1d"
+    recency_weight: float = 0.0
+    target_hour: int | None = None
+    target_weekday: int | None = None
+    periodic_weight: float = 0.0
+    session_id: str = ""
+    session_position: int | None = None
+    sequence_window: int = 3
+    sequence_weight: float = 0.0
+
+
 @dataclass(frozen=True)
 class HeadVector:
     """One embedding head's vector: dense (values), per-token (rows x dim values) or sparse (ids, weights).
@@ -415,5 +433,6 @@ __all__ = [
     "Stats",
     "StoreResult",
     "Summary",
+    "TimeBoosts",
     "UpdateResult",
 ]

@@ -280,6 +280,10 @@ class Catalog:
             return np.zeros(0, dtype=bool)
         return self.alive & table[self.ns, self.level]
 
+    def session_code(self, session_id: str) -> int | None:
+        """The code ``session`` holds for a session id (None when no memory has it)."""
+        return self._session_codes.get(session_id)
+
     def mask(self, principal: Principal, filters: Filters, readable: np.ndarray | None = None) -> np.ndarray:
         """bool (n_rows,): ACL mask AND every filter of ``filters``. Applied before any scoring.
 

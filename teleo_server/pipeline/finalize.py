@@ -11,6 +11,7 @@ from teleo_server.analysis import DEFAULT as DEFAULT_ANALYZER
 from teleo_server.analysis import Analyzer
 from teleo_server.domain import Memory, MemoryType
 from teleo_server.pipeline.alignment import johari_filter
+from teleo_server.query import RECENCY_SCALES
 from teleo_server.pipeline.relevance import relevance
 from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import State
@@ -143,9 +144,49 @@ def feedback(state: State) -> None:
     c.score = (c.score * feedback_prior(counts, w)).astype(np.float32)
 
 
+def time_boosts(state: State) -> str:
+    """The request's E2 recency, E3 periodic and E4 sequence boosts (``Query.time_boosts``)."""
+    b, c, cat = state.ctx.query.time_boosts, state.cands, state.ctx.catalog
+    if not b.active or c.size == 0:
+        return ""
+    assert c.score is not None
+    factor = np.ones(c.size, dtype=np.float64)
+    done = []
+    when = cat.event_time[c.rows]
+    if b.recency_weight > 0 and b.recency_curve:
+        scale = RECENCY_SCALES[b.recency_scale]
+        age = np.maximum(state.ctx.now - when, 0.0)
+        close = {"linear": np.maximum(0.0, 1.0 - age / scale), "exponential": np.exp(-age / scale),
+                 "step": (age <= scale).astype(np.float64)}[b.recency_curve]
+        factor *= (1.0 + b.recency_weight * close) / (1.0 + b.recency_weight)
+        done.append(f"recency={b.recency_curve}/{b.recency_scale}x{b.recency_weight:g}")
+    if b.periodic_weight > 0 and (b.target_hour is not None or b.target_weekday is not None):
+        parts = []
+        if b.target_hour is not None:
+            hour = (when % DAY) / 3_600.0
+            parts.append((1.0 + np.cos(2 * np.pi * (hour - b.target_hour) / 24.0)) / 2.0)
+        if b.target_weekday is not None:
+            weekday = ((when // DAY) + 3) % 7  # 1970-01-01 was a Thursday (Monday = 0)
+            parts.append((1.0 + np.cos(2 * np.pi * (weekday - b.target_weekday) / 7.0)) / 2.0)
+        close = np.mean(parts, axis=0)
+        factor *= (1.0 + b.periodic_weight * close) / (1.0 + b.periodic_weight)
+        done.append(f"periodic x{b.periodic_weight:g}")
+    if b.sequence_weight > 0 and b.session_id and b.session_position is not None:
+        code = cat.session_code(b.session_id)
+        same = (cat.session[c.rows] == code) if code is not None else np.zeros(c.size, dtype=bool)
+        dist = np.abs(cat.position[c.rows].astype(np.float64) - b.session_position)
+        close = np.where(same & (cat.position[c.rows] >= 0) & (dist <= b.sequence_window),
+                         1.0 - dist / (b.sequence_window + 1), 0.0)
+        factor *= (1.0 + b.sequence_weight * close) / (1.0 + b.sequence_weight)
+        done.append(f"sequence={b.session_position}±{b.sequence_window}x{b.sequence_weight:g}")
+    c.score = (c.score * factor).astype(np.float32)
+    return " time_boosts=" + ",".join(done)
+
+
 @stage("finalize", needs_score=True)
 def finalize(state: State) -> str:
     removed_johari = johari_filter(state)
+    boosted = time_boosts(state)
     decay(state)
     importance(state)
     feedback(state)
@@ -163,7 +204,7 @@ def finalize(state: State) -> str:
     state.cands = c.take(picked)
     return (f"half_life_days={cfg.decay_half_life_days:g} importance_weight={cfg.importance_weight:g} "
             f"feedback_weight={cfg.feedback_weight:g} mmr_lambda={cfg.mmr_lambda:g} min_score={cfg.min_score:g} min_relevance={cfg.min_relevance:g} "
-            f"below_min={below} johari_removed={removed_johari}")
+            f"below_min={below} johari_removed={removed_johari}{boosted}")
 
 
-__all__ = ["dated", "decay", "feedback", "feedback_prior", "finalize", "importance", "jaccard_matrix", "mmr"]
+__all__ = ["dated", "decay", "feedback", "feedback_prior", "finalize", "importance", "jaccard_matrix", "mmr", "time_boosts"]

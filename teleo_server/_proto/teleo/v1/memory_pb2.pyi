@@ -452,8 +452,32 @@ class StageOverrides(_message.Message):
     query_type: str
     def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ..., search_matrix: _Optional[str] = ..., query_type: _Optional[str] = ...) -> None: ...
 
+class TimeBoosts(_message.Message):
+    __slots__ = ("recency_curve", "recency_scale", "recency_weight", "target_hour", "target_weekday", "periodic_weight", "session_id", "session_position", "sequence_window", "sequence_weight")
+    RECENCY_CURVE_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_SCALE_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_HOUR_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WEEKDAY_FIELD_NUMBER: _ClassVar[int]
+    PERIODIC_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_POSITION_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    recency_curve: str
+    recency_scale: str
+    recency_weight: float
+    target_hour: int
+    target_weekday: int
+    periodic_weight: float
+    session_id: str
+    session_position: int
+    sequence_window: int
+    sequence_weight: float
+    def __init__(self, recency_curve: _Optional[str] = ..., recency_scale: _Optional[str] = ..., recency_weight: _Optional[float] = ..., target_hour: _Optional[int] = ..., target_weekday: _Optional[int] = ..., periodic_weight: _Optional[float] = ..., session_id: _Optional[str] = ..., session_position: _Optional[int] = ..., sequence_window: _Optional[int] = ..., sequence_weight: _Optional[float] = ...) -> None: ...
+
 class RetrieveRequest(_message.Message):
-    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content", "include_historical", "as_of_event", "as_of_ingestion")
+    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content", "include_historical", "as_of_event", "as_of_ingestion", "time_boosts")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -469,6 +493,7 @@ class RetrieveRequest(_message.Message):
     INCLUDE_HISTORICAL_FIELD_NUMBER: _ClassVar[int]
     AS_OF_EVENT_FIELD_NUMBER: _ClassVar[int]
     AS_OF_INGESTION_FIELD_NUMBER: _ClassVar[int]
+    TIME_BOOSTS_FIELD_NUMBER: _ClassVar[int]
     text: str
     vectors: QueryVectors
     top_k: int
@@ -484,7 +509,8 @@ class RetrieveRequest(_message.Message):
     include_historical: bool
     as_of_event: _timestamp_pb2.Timestamp
     as_of_ingestion: _timestamp_pb2.Timestamp
-    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ..., snippets: _Optional[bool] = ..., omit_content: _Optional[bool] = ..., include_historical: _Optional[bool] = ..., as_of_event: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of_ingestion: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    time_boosts: TimeBoosts
+    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ..., snippets: _Optional[bool] = ..., omit_content: _Optional[bool] = ..., include_historical: _Optional[bool] = ..., as_of_event: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of_ingestion: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_boosts: _Optional[_Union[TimeBoosts, _Mapping]] = ...) -> None: ...
 
 class StageEvent(_message.Message):
     __slots__ = ("stage", "elapsed_ms", "candidates_in", "candidates_out", "backend", "detail", "skipped")
