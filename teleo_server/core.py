@@ -648,9 +648,10 @@ class MemoryCore:
         for m in memories:
             self.retriever.update(m)
 
-    async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
+    async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float],
+                      matrix: str = "") -> tuple[dict[str, float], float, float | None]:
         await self.get(principal, [a, b])
-        return await self._on_index(self.retriever.compare, a, b, aggregation, weights)
+        return await self._on_index(self.retriever.compare, a, b, aggregation, weights, matrix)
 
     async def discover(self, query: Query, min_similarity: float, precomputed: bool) -> list[EntryPoint]:
         """Each whole-corpus space's best match (DiscoverEntryPoints), admitted like a retrieval."""

@@ -164,6 +164,16 @@ DEFAULT_MATRICES: dict[str, dict[str, float]] = {
 }
 
 
+# Embedder groups: named sets of spaces a request's ``space_mask`` may name instead of spaces.
+DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
+    "semantic": ("E1_semantic", "E12_late"),
+    "lexical": ("E6_lexical", "E9_hdc", "E13_splade"),
+    "temporal": ("E2_recency", "E3_periodicity", "E4_sequence"),
+    "structural": ("E5_causal", "E7_code", "E10_intent", "E11_entity"),
+    "relational": ("E8_graph",),
+}
+
+
 class GoalSettings(BaseModel):
     """How goals emerge from stored memories (spherical k-means over sentence vectors)."""
 
@@ -248,6 +258,10 @@ class PipelineSettings(BaseModel):
     query_types: dict[str, QueryTypeSpec] = Field(default_factory=lambda: dict(DEFAULT_QUERY_TYPES))
     # named search strategies (overrides.search_matrix): fusion weights per space
     search_matrices: dict[str, dict[str, float]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_MATRICES.items()})
+    # set per request from overrides.space_mask: only these spaces take part (empty = every space)
+    masked_spaces: tuple[str, ...] = ()
+    # embedder groups (overrides.space_mask may name a group for its spaces)
+    space_groups: dict[str, tuple[str, ...]] = Field(default_factory=lambda: dict(DEFAULT_GROUPS))
     # the perspectives stage: spaces that search the corpus when weighted, and their top hits joined
     perspective_candidates: dict[str, int] = Field(
         default_factory=lambda: {"E5_causal": 50, "E7_code": 100, "E10_intent": 50, "E11_entity": 100})
@@ -335,6 +349,8 @@ class PipelineSettings(BaseModel):
                 data["routes"] = {**DEFAULT_ROUTES, **dict(data["routes"] or {})}
             if "query_types" in data:
                 data["query_types"] = {**DEFAULT_QUERY_TYPES, **dict(data["query_types"] or {})}
+            if "space_groups" in data:
+                data["space_groups"] = {**DEFAULT_GROUPS, **dict(data["space_groups"] or {})}
             if "search_matrices" in data:
                 data["search_matrices"] = {**DEFAULT_MATRICES, **dict(data["search_matrices"] or {})}
         return data
@@ -388,5 +404,5 @@ def _nest_space_keys(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-__all__ = ["ALL_SPACES", "AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_MATRICES", "DEFAULT_QUERY_TYPES", "QueryTypeSpec", "DEFAULT_ROLES", "DEFAULT_ROUTES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
+__all__ = ["ALL_SPACES", "AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_GROUPS", "DEFAULT_MATRICES", "DEFAULT_QUERY_TYPES", "QueryTypeSpec", "DEFAULT_ROLES", "DEFAULT_ROUTES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
            "ProfileSpec"]

@@ -49,6 +49,7 @@ class Overrides:
     disable_stages: tuple[str, ...] = ()
     search_matrix: str = ""                    # a named strategy's space weights ("custom": space_weights alone)
     query_type: str = ""                       # force the analyzer's kind ("none" turns it off; "" = detect)
+    space_mask: tuple[str, ...] = ()           # only these spaces or groups take part (empty = all)
 
 
 # the five scales of the recency boost, in seconds

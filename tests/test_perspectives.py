@@ -302,3 +302,14 @@ def test_time_boosts_over_grpc(stub, auth):
         with pytest.raises(grpc.RpcError) as err:
             list(stub.Retrieve(pb.RetrieveRequest(text="x", time_boosts=bad), metadata=auth, timeout=30))
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "time_boosts." in err.value.details()
+
+
+def test_space_mask_keeps_fusion_and_the_analyzer_to_the_named_spaces():
+    r = _retriever(CAUSAL, links={"spike": [Link("oom", LinkType.CAUSES)]})
+    hits, stages = _run(r, "why did the deploy fail?", overrides=Overrides(space_mask=("lexical",)))
+    assert "E5" not in stages["analyze"].split("weights=")[1] and "E5" not in stages["fusion"]
+    assert hits[0] == "echo"  # the lexical echo, once the causal space may not speak
+    hits, stages = _run(r, "why did the deploy fail?", overrides=Overrides(space_mask=("structural", "E6")))
+    assert hits[0] == "cause" and set(stages["fusion"].split("spaces=")[1].split()[0].split("+")) <= {"E5", "E6"}
+    with pytest.raises(InvalidArgument, match="unknown space or group"):
+        _run(r, "x", overrides=Overrides(space_mask=("telepathy",)))

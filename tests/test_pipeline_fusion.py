@@ -81,15 +81,15 @@ def test_compare_two_memories_over_every_space():
     items = syn.corpus(120, dim=32, topics=4, seed=5, tokens=4)
     for m, e in items:
         r.add(m, e)
-    same, agg_same = r.compare("m0", "m0", "weighted_average", {})
+    same, agg_same, _ = r.compare("m0", "m0", "weighted_average", {})
     assert set(same) >= {"E1_semantic", "E6_lexical", "E9_hdc", "E12_late", "E13_splade", "E2_recency"}
     assert all(0.0 <= v <= 1.0 for v in same.values())
     assert same["E1_semantic"] == pytest.approx(1.0, abs=1e-5) and same["E6_lexical"] == pytest.approx(1.0, abs=1e-5)
     other = next(m.id for m, _ in items[1:] if m.id != "m0")
-    _, agg_other = r.compare("m0", other, "weighted_average", {})
+    _, agg_other, _ = r.compare("m0", other, "weighted_average", {})
     assert agg_other < agg_same
-    _, rrf_self = r.compare("m0", "m0", "rrf", {})
-    _, rrf_other = r.compare("m0", other, "rrf", {})
+    _, rrf_self, _ = r.compare("m0", "m0", "rrf", {})
+    _, rrf_other, _ = r.compare("m0", other, "rrf", {})
     assert rrf_self == pytest.approx(1.0) and rrf_other < 1.0
     with pytest.raises(InvalidArgument):
         r.compare("m0", other, "median", {})

@@ -297,3 +297,19 @@ def test_importance_is_a_prior_in_the_final_score():
     before, after = dict(seen[0.0]), dict(seen[0.5])
     assert after["low"] == pytest.approx(before["low"] * 0.6, rel=1e-4)  # 1 + 0.5 * (2 * 0.1 - 1)
     assert after["mid"] == pytest.approx(before["mid"], rel=1e-6)        # the default importance is neutral
+
+
+def test_compare_by_purpose_vector_and_search_matrix():
+    from teleo_server.errors import InvalidArgument
+
+    r, _, _ = _clustered()
+    topics = list(TOPICS)
+    _, _, same = r.compare(f"{topics[0]}0", f"{topics[0]}1", "weighted_average", {})
+    _, _, apart = r.compare(f"{topics[0]}0", f"{topics[1]}0", "weighted_average", {})
+    assert same is not None and apart is not None and same > 0.9 > apart
+    sims, agg, _ = r.compare(f"{topics[0]}0", f"{topics[1]}0", "weighted_average", {}, "semantic_focused")
+    w = PipelineSettings().search_matrices["semantic_focused"]
+    want = sum(w.get(n, 0.0) * s for n, s in sims.items()) / sum(w.get(n, 0.0) for n in sims)
+    assert agg == pytest.approx(want)
+    with pytest.raises(InvalidArgument, match="unknown search matrix"):
+        r.compare(f"{topics[0]}0", f"{topics[1]}0", "weighted_average", {}, "nope")

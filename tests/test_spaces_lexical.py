@@ -132,8 +132,8 @@ def test_context_spaces_rank_by_time_and_sequence():
     q = Query(text="", embedding=None, principal=syn.admin(), top_k=7, profile="single_space:E4", now=now)
     got = [e.memory.id for e in r.retrieve(q) if isinstance(e, Hit)]
     assert got[:2] == ["t5", "t4"] and "loose" not in got
-    sims, _ = r.compare("t1", "t2", "max", {})
-    far, _ = r.compare("t1", "t5", "max", {})
+    sims, _, _ = r.compare("t1", "t2", "max", {})
+    far, _, _ = r.compare("t1", "t5", "max", {})
     assert sims["E4_sequence"] > far["E4_sequence"] and sims["E2_recency"] > far["E2_recency"]
     assert sims["E3_periodicity"] == pytest.approx((1.0 + (1 + math.cos(2 * math.pi / 7)) / 2) / 2, rel=1e-5)
 

@@ -50,7 +50,7 @@ def test_registered_space_takes_part_in_fusion_and_compare():
         weighted = [h for h in r.retrieve(q) if isinstance(h, Hit)]
         assert [h.memory.id for h in weighted] == ["m4", "m3", "m2", "m1", "m0"]
         assert weighted[0].breakdown.spaces["E99_importance"] == np.float32(0.4)
-        sims, _ = r.compare("m1", "m3", "max", {})
+        sims, _, _ = r.compare("m1", "m3", "max", {})
         assert abs(sims["E99_importance"] - 0.8) < 1e-6
     finally:
         unregister("E99_importance")

@@ -514,7 +514,14 @@ def _overrides(msg: pb.StageOverrides) -> Overrides:
         disable_stages=_disable_stages(msg.disable_stages),
         search_matrix=msg.search_matrix if msg.HasField("search_matrix") else "",
         query_type=_query_type(msg) if msg.HasField("query_type") else "",
+        space_mask=_space_mask(msg.space_mask),
     )
+
+
+def _space_mask(names) -> tuple[str, ...]:
+    for i, name in enumerate(names):
+        v.max_chars(name, 64, f"overrides.space_mask[{i}]")
+    return tuple(dict.fromkeys(names))
 
 
 def _query_type(msg: pb.StageOverrides) -> str:

@@ -461,8 +461,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if aggregation is None:
             raise InvalidArgument(f"unknown value {request.aggregation}", field="aggregation")
         weights = {k: validate.in_range(w, 0.0, 10.0, f"space_weights[{k}]") for k, w in request.space_weights.items()}
-        spaces, agg = await self.core.compare(principal, request.id_a, request.id_b, aggregation, weights)
-        return pb.CompareResponse(spaces=spaces, aggregate=agg, aggregation=request.aggregation or pb.AGGREGATION_WEIGHTED_AVERAGE)
+        validate.max_chars(request.search_matrix, 64, "search_matrix")
+        spaces, agg, purpose = await self.core.compare(principal, request.id_a, request.id_b, aggregation, weights,
+                                                       request.search_matrix)
+        resp = pb.CompareResponse(spaces=spaces, aggregate=agg, aggregation=request.aggregation or pb.AGGREGATION_WEIGHTED_AVERAGE)
+        if purpose is not None:
+            resp.purpose_similarity = purpose
+        return resp
 
     @rpc
     async def DiscoverEntryPoints(self, request: pb.DiscoverEntryPointsRequest, context: Any,

@@ -214,10 +214,12 @@ class Api:
         return self._stream(Call("Export", req, convert.exported, True, self._deadline(timeout)))
 
     def compare(self, id_a: str, id_b: str, *, aggregation: str = "weighted_average",
-                space_weights: Mapping[str, float] | None = None, timeout: float | None = None) -> Comparison:
-        """How similar two memories are in each space, and those similarities aggregated."""
+                space_weights: Mapping[str, float] | None = None, search_matrix: str = "",
+                timeout: float | None = None) -> Comparison:
+        """How similar two memories are in each space, and those similarities aggregated (weighted by
+        ``space_weights``, on top of a named ``search_matrix``'s), and their purpose vectors' cosine."""
         req = pb.CompareRequest(id_a=id_a, id_b=id_b, aggregation=convert.enum_number("aggregation", aggregation),
-                                space_weights=dict(space_weights or {}))
+                                space_weights=dict(space_weights or {}), search_matrix=search_matrix)
         return self._unary(Call("Compare", req, convert.comparison, True, self._deadline(timeout)))
 
     def discover_entry_points(self, query: str | QueryVectors, *, filters: Filters | Mapping[str, Any] | None = None,

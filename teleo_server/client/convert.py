@@ -149,7 +149,8 @@ def overrides(o: Overrides | Mapping[str, Any] | None) -> pb.StageOverrides | No
         return None
     if isinstance(o, Mapping):
         o = Overrides(**o)
-    msg = pb.StageOverrides(space_weights=dict(o.space_weights), disable_stages=list(o.disable_stages))
+    msg = pb.StageOverrides(space_weights=dict(o.space_weights), disable_stages=list(o.disable_stages),
+                            space_mask=list(o.space_mask))
     for name in ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight",
                  "decay_half_life_days", "mmr_lambda", "min_score", "min_relevance", "misalignment_threshold",
                  "filter_misaligned", "search_matrix", "query_type"):
@@ -314,7 +315,8 @@ def goals(r: pb.ListGoalsResponse) -> tuple[Goal, ...]:
 
 
 def comparison(r: pb.CompareResponse) -> Comparison:
-    return Comparison(dict(r.spaces), r.aggregate, enum_name("aggregation", r.aggregation))
+    return Comparison(dict(r.spaces), r.aggregate, enum_name("aggregation", r.aggregation),
+                      r.purpose_similarity if r.HasField("purpose_similarity") else None)
 
 
 def stats(r: pb.StatsResponse) -> Stats:
@@ -417,7 +419,10 @@ def stats_message(s: Stats) -> pb.StatsResponse:
 
 
 def comparison_message(c: Comparison) -> pb.CompareResponse:
-    return pb.CompareResponse(spaces=c.spaces, aggregate=c.aggregate, aggregation=enum_number("aggregation", c.aggregation))
+    msg = pb.CompareResponse(spaces=c.spaces, aggregate=c.aggregate, aggregation=enum_number("aggregation", c.aggregation))
+    if c.purpose_similarity is not None:
+        msg.purpose_similarity = c.purpose_similarity
+    return msg
 
 
 # --- JSON ---------------------------------------------------------------------------------------

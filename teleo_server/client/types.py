@@ -167,6 +167,7 @@ class Overrides:
     disable_stages: Sequence[str] = ()
     search_matrix: str | None = None       # "identity", "semantic_focused", ..., "code_focused", "custom"
     query_type: str | None = None          # force the query analyzer's kind ("none" turns it off)
+    space_mask: Sequence[str] = ()         # only these spaces or groups ("semantic", "lexical", ...) take part
 
 
 @dataclass
@@ -324,6 +325,7 @@ class Comparison:
     spaces: dict[str, float]  # per-space similarity in [0, 1]
     aggregate: float
     aggregation: str
+    purpose_similarity: float | None = None  # cosine of their purpose vectors (same partition with goals)
 
 
 @dataclass(frozen=True)

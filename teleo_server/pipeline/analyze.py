@@ -6,7 +6,8 @@ weight of each kind's spaces for fusion (``PipelineSettings.query_types``: data,
 per space and a multiplicative boost per space). The kinds and the weights used are recorded in the
 stage event and the retrieval summary. A request that names its own ``space_weights`` or a
 ``search_matrix`` keeps them (the analyzer records its reading and changes nothing); a request's
-``query_type`` forces the kinds ("none" turns the analyzer off).
+``query_type`` forces the kinds ("none" turns the analyzer off); a ``space_mask`` keeps the
+analyzer to the spaces it names.
 
 ``perspectives`` lets every space of ``perspective_candidates`` that has a weight (or a boost) for
 this query search the corpus: its top hits join the pool, and the whole pool gets its scores, so
@@ -67,16 +68,17 @@ def analyze(state: State) -> str:
     kinds = [forced] if forced else classify(query.text)
     state.report["query_types"] = kinds or ["general"]
     kept = bool(query.overrides.space_weights) or bool(query.overrides.search_matrix)
+    allowed = set(cfg.masked_spaces) if cfg.masked_spaces else set(state.spaces)
     if not kept:
         for kind in kinds or ["general"]:
             spec = cfg.query_types.get(kind)
             if spec is None:
                 continue
             for name, w in spec.weights.items():
-                if name in state.spaces:
+                if name in state.spaces and name in allowed:
                     cfg.space_weights[name] = max(cfg.space_weights.get(name, 0.0), w)
             for name, b in spec.boosts.items():
-                if name in state.spaces:
+                if name in state.spaces and name in allowed:
                     cfg.space_boosts[name] = max(cfg.space_boosts.get(name, 0.0), b)
     state.report["space_weights"] = {n: w for n, w in cfg.space_weights.items() if w > 0}
     detail = "types=" + "+".join(kinds or ["general"]) + (" (request weights kept)" if kept else "")

@@ -430,12 +430,30 @@ class TeleologicalRetriever:
         out.sort(key=lambda e: (-e.similarity, e.space))
         return out
 
-    def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
+    def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float],
+                matrix: str = "") -> tuple[dict[str, float], float, float | None]:
+        """Per-space similarities, their aggregate, and the cosine of the two purpose vectors (None
+        unless both memories lie in one partition that has goals)."""
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)
         if ra is None or rb is None:
             raise NotFound(f"memory {a if ra is None else b} is not indexed")
-        return compare_rows(self.spaces, self.catalog.alive, self.settings.roles.get("dense"), ra, rb,
-                            aggregation, weights)
+        if matrix:
+            if matrix not in self.settings.search_matrices:
+                raise InvalidArgument(f"unknown search matrix {matrix[:64]!r}; expected one of "
+                                      f"{sorted(self.settings.search_matrices)}", field="search_matrix")
+            base = self.settings.search_matrices[matrix]
+            weights = {**{n: float(base.get(n, 0.0)) for n in self.spaces}, **weights}
+        sims, agg = compare_rows(self.spaces, self.catalog.alive, self.settings.roles.get("dense"), ra, rb,
+                                 aggregation, weights)
+        purpose = None
+        keys = self.catalog.partitions
+        part = self.purpose.partitions.get(int(keys[ra]))
+        if int(keys[ra]) == int(keys[rb]) and part is not None and part.goals:
+            vecs, _ = self.purpose.vectors_of(np.array([ra, rb], dtype=np.int64))
+            na, nb = float(np.linalg.norm(vecs[0])), float(np.linalg.norm(vecs[1]))
+            if na > 0 and nb > 0:
+                purpose = float(np.clip(vecs[0] @ vecs[1] / (na * nb), 0.0, 1.0))
+        return sims, agg, purpose
 
 
 __all__ = ["NEXT_ROUTE", "TeleologicalRetriever", "broadened", "citation", "clock", "retrieval_confidence"]

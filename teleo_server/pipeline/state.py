@@ -32,6 +32,21 @@ def _space(name: str, field_name: str) -> str:
                               "(or a code such as 'E1', or a suffix such as 'semantic')", field=field_name) from None
 
 
+def masked_spaces(settings: PipelineSettings, names: tuple[str, ...]) -> set[str]:
+    """The spaces a ``space_mask`` names: spaces (any accepted spelling) and groups."""
+    out: set[str] = set()
+    for i, name in enumerate(names):
+        if name in settings.space_groups:
+            out.update(settings.space_groups[name])
+        else:
+            try:
+                out.add(resolve_name(name))
+            except KeyError:
+                raise InvalidArgument(f"unknown space or group {name[:64]!r}; groups: {sorted(settings.space_groups)}, "
+                                      f"spaces: {list(space_classes())}", field=f"overrides.space_mask[{i}]") from None
+    return out
+
+
 def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_updates: dict[str, Any]) -> PipelineSettings:
     """Settings with the profile's values, then the request's overrides, applied."""
     update: dict[str, Any] = dict(profile_updates)
@@ -50,6 +65,14 @@ def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_upd
     weights = {_space(n, "space_weights"): w for n, w in base.items()}
     for name, w in overrides.space_weights:
         weights[_space(name, "overrides.space_weights")] = float(w)
+    if overrides.space_mask:
+        keep = masked_spaces(settings, overrides.space_mask)
+        weights = {n: (w if n in keep else 0.0) for n, w in weights.items()}
+        late_role = settings.roles.get("late_interaction", "")
+        if late_role not in keep:
+            update["late_interaction_weight"] = 0.0
+            weights.pop(late_role, None)
+        update["masked_spaces"] = tuple(sorted(keep))
     # late interaction reranks rather than votes: its weight in a matrix or the request's weights is
     # the rerank's share (late_interaction_weight), unless the request sets that itself
     late = settings.roles.get("late_interaction", "")
@@ -58,7 +81,10 @@ def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_upd
     else:
         weights.pop(late, None)
     update["space_weights"] = weights
-    update["space_boosts"] = dict(update.get("space_boosts", settings.space_boosts))
+    boosts = dict(update.get("space_boosts", settings.space_boosts))
+    if overrides.space_mask:
+        boosts = {n: b for n, b in boosts.items() if n in update["masked_spaces"]}
+    update["space_boosts"] = boosts
     return settings.model_copy(update=update)
 
 
@@ -194,4 +220,4 @@ class State:
         return self.feats[name]
 
 
-__all__ = ["Candidates", "State", "resolve_config"]
+__all__ = ["Candidates", "State", "masked_spaces", "resolve_config"]

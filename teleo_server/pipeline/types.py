@@ -135,8 +135,10 @@ class Retriever(Protocol):
         """Stage reports as stages finish, then hits in rank order, then one Outcome."""
         ...
 
-    def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
-        """Per-space similarity in [0, 1] and their aggregate."""
+    def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float],
+                matrix: str = "") -> tuple[dict[str, float], float, float | None]:
+        """Per-space similarity in [0, 1], their aggregate (``weights`` over a named search
+        ``matrix``'s), and the purpose vectors' cosine (None when not comparable)."""
         ...
 
     def discover(self, query: Query, min_similarity: float = 0.0) -> list[EntryPoint]:

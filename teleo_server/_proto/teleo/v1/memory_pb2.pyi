@@ -410,7 +410,7 @@ class RetrieveFilters(_message.Message):
     def __init__(self, namespaces: _Optional[_Iterable[str]] = ..., memory_types: _Optional[_Iterable[_Union[MemoryType, str]]] = ..., event_time: _Optional[_Union[TimeRange, _Mapping]] = ..., min_confidence: _Optional[float] = ..., session_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., languages: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StageOverrides(_message.Message):
-    __slots__ = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score", "misalignment_threshold", "filter_misaligned", "space_weights", "disable_stages", "min_relevance", "search_matrix", "query_type")
+    __slots__ = ("sparse_weight", "max_candidates", "dense_dimension", "fusion", "rrf_k", "late_interaction_weight", "decay_half_life_days", "mmr_lambda", "min_score", "misalignment_threshold", "filter_misaligned", "space_weights", "disable_stages", "min_relevance", "search_matrix", "query_type", "space_mask")
     class SpaceWeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -434,6 +434,7 @@ class StageOverrides(_message.Message):
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     SEARCH_MATRIX_FIELD_NUMBER: _ClassVar[int]
     QUERY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SPACE_MASK_FIELD_NUMBER: _ClassVar[int]
     sparse_weight: float
     max_candidates: int
     dense_dimension: int
@@ -450,7 +451,8 @@ class StageOverrides(_message.Message):
     min_relevance: float
     search_matrix: str
     query_type: str
-    def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ..., search_matrix: _Optional[str] = ..., query_type: _Optional[str] = ...) -> None: ...
+    space_mask: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sparse_weight: _Optional[float] = ..., max_candidates: _Optional[int] = ..., dense_dimension: _Optional[int] = ..., fusion: _Optional[str] = ..., rrf_k: _Optional[float] = ..., late_interaction_weight: _Optional[float] = ..., decay_half_life_days: _Optional[float] = ..., mmr_lambda: _Optional[float] = ..., min_score: _Optional[float] = ..., misalignment_threshold: _Optional[float] = ..., filter_misaligned: _Optional[bool] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., disable_stages: _Optional[_Iterable[str]] = ..., min_relevance: _Optional[float] = ..., search_matrix: _Optional[str] = ..., query_type: _Optional[str] = ..., space_mask: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TimeBoosts(_message.Message):
     __slots__ = ("recency_curve", "recency_scale", "recency_weight", "target_hour", "target_weekday", "periodic_weight", "session_id", "session_position", "sequence_window", "sequence_weight")
@@ -700,7 +702,7 @@ class RetrieveResponse(_message.Message):
     def __init__(self, stage: _Optional[_Union[StageEvent, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., summary: _Optional[_Union[RetrieveSummary, _Mapping]] = ...) -> None: ...
 
 class CompareRequest(_message.Message):
-    __slots__ = ("id_a", "id_b", "aggregation", "space_weights")
+    __slots__ = ("id_a", "id_b", "aggregation", "space_weights", "search_matrix")
     class SpaceWeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -712,14 +714,16 @@ class CompareRequest(_message.Message):
     ID_B_FIELD_NUMBER: _ClassVar[int]
     AGGREGATION_FIELD_NUMBER: _ClassVar[int]
     SPACE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_MATRIX_FIELD_NUMBER: _ClassVar[int]
     id_a: str
     id_b: str
     aggregation: Aggregation
     space_weights: _containers.ScalarMap[str, float]
-    def __init__(self, id_a: _Optional[str] = ..., id_b: _Optional[str] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., space_weights: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    search_matrix: str
+    def __init__(self, id_a: _Optional[str] = ..., id_b: _Optional[str] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., search_matrix: _Optional[str] = ...) -> None: ...
 
 class CompareResponse(_message.Message):
-    __slots__ = ("spaces", "aggregate", "aggregation")
+    __slots__ = ("spaces", "aggregate", "aggregation", "purpose_similarity")
     class SpacesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -730,10 +734,12 @@ class CompareResponse(_message.Message):
     SPACES_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     AGGREGATION_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     spaces: _containers.ScalarMap[str, float]
     aggregate: float
     aggregation: Aggregation
-    def __init__(self, spaces: _Optional[_Mapping[str, float]] = ..., aggregate: _Optional[float] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ...) -> None: ...
+    purpose_similarity: float
+    def __init__(self, spaces: _Optional[_Mapping[str, float]] = ..., aggregate: _Optional[float] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., purpose_similarity: _Optional[float] = ...) -> None: ...
 
 class DiscoverEntryPointsRequest(_message.Message):
     __slots__ = ("text", "vectors", "filters", "min_similarity")
