@@ -143,6 +143,11 @@ def test_compare_and_feedback(srv):
     assert "aggregate (weighted-average):" in table
     data = json.loads(_ok(_cli(srv, "compare", a, b, "--aggregation", "max", "--json")))
     assert data["aggregation"] == "AGGREGATION_MAX" and data["aggregate"] == pytest.approx(max(data["spaces"].values()))
+    # a search matrix's weights: semantic_focused weighs E1 1, E13 0.5, E6 0.25, the rest 0
+    data = json.loads(_ok(_cli(srv, "compare", a, b, "--matrix", "semantic_focused", "--json")))
+    w = {"E1_semantic": 1.0, "E13_splade": 0.5, "E6_lexical": 0.25}
+    want = sum(w.get(n, 0) * x for n, x in data["spaces"].items()) / sum(w.get(n, 0) for n in data["spaces"])
+    assert data["aggregate"] == pytest.approx(want, rel=1e-5)
 
     assert _ok(_cli(srv, "feedback", a, "--used", "--helpful")).strip() == f"{a}: retrieved 0, used 1, helpful 1, misled 0"
     counters = json.loads(_ok(_cli(srv, "feedback", a, "--misled", "--json")))

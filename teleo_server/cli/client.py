@@ -587,13 +587,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """How similar two memories are in each space, and those similarities aggregated."""
     with client_for(args) as client:
         resp = client.compare(args.id_a, args.id_b, aggregation=args.aggregation,
-                              space_weights=dict(args.space_weight or []))
+                              space_weights=dict(args.space_weight or []), search_matrix=args.matrix or "")
     if args.json:
         _print_json(convert.message_json(convert.comparison_message(resp)))
         return 0
     rows = [[name, f"{resp.spaces[name]:.3f}"] for name in sorted(resp.spaces, key=_space_key)]
     print("\n".join(_table(["SPACE", "SIMILARITY"], rows)))
     print(f"\naggregate ({resp.aggregation.replace('_', '-')}): {resp.aggregate:.3f}")
+    if resp.purpose_similarity is not None:
+        print(f"purpose vectors: {resp.purpose_similarity:.3f}")
     return 0
 
 
@@ -705,6 +707,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="how the per-space similarities are combined")
     c.add_argument("--space-weight", action="append", type=_space_weight, metavar="SPACE=WEIGHT",
                    help="weight of a space in the weighted average, 0..10 (repeatable)")
+    c.add_argument("--matrix", metavar="NAME", help="a search matrix's weights (the --space-weight ones on top)")
     c.add_argument("--json", action="store_true")
     c = client("feedback", "record that a retrieved memory was used, helpful or misleading", cmd_feedback)
     c.add_argument("id")
