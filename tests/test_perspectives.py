@@ -313,3 +313,12 @@ def test_space_mask_keeps_fusion_and_the_analyzer_to_the_named_spaces():
     assert hits[0] == "cause" and set(stages["fusion"].split("spaces=")[1].split()[0].split("+")) <= {"E5", "E6"}
     with pytest.raises(InvalidArgument, match="unknown space or group"):
         _run(r, "x", overrides=Overrides(space_mask=("telepathy",)))
+
+
+def test_a_name_on_most_memories_is_not_asked_for():
+    docs = {f"t{i}": f"Caroline: turn {i} about the garden and the weather." for i in range(30)}
+    docs["trip"] = "Caroline: I flew to Sweden last spring."
+    r = _retriever(docs)
+    terms = _query_terms_for(r, "When did Caroline go to Sweden?", ADMIN)
+    assert set(terms) == {"sweden"}  # "caroline" names every turn: no better than a common word
+    assert _run(r, "When did Caroline go to Sweden?", "single_space:E11")[0] == ["trip"]

@@ -41,8 +41,8 @@ def _query(items, i: int, **kw) -> Query:
 def test_self_query_ranks_itself_first_with_every_stage_reported():
     r, items = _retriever()
     reports, hits, outcome = _run(r, _query(items, 7, top_k=5))
-    assert [s.stage for s in reports] == ["analyze", "sparse_recall", "perspectives", "dense", "fusion", "alignment",
-                                          "late_interaction", "finalize"]
+    assert [s.stage for s in reports] == ["analyze", "sparse_recall", "perspectives", "dense", "graph", "fusion",
+                                          "alignment", "late_interaction", "finalize"]
     assert hits[0].memory.id == "m7"
     assert len(hits) == 5
     assert all(0.0 <= h.score <= 1.0 for h in hits)

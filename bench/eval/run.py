@@ -78,7 +78,7 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
     """Per-query metrics and latency of one run over one split."""
     per_cat: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
     times = []
-    finders: list[list[tuple[str, ...]]] = []  # per query: found_by of each of the top 10
+    finders: list[list[tuple[str, ...]]] = []  # per query: the spaces that rank each of the top 10 in their own top 10
     for q, emb in p.queries[split]:
         query = Query(text=q.text, embedding=emb, principal=PRINCIPAL, top_k=k, profile=run.profile,
                       overrides=run.overrides, now=2.0e9)
@@ -86,7 +86,7 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
         hits = [e for e in r.retrieve(query) if isinstance(e, Hit)]
         times.append(time.perf_counter() - t0)
         ranked = [e.memory.id for e in hits]
-        finders.append([tuple(e.found_by) for e in hits[:10]])
+        finders.append([tuple(n for n, rank in e.breakdown.space_ranks.items() if rank <= TOP) for e in hits[:10]])
         m = (ndcg_at(ranked, q.relevant, 10), recall_at(ranked, q.relevant, 100),
              recall_at(ranked, q.relevant, 5), recall_at(ranked, q.relevant, 10))
         per_cat[q.category or "all"].append(m)
@@ -102,10 +102,15 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
     return out
 
 
+TOP = 10  # a space "finds" a result it ranks in its own top 10 (among the pool)
+
+
 def perspective_metrics(finders: list[list[tuple[str, ...]]]) -> dict[str, Any]:
-    """The seed's success metrics over each query's top 10: the share of results no semantic (E1)
-    list found, per space the share of queries in which it alone found at least one result (its
-    unique contribution), and coverage (spaces contributing to a query's top 10, on average)."""
+    """The seed's success metrics over each query's top 10 results, a space counting as having
+    found a result when it ranks it in its own top 10: the share of results found only by spaces
+    other than the semantic one (E1), per space the share of queries in which it alone found at
+    least one result (its unique contribution), and coverage (spaces finding something in a
+    query's top 10, on average)."""
     results = [f for q in finders for f in q if f]
     unique: dict[str, int] = defaultdict(int)
     contributing = []

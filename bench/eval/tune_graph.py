@@ -57,7 +57,7 @@ from teleo_server.entities import keys as entity_keys  # noqa: E402
 from teleo_server.spaces.graph import GraphSettings  # noqa: E402
 
 from bench.eval.corpora import Prepared, load_all  # noqa: E402
-from bench.eval.metrics import ndcg_at, recall_at  # noqa: E402
+from bench.eval.metrics import recall_at  # noqa: E402
 from bench.eval.run import PRINCIPAL, REPO, Run, environment, evaluate  # noqa: E402
 
 log = structlog.get_logger(__name__)

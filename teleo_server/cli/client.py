@@ -10,7 +10,6 @@ import signal
 import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
 from teleo_server.cli.common import client_for, connection_options
 from teleo_server.client import convert

@@ -28,7 +28,7 @@ from teleo_server.pipeline.relevance import relevance
 from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
-from teleo_server.pipeline.state import Candidates, State, resolve_config
+from teleo_server.pipeline.state import State, resolve_config
 from teleo_server.pipeline.types import Breakdown, EntryPoint, Hit, Offload, Outcome, Provenance, Query, StageReport
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces

@@ -182,11 +182,14 @@ def run_strategies(state: State) -> str:
 def graph(state: State) -> str:
     """The memory-graph walk as a stage of any profile: personalised PageRank from the query's
     entities and the pool's top ``graph_seeds`` (by RRF over the spaces scored so far) joins the
-    pool, its scores in the graph space's column (weighted in fusion by ``space_weights``)."""
+    pool, its scores in the graph space's column (weighted in fusion by ``space_weights``). It
+    runs only when the graph space has a weight (from the profile, the request or the analyzer)."""
     name = state.role("graph")
     c = state.cands
     if name is None:
         return "skipped: no graph space"
+    if state.cfg.space_weights.get(name, 0.0) <= 0:
+        return "skipped: the graph space has no weight for this query"
     lists = {}
     for space, col in c.spaces.items():
         ok = np.flatnonzero(~np.isnan(col))

@@ -50,6 +50,10 @@ class EntitySettings(FieldSettings):
     max_query_words: int = Field(48, ge=1)               # query words read (a pasted page is not all names)
     max_fuzzy: int = Field(16, ge=0)                     # query names and words looked up for spelling variants
     max_gram_keys: int = Field(2_000, ge=1)              # a trigram shared by more keys is not followed
+    # an entity on more than this share of the memories (a speaker named on every dialog turn) tells
+    # memories apart no better than a common word: the query does not ask for it
+    max_df_fraction: float = Field(0.05, gt=0, le=1)
+    min_df_cap: int = Field(10, ge=1)                    # ... but a name on this many memories always counts
 
 
 def _trigrams(key: str) -> set[str]:
@@ -174,13 +178,20 @@ class EntitySpace(FieldSpace):
 
     def query_terms(self, ctx: QueryContext) -> Mapping[str, float] | None:
         got = self.reached(ctx.query.text)
-        if got and not ctx.sees_all and ctx.readable is not None:
-            ids = np.fromiter(got, dtype=np.int64, count=len(got))
+        if not got:
+            return None
+        ids = np.fromiter(got, dtype=np.int64, count=len(got))
+        if not ctx.sees_all and ctx.readable is not None:
+            # document frequencies among what the caller may read: a name only another tenant
+            # wrote is not reached at all, and another tenant's writes never make a name common
             which, rows, _ = self.field.index.postings(ids)
-            seen = set(ids[which[ctx.readable[rows]]].tolist())
-            got = {t: w for t, w in got.items() if t in seen}
+            df = np.bincount(which[ctx.readable[rows]], minlength=ids.size)
+            n_docs = max(int(np.count_nonzero(self.field.doc_len.view[: ctx.readable.size][ctx.readable[: self.field.doc_len.n]])), 1)
+        else:
+            df, n_docs = self.field.df.view[ids], self.field.n_docs()
+        keep = (df > 0) & (df <= max(self.config.max_df_fraction * n_docs, self.config.min_df_cap))
         terms = self.field.terms
-        return {terms[t]: w for t, w in got.items()} or None
+        return {terms[t]: got[t] for t in ids[keep].tolist()} or None
 
 
 __all__ = ["EntitySettings", "EntitySpace", "initials"]
