@@ -322,3 +322,16 @@ def test_a_name_on_most_memories_is_not_asked_for():
     terms = _query_terms_for(r, "When did Caroline go to Sweden?", ADMIN)
     assert set(terms) == {"sweden"}  # "caroline" names every turn: no better than a common word
     assert _run(r, "When did Caroline go to Sweden?", "single_space:E11")[0] == ["trip"]
+
+
+def test_another_tenants_names_do_not_change_which_names_a_query_reaches():
+    mine = {"mel": "Melanie Smith painted a sunset over the lake.", "kid": "Melanie Smith took the kids camping."}
+    surnames = [f"{a}{b}ford" for a in "BCDFGH" for b in "aeiou"] + [f"{a}{b}ton" for a in "BCDFGH" for b in "aeiou"]
+    crowd = {f"x{i}": f"Yesterday Melanie {name} met us at the lake." for i, name in enumerate(surnames)}
+    reader = syn.admin(frozenset({"open"}))
+    alone = _retriever(mine, namespaces={k: "open" for k in mine})
+    crowded = _retriever({**mine, **crowd}, namespaces={**{k: "open" for k in mine}, **{k: "other" for k in crowd}})
+    for text in ("melanie", "what did melany smith paint", "smith", "Melanie Smyth"):
+        assert _query_terms_for(alone, text, reader) == _query_terms_for(crowded, text, reader), text
+        assert _run(alone, text, "single_space:E11", principal=reader)[0] == _run(
+            crowded, text, "single_space:E11", principal=reader)[0]

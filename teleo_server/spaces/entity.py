@@ -47,9 +47,9 @@ class EntitySettings(FieldSettings):
     fuzzy_threshold: float = Field(0.5, gt=0, le=1)      # trigram Jaccard for a spelling variant
     partial_weight: float = Field(0.5, ge=0, le=1)       # one word of a multi-word name
     max_keys_per_word: int = Field(50, ge=1)             # a word in more names than this is not a partial match
+                                                         # (for a caller who reads every memory)
     max_query_words: int = Field(48, ge=1)               # query words read (a pasted page is not all names)
     max_fuzzy: int = Field(16, ge=0)                     # query names and words looked up for spelling variants
-    max_gram_keys: int = Field(2_000, ge=1)              # a trigram shared by more keys is not followed
     # an entity on more than this share of the memories (a speaker named on every dialog turn) tells
     # memories apart no better than a common word: the query does not ask for it
     max_df_fraction: float = Field(0.05, gt=0, le=1)
@@ -124,27 +124,31 @@ class EntitySpace(FieldSpace):
                 runs.append(" ".join(run))
         return runs
 
-    def _fuzzy(self, run: str, grams_of: dict, sizes: dict) -> dict:
+    def _fuzzy(self, run: str, grams_of: dict, sizes: dict, names: list | None = None) -> dict:
         """What ``grams_of`` (trigram -> names) holds within ``fuzzy_threshold`` of ``run``, with
-        the trigram Jaccard of each; ``sizes`` gives each name's trigram count. Trigrams shared by
-        more than ``max_gram_keys`` names (" th", "ing") say little and are not followed."""
+        the trigram Jaccard of each; ``sizes`` gives each name's trigram count, ``names`` the text
+        of a name id (None: the names are the texts).
+
+        Exact, and the same whoever else wrote names: a name at Jaccard >= t shares at least
+        ceil(t x |run's trigrams|) of them, so it holds one of the run's rarest
+        |trigrams| - ceil(t |trigrams|) + 1 trigrams (pigeonhole); only those postings are read,
+        and each candidate is then measured."""
         grams = _trigrams(run)
-        cap = self.config.max_gram_keys
-        hits: Counter = Counter()
-        for g in grams:
-            names = grams_of.get(g, ())
-            if len(names) <= cap:
-                hits.update(names)
         need = self.config.fuzzy_threshold
+        must = max(int(np.ceil(need * len(grams))), 1)
+        rarest = sorted(grams, key=lambda g: len(grams_of.get(g, ())))[: len(grams) - must + 1]
+        candidates = set().union(*(grams_of.get(g, ()) for g in rarest)) if rarest else set()
         out = {}
-        for hit, shared in hits.items():
+        for hit in candidates:
+            shared = len(grams & _trigrams(names[hit] if names is not None else hit))
             jac = shared / (len(grams) + sizes[hit] - shared)
             if jac >= need:
                 out[hit] = jac
         return out
 
-    def reached(self, text: str) -> dict[int, float]:
-        """Key ids a query reaches, each with its weight in (0, 1]."""
+    def reached(self, text: str, sees_all: bool = True) -> dict[int, float]:
+        """Key ids a query reaches, each with its weight in (0, 1]. A caller who may not read
+        every memory gets no cap on the names one word reaches (a cap counts every tenant's names)."""
         vocab, cfg = self.field.vocab, self.config
         got: dict[int, float] = {}
 
@@ -161,7 +165,7 @@ class EntitySpace(FieldSpace):
         # spelling variants: of the names the query writes, and of its single words
         singles = [r for r in runs if " " not in r and len(r) >= 4 and r not in vocab and r not in self._words]
         for run in [k for k in named if k not in vocab][: cfg.max_fuzzy] + singles[: cfg.max_fuzzy]:
-            for tid, jac in self._fuzzy(run, self._grams, self._key_grams).items():
+            for tid, jac in self._fuzzy(run, self._grams, self._key_grams, self.field.terms).items():
                 take(tid, jac)
         if cfg.partial_weight > 0:
             for word in dict.fromkeys(r for r in runs if " " not in r):
@@ -171,13 +175,13 @@ class EntitySpace(FieldSpace):
                     self._fuzzy(word, self._word_grams, self._word_sizes) if len(word) >= 4 else {})
                 for variant, jac in variants.items():
                     keys = self._words.get(variant, ())
-                    if len(keys) <= cfg.max_keys_per_word:
+                    if not sees_all or len(keys) <= cfg.max_keys_per_word:
                         for tid in keys:
                             take(tid, cfg.partial_weight * jac)
         return got
 
     def query_terms(self, ctx: QueryContext) -> Mapping[str, float] | None:
-        got = self.reached(ctx.query.text)
+        got = self.reached(ctx.query.text, ctx.sees_all or ctx.readable is None)
         if not got:
             return None
         ids = np.fromiter(got, dtype=np.int64, count=len(got))
