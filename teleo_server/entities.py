@@ -879,8 +879,15 @@ _entity = lru_cache(maxsize=8192)(Entity)
 
 def extract(text: str, limit: int = 64) -> list[Entity]:
     """Entities in order of first appearance, one per key, at most `limit`."""
+    return list(_extracted(text, limit))
+
+
+@lru_cache(maxsize=256)
+def _extracted(text: str, limit: int) -> tuple[Entity, ...]:
+    """``extract``, remembered for the last 256 texts: a memory being stored is read by the memory
+    graph and the entity space alike."""
     if not text or limit <= 0:
-        return []
+        return ()
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     ex = _Extractor(text)
@@ -890,7 +897,7 @@ def extract(text: str, limit: int = 64) -> list[Entity]:
         base += len(line) + 1
         if len(ex.seen) >= limit:
             break
-    return ex.result(limit)
+    return tuple(ex.result(limit))
 
 
 def keys(text: str, limit: int = 64) -> list[str]:

@@ -25,6 +25,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
+
+from teleo_server.analysis import ENGLISH_STOPWORDS
 
 KEYWORD_WEIGHT = 0.25
 
@@ -122,8 +125,10 @@ def language(code: str, tag: str = "", context: str = "") -> str:
     return _EXTENSIONS[m.group(1)] if m else ""
 
 
+@lru_cache(maxsize=256)
 def detect(text: str) -> CodeSpans | None:
-    """The code a text holds, or None when it holds none."""
+    """The code a text holds, or None when it holds none. Remembered for the last 256 texts: a
+    memory being stored is read by the catalog (its language) and the code space alike."""
     spans: list[str] = []
     tag = ""
     for m in _FENCE.finditer(text):
@@ -218,8 +223,6 @@ def query_tokens(query: str) -> Counter[str]:
     spans = detect(query)
     if spans is not None and (len(spans.code) >= 0.5 * len(query.strip()) or "\n" in spans.code):
         return tokens(spans.code)
-    from teleo_server.analysis import ENGLISH_STOPWORDS
-
     counts: Counter[str] = Counter()
     words = _IDENT.findall(query)
     for ident in words:

@@ -104,10 +104,6 @@ class Bm25Field:
         self._len_sum = float(self.doc_len.view.sum())
         self._n_docs = int(np.count_nonzero(self.doc_len.view))
 
-    def settle(self) -> None:
-        if self.index.pending:
-            self.index.merge()
-
     # ---- reads -----------------------------------------------------------------------------------
     def term_weights(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The ids int32 (unique) and IDF weights float32 of those ``terms`` the field knows."""
@@ -163,10 +159,6 @@ class Bm25Field:
             tb, wb = self.doc_vector(int(r))
             out[i] = sum(lookup.get(t, 0.0) * w for t, w in zip(tb.tolist(), wb.tolist()))
         return np.clip(out, 0.0, 1.0)
-
-    @property
-    def nbytes(self) -> int:
-        return self.index.nbytes + self.df.view.nbytes + self.doc_len.view.nbytes
 
 
 __all__ = ["Bm25Field"]

@@ -13,8 +13,8 @@ and new centroid).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np

@@ -28,7 +28,7 @@ from teleo_server.pipeline.relevance import relevance
 from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
-from teleo_server.pipeline.state import State, resolve_config
+from teleo_server.pipeline.state import State, matrix_weights, resolve_config
 from teleo_server.pipeline.types import Breakdown, EntryPoint, Hit, Offload, Outcome, Provenance, Query, StageReport
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces
@@ -438,10 +438,7 @@ class TeleologicalRetriever:
         if ra is None or rb is None:
             raise NotFound(f"memory {a if ra is None else b} is not indexed")
         if matrix:
-            if matrix not in self.settings.search_matrices:
-                raise InvalidArgument(f"unknown search matrix {matrix[:64]!r}; expected one of "
-                                      f"{sorted(self.settings.search_matrices)}", field="search_matrix")
-            base = self.settings.search_matrices[matrix]
+            base = matrix_weights(self.settings, matrix, "search_matrix")
             weights = {**{n: float(base.get(n, 0.0)) for n in self.spaces}, **weights}
         sims, agg = compare_rows(self.spaces, self.catalog.alive, self.settings.roles.get("dense"), ra, rb,
                                  aggregation, weights)

@@ -32,6 +32,15 @@ def _space(name: str, field_name: str) -> str:
                               "(or a code such as 'E1', or a suffix such as 'semantic')", field=field_name) from None
 
 
+def matrix_weights(settings: PipelineSettings, name: str, field_name: str) -> dict[str, float]:
+    """The space weights of the search matrix ``name``; InvalidArgument naming ``field_name`` when
+    there is none."""
+    if name not in settings.search_matrices:
+        raise InvalidArgument(f"unknown search matrix {name[:64]!r}; expected one of {sorted(settings.search_matrices)}",
+                              field=field_name)
+    return settings.search_matrices[name]
+
+
 def masked_spaces(settings: PipelineSettings, names: tuple[str, ...]) -> set[str]:
     """The spaces a ``space_mask`` names: spaces (any accepted spelling) and groups."""
     out: set[str] = set()
@@ -56,12 +65,9 @@ def resolve_config(settings: PipelineSettings, overrides: Overrides, profile_upd
             update[name] = value
     base = update.get("space_weights", settings.space_weights)
     if overrides.search_matrix:
-        if overrides.search_matrix not in settings.search_matrices:
-            raise InvalidArgument(f"unknown search matrix {overrides.search_matrix[:64]!r}; expected one of "
-                                  f"{sorted(settings.search_matrices)}", field="overrides.search_matrix")
         if overrides.search_matrix == "custom" and not overrides.space_weights:
             raise InvalidArgument("search matrix 'custom' needs overrides.space_weights", field="overrides.space_weights")
-        base = settings.search_matrices[overrides.search_matrix]
+        base = matrix_weights(settings, overrides.search_matrix, "overrides.search_matrix")
     weights = {_space(n, "space_weights"): w for n, w in base.items()}
     for name, w in overrides.space_weights:
         weights[_space(name, "overrides.space_weights")] = float(w)
@@ -220,4 +226,4 @@ class State:
         return self.feats[name]
 
 
-__all__ = ["Candidates", "State", "masked_spaces", "resolve_config"]
+__all__ = ["Candidates", "State", "masked_spaces", "matrix_weights", "resolve_config"]

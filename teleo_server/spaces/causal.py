@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from teleo_server.analysis import ENGLISH_STOPWORDS
 from teleo_server.domain import EmbeddingSet, LinkType, Memory
 from teleo_server.extract import causal
 from teleo_server.index.catalog import Catalog
@@ -52,14 +51,11 @@ class CausalSpace(FieldSpace):
         self.effects_of: dict[str, set[str]] = defaultdict(set)  # memory id -> ids it causes
         self.causes_of: dict[str, set[str]] = defaultdict(set)   # memory id -> ids that cause it
 
-    def words(self, text: str) -> list[str]:
-        return [t for t in self.terms_of(text) if t not in ENGLISH_STOPWORDS]
-
     def document_terms(self, memory: Memory) -> Mapping[str, float]:
         counts: Counter[str] = Counter()
         for pair in causal.pairs(memory.content):
-            counts.update(CAUSE + w for w in self.words(pair.cause))
-            counts.update(EFFECT + w for w in self.words(pair.effect))
+            counts.update(CAUSE + w for w in self.content_words(pair.cause))
+            counts.update(EFFECT + w for w in self.content_words(pair.effect))
         return counts
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
@@ -83,17 +79,20 @@ class CausalSpace(FieldSpace):
     # ---- reads -----------------------------------------------------------------------------------
     def query_terms(self, ctx: QueryContext) -> Mapping[str, float] | None:
         d = causal.direction(ctx.query.text)
-        if d is None:
-            return None
+        return self._asked(d) if d is not None else None
+
+    def _asked(self, d: causal.Direction) -> dict[str, float]:
+        """The subject's words on the side it is matched against: effects when the question asks
+        for causes, causes when it asks for effects."""
         side = EFFECT if d.seek == "cause" else CAUSE
-        return {side + w: 1.0 for w in self.words(d.subject)}
+        return {side + w: 1.0 for w in self.content_words(d.subject)}
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         d = causal.direction(ctx.query.text) if ctx.query.text else None
         if d is None:
             return None
-        feats = super().prepare(ctx)
-        words = set(self.words(d.subject))
+        feats = self.features(self._asked(d))
+        words = set(self.content_words(d.subject))
         links = self.effects_of if d.seek == "effect" else self.causes_of
         if feats is None and not (words and links):
             return None
@@ -124,7 +123,7 @@ class CausalSpace(FieldSpace):
             r = row_of.get(named)
             if r is None or not readable[r]:
                 continue
-            cover = len(words & set(self.words(self.catalog.memory(r).content))) / len(words)
+            cover = len(words & set(self.content_words(self.catalog.memory(r).content))) / len(words)
             if cover < self.config.link_coverage:
                 continue
             for answer in answers:
@@ -139,8 +138,8 @@ class CausalSpace(FieldSpace):
         neither side has causal structure. Directed: similarity(a, b) != similarity(b, a)."""
         ma = self.catalog.memory(a)
         pairs_a = causal.pairs(ma.content)
-        eff_a = Counter(w for p in pairs_a for w in self.words(p.effect))
-        text_a = Counter(self.words(ma.content))
+        eff_a = Counter(w for p in pairs_a for w in self.content_words(p.effect))
+        text_a = Counter(self.content_words(ma.content))
         out = np.full(rows.size, np.nan, dtype=np.float32)
         for i, r in enumerate(rows.tolist()):
             mb = self.catalog.memory(int(r))
@@ -148,10 +147,10 @@ class CausalSpace(FieldSpace):
                 out[i] = 1.0
                 continue
             pairs_b = causal.pairs(mb.content)
-            cause_b = Counter(w for p in pairs_b for w in self.words(p.cause))
+            cause_b = Counter(w for p in pairs_b for w in self.content_words(p.cause))
             if not eff_a and not cause_b:
                 continue
-            out[i] = max(_cosine(eff_a, Counter(self.words(mb.content))), _cosine(text_a, cause_b))
+            out[i] = max(_cosine(eff_a, Counter(self.content_words(mb.content))), _cosine(text_a, cause_b))
         return out
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from pydantic import Field
+
 from teleo_server.domain import Memory
 from teleo_server.extract import code
 from teleo_server.spaces.base import QueryContext
-from pydantic import Field
-
 from teleo_server.spaces.fielded import FieldSettings, FieldSpace
 from teleo_server.spaces.registry import register
 

@@ -11,6 +11,7 @@ import numpy as np
 import structlog
 from pydantic import Field
 
+from teleo_server.analysis import ENGLISH_STOPWORDS
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.bm25 import Bm25Field
 from teleo_server.index.catalog import Catalog
@@ -78,11 +79,19 @@ class FieldSpace(SparseScoredSpace):
         out[inside] = lengths[rows[inside]] > 0
         return out
 
+    def content_words(self, text: str) -> list[str]:
+        """The analysed terms of a span of text, English stop words left out."""
+        return [t for t in self.terms_of(text) if t not in ENGLISH_STOPWORDS]
+
     # ---- reads -----------------------------------------------------------------------------------
     def prepare(self, ctx: QueryContext) -> Any | None:
         if not ctx.query.text:
             return None
-        asked = self.query_terms(ctx)
+        return self.features(self.query_terms(ctx))
+
+    def features(self, asked: Mapping[str, float] | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Term ids int32 and query weights float32 (IDF x the asked weight) of the asked terms the
+        field knows; None when it knows none."""
         if not asked:
             return None
         vocab = self.field.vocab

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from teleo_server.analysis import ENGLISH_STOPWORDS
 from teleo_server.domain import Memory
 from teleo_server.extract import intent
 from teleo_server.spaces.base import QueryContext
@@ -26,18 +25,15 @@ class IntentSpace(FieldSpace):
     name = "E10_intent"
     description = "stated intent clauses (trying to, in order to, the goal is), matched to the query's intent"
 
-    def _words(self, text: str) -> list[str]:
-        return [t for t in self.terms_of(text) if t not in ENGLISH_STOPWORDS]
-
     def document_terms(self, memory: Memory) -> Mapping[str, float]:
         counts: Counter[str] = Counter()
         for clause in intent.clauses(memory.content):
-            counts.update(self._words(clause))
+            counts.update(self.content_words(clause))
         return counts
 
     def query_terms(self, ctx: QueryContext) -> Mapping[str, float] | None:
         stated = intent.query_intent(ctx.query.text)
-        return Counter(self._words(stated)) if stated else None
+        return Counter(self.content_words(stated)) if stated else None
 
 
 __all__ = ["IntentSpace"]
