@@ -169,3 +169,66 @@ def test_alpha_is_the_chance_of_following_an_edge(alpha):
     got = np.zeros(40)
     got[walk.rows] = walk.scores
     np.testing.assert_allclose(got, _reference(ents, edges, readable, {7: 1.0}, alpha), atol=1e-6)
+
+
+def _mean_reference(ents: list[list[str]], edges: list[tuple[int, int, float]], readable: np.ndarray,
+                    x: np.ndarray, share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Each readable memory's neighbours, one by one, as ``neighbour_mean`` documents them (no hubs)."""
+    n = len(ents)
+    n_r = readable.sum()
+    df = {}
+    for i, ks in enumerate(ents):
+        if readable[i]:
+            for k in set(ks):
+                df[k] = df.get(k, 0) + 1
+    total, weight = np.zeros(x.shape), np.zeros(n)
+    for m in np.flatnonzero(readable):
+        for a, b, w in edges:
+            for p, q in ((a, b), (b, a)):
+                if p == m and readable[q]:
+                    total[m] += w * x[q]
+                    weight[m] += w
+        for k in set(ents[m]):
+            others = [j for j in range(n) if j != m and readable[j] and k in ents[j]]
+            if others:
+                we = share * np.log1p(n_r / df[k]) / np.log1p(n_r)
+                total[m] += we * np.mean([x[j] for j in others], axis=0)
+                weight[m] += we
+    return total, weight
+
+
+@pytest.mark.parametrize("width", [None, 6])
+def test_neighbour_mean_matches_a_reference_and_ignores_unreadable_memories(width):
+    g, ents, edges = _graph(seed=5)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(40) if width is None else rng.standard_normal((40, width))
+    readable = np.ones(40, dtype=bool)
+    readable[::4] = False
+    total, weight = g.neighbour_mean(x, readable, FULL, entity_share=0.7)
+    ref_total, ref_weight = _mean_reference(ents, edges, readable, x, 0.7)
+    np.testing.assert_allclose(weight, ref_weight, atol=1e-6)  # link weights are stored as float32
+    np.testing.assert_allclose(total, ref_total, atol=1e-6)
+    assert not weight[~readable].any()
+    # what an unreadable memory holds never moves anyone's mean
+    x2 = x.copy()
+    x2[~readable] = 1e6
+    np.testing.assert_allclose(g.neighbour_mean(x2, readable, FULL, 0.7)[0], total, atol=1e-6)
+    if width is not None:  # the one-row form agrees with the whole-graph form
+        for row in (1, 2, 7):
+            one, w = g.neighbour_mean_of(row, x, readable, FULL, 0.7)
+            np.testing.assert_allclose(one, total[row], atol=1e-6)
+            assert w == pytest.approx(weight[row])
+
+
+def test_neighbour_mean_skips_hub_entities_and_follows_writes():
+    g = MemoryGraph()
+    n = 100
+    for row in range(n):
+        g.add_memory(row, ["caroline", f"topic{row // 2}"])
+    x = np.arange(n, dtype=float)
+    near = WalkSettings(hub_fraction=0.05, hub_min=10)
+    total, weight = g.neighbour_mean(x, np.ones(n, bool), near)
+    assert total[10] / weight[10] == pytest.approx(11.0)  # its topic's partner only, not every turn
+    g.link(10, 50, 1.0)                                   # a write after a read is seen by the next one
+    total, weight = g.neighbour_mean(x, np.ones(n, bool), near)
+    assert 11.0 < total[10] / weight[10] < 50.0

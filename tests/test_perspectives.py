@@ -9,7 +9,7 @@ import pytest
 from teleo.v1 import memory_pb2 as pb
 
 from bench.harness import memories as syn
-from teleo_server.domain import Link, LinkType
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Link, LinkType
 from teleo_server.errors import InvalidArgument
 from teleo_server.extract import causal, code, intent
 from teleo_server.pipeline import PipelineSettings, make_retriever
@@ -177,6 +177,74 @@ def _query_terms_for(r, text, principal):
     ctx = QueryContext(Query(text=text, embedding=None, principal=principal), None, r.catalog, readable,
                        np.ones(r.catalog.n_chunks, bool), 0.0, readable=readable, sees_all=False)
     return dict(r.spaces["E11_entity"].query_terms(ctx) or {})
+
+
+# ---- E8 graph ------------------------------------------------------------------------------------
+def _unit(v):
+    v = np.asarray(v, np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _graph_corpus(namespaces: dict[str, str] | None = None, held: tuple[str, ...] | None = None):
+    """"found" matches the query's vector; "answer" does not, but links to it; the distractors
+    match a little, alone. Vectors are given, so only the graph decides "answer"'s rank."""
+    rng = np.random.default_rng(7)
+    q = _unit(rng.standard_normal(384))
+    noise = [_unit(rng.standard_normal(384)) for _ in range(8)]
+    off = _unit(noise[0] - (noise[0] @ q) * q)                  # orthogonal to the query
+    vectors = {"found": q, "answer": off}
+    for i in range(1, 6):
+        n = _unit(noise[i] - (noise[i] @ q) * q)
+        vectors[f"near{i}"] = _unit(0.4 * q + np.sqrt(1 - 0.16) * n)  # cosine 0.4, no neighbours
+    links = {"answer": [Link("found", LinkType.RELATES_TO)]}
+    r = make_retriever(PipelineSettings(), "numpy")
+    for mid, v in vectors.items():
+        if held is not None and mid not in held:
+            continue
+        kw = {"links": links[mid]} if mid in links else {}
+        r.add(syn.memory(mid, f"memory {mid}", namespace=(namespaces or {}).get(mid, "ns"), **kw),
+              syn.embedding(ChunkEmbedding({"dense": v}, 0, 9)))
+    return r, EmbeddingSet(syn.MODEL_VERSION, [ChunkEmbedding({"dense": q}, 0, 5)])
+
+
+def _graph_run(r, query_emb, space: str, principal=ADMIN):
+    q = Query(text="", embedding=query_emb, principal=principal, top_k=3, profile=f"single_space:{space}",
+              include_breakdown=True)
+    return [(e.memory.id, e.score) for e in r.retrieve(q) if isinstance(e, Hit)]
+
+
+def test_graph_space_lifts_a_memory_linked_to_what_the_query_finds():
+    r, qe = _graph_corpus()
+    dense = [m for m, _ in _graph_run(r, qe, "E1")]
+    graph = [m for m, _ in _graph_run(r, qe, "E8")]
+    assert dense[0] == "found" and "answer" not in dense   # its own vector misses the query
+    assert set(graph[:2]) == {"found", "answer"}            # its neighbour's vector does not
+    space, row = r.spaces["E8_graph"], r.catalog.row_of["answer"]
+    ctx = _graph_ctx(r, ADMIN)
+    g = space.graph_vector(ctx, row)
+    assert g is not None and g @ space._project(qe.chunks[0].vectors["dense"]) > 0.5  # half its vector is its neighbour's
+
+
+def _graph_ctx(r, principal):
+    from teleo_server.spaces.base import QueryContext
+
+    readable = r.catalog.readable(principal)
+    return QueryContext(Query(text="", embedding=None, principal=principal), r.ops, r.catalog, readable,
+                        np.ones(r.catalog.n_chunks, bool), 0.0, readable=readable, sees_all=bool(readable.all()))
+
+
+def test_graph_space_never_smooths_over_what_the_caller_cannot_read():
+    ns = {"found": "secret"}
+    r, qe = _graph_corpus(ns)
+    reader = syn.admin(frozenset({"ns"}))
+    seen = dict(_graph_run(r, qe, "E8", principal=reader))
+    assert "found" not in seen and "answer" not in seen  # no readable neighbour matches, so it stays down
+    # exactly the scores of a store that never held the unreadable memory
+    alone, _ = _graph_corpus(ns, held=tuple(m for m in ("answer", *(f"near{i}" for i in range(1, 6)))))
+    assert dict(_graph_run(alone, qe, "E8", principal=reader)) == pytest.approx(seen)
+    row = r.catalog.row_of["answer"]
+    assert r.spaces["E8_graph"].graph_vector(_graph_ctx(r, reader), row) @ \
+        alone.spaces["E8_graph"].graph_vector(_graph_ctx(alone, reader), alone.catalog.row_of["answer"]) == pytest.approx(1.0)
 
 
 # ---- analyzer, matrices -------------------------------------------------------------------------

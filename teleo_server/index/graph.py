@@ -18,6 +18,11 @@ on every dialog turn), and within a budget of ``max_nodes`` memories, reached th
 specific entities first; PageRank mass that would leave the neighbourhood is dropped. Close to
 the seeds, where the top results lie, this ranks as the whole-graph walk does, at a cost set by
 the budget rather than the corpus.
+
+``neighbour_mean`` is the other use of the graph: the mean of a per-memory value (a score, or a
+vector) over each memory's readable neighbours, by typed link and session weight and by the
+memories it shares specific entities with (each entity counts by its specificity, the memory
+itself left out of the entity's mean). The graph space smooths a memory's vector with it.
 """
 
 from __future__ import annotations
@@ -112,7 +117,9 @@ class MemoryGraph:
         self.incidence = GrowingMatrix()   # memory row x entity
         self.links = GrowingMatrix()       # memory row x memory row, symmetric
         self.n_rows = 0
+        self.version = 0                   # changes with every write (keys caches of derived arrays)
         self._inc_t: sp.csr_matrix | None = None
+        self._static: tuple[tuple, tuple] | None = None
 
     @property
     def n_entities(self) -> int:
@@ -127,6 +134,7 @@ class MemoryGraph:
         return -1 if e is None else e
 
     def add_memory(self, row: int, entity_keys: list[str]) -> None:
+        self.version += 1
         self.n_rows = max(self.n_rows, row + 1)
         if entity_keys:
             ents = np.array(sorted({self.entity(k) for k in entity_keys}), dtype=np.int64)
@@ -135,9 +143,11 @@ class MemoryGraph:
     def link(self, a: int, b: int, weight: float) -> None:
         """An undirected edge between memory rows ``a`` and ``b``."""
         if a != b and weight > 0:
+            self.version += 1
             self.links.add(np.array([a, b]), np.array([b, a]), np.array([weight, weight], np.float32))
 
     def compact(self, keep: np.ndarray) -> None:
+        self.version += 1
         new = np.full(max(self.n_rows, int(keep.max(initial=-1)) + 1), -1, np.int64)
         new[keep] = np.arange(keep.size)
         self.incidence.compact(new, None, keep.size, self.n_entities)
@@ -159,6 +169,72 @@ class MemoryGraph:
         """float64 (n_entities,): readable memories naming each entity."""
         _, inc_t, _ = self.matrices(readable.size)
         return inc_t @ readable[: inc_t.shape[1]].astype(np.float64)
+
+    def _entity_weights(self, readable: np.ndarray, settings: WalkSettings, entity_share: float) -> tuple:
+        """What neighbour means over ``readable`` rows need besides the values, cached per graph
+        version and readable set: (r float64 (n,), per-entity weight w over (degree - 1) (0 for
+        hubs and entities no other readable memory names), per-row link weight, per-row entity
+        weight, per-row sum of those per-entity factors)."""
+        n = readable.size
+        key = (self.version, n, settings.hub_fraction, settings.hub_min, entity_share,
+               hash(np.packbits(readable).tobytes()))
+        if self._static is not None and self._static[0] == key:
+            return self._static[1]
+        inc, inc_t, links = self.matrices(n)
+        r = readable[: inc.shape[0]].astype(np.float64)
+        deg = inc_t @ r
+        n_readable = max(float(r.sum()), 1.0)
+        hub = deg > max(settings.hub_fraction * n_readable, settings.hub_min)
+        w = np.where(hub | (deg <= 1), 0.0, np.log1p(n_readable / np.maximum(deg, 1.0)) / np.log1p(n_readable)) * entity_share
+        a = np.divide(w, deg - 1.0, out=np.zeros_like(w), where=w > 0)
+        static = (r, a, links @ r, inc @ w, inc @ a)
+        self._static = (key, static)
+        return static
+
+    def neighbour_mean(self, values: np.ndarray, readable: np.ndarray, settings: WalkSettings,
+                       entity_share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """(sum, weight) over each memory's readable neighbours of ``values`` (float (n,) or (n, d)):
+        sum float64 like ``values``, weight float64 (n,); the mean is sum / weight where weight > 0.
+
+        A linked (or session-adjacent) memory counts by its edge weight; a shared entity counts by
+        ``entity_share`` x its specificity, log(1 + N / df) / log(1 + N) over the N readable
+        memories, with the mean of ``values`` over the *other* readable memories naming it. Hub
+        entities (as in the walk) are not crossed. Rows outside ``readable`` get weight 0 and
+        never count as anyone's neighbour, so what a caller may not read cannot move the result.
+        """
+        inc, inc_t, links = self.matrices(readable.size)
+        r, a, link_w, ent_w, self_share = self._entity_weights(readable, settings, entity_share)
+        x = np.asarray(values, np.float64)[: r.size]
+        rx = x * (r[:, None] if x.ndim == 2 else r)
+        total = links @ rx
+        per_entity = inc_t @ rx                                    # readable sum per entity
+        per_entity *= a[:, None] if x.ndim == 2 else a             # ... over (degree - 1), times weight
+        total = total + inc @ per_entity
+        total -= x * (self_share[:, None] if x.ndim == 2 else self_share)  # the memory's own share
+        weight = (link_w + ent_w) * r
+        total *= (r[:, None] if x.ndim == 2 else r)
+        return total, weight
+
+    def neighbour_mean_of(self, row: int, vectors: np.ndarray, readable: np.ndarray, settings: WalkSettings,
+                          entity_share: float = 1.0) -> tuple[np.ndarray, float]:
+        """``neighbour_mean`` for one row, reading only its neighbours' vectors (float (n, d))."""
+        inc, inc_t, links = self.matrices(readable.size)
+        r, a, _, _, _ = self._entity_weights(readable, settings, entity_share)
+        if row >= r.size or not r[row]:
+            return np.zeros(vectors.shape[1]), 0.0
+        lo, hi = links.indptr[row], links.indptr[row + 1]
+        nb, wl = links.indices[lo:hi], links.data[lo:hi].astype(np.float64) * r[links.indices[lo:hi]]
+        total = wl @ vectors[nb].astype(np.float64) if nb.size else np.zeros(vectors.shape[1])
+        weight = float(wl.sum())
+        ents = inc.indices[inc.indptr[row]: inc.indptr[row + 1]]
+        ents = ents[a[ents] > 0]
+        for e in ents.tolist():
+            members = inc_t.indices[inc_t.indptr[e]: inc_t.indptr[e + 1]]
+            members = members[(members != row) & (r[members] > 0)]
+            if members.size:
+                total += a[e] * vectors[members].astype(np.float64).sum(axis=0)
+                weight += a[e] * members.size
+        return total, weight
 
     def ppr(self, readable: np.ndarray, seed_rows: np.ndarray, seed_weights: np.ndarray,
             seed_entities: np.ndarray, entity_weights: np.ndarray | None, settings: WalkSettings,

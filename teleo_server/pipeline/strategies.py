@@ -84,12 +84,12 @@ def _graph(state: State, seeds: Ranked | None) -> Ranked | None:
     name = state.role("graph")
     if name is None:
         return None
-    ents = state.feature(name)
+    feats = state.feature(name)
     rows = seeds[0] if seeds is not None else np.zeros(0, np.int64)
     weights = seeds[1] if seeds is not None else np.zeros(0)
-    if ents is None and not rows.size:
+    if (feats is None or feats.entities is None) and not rows.size:
         return None
-    walk = state.spaces[name].walk(state.ctx, ents, rows, weights, state.cfg.graph_results)
+    walk = state.spaces[name].walk(state.ctx, feats, rows, weights, state.cfg.graph_results)
     state.report["graph_walk"] = f"iterations={walk.iterations} nodes={walk.nodes} entities={walk.entities}"
     return walk.rows, walk.scores
 

@@ -1,5 +1,16 @@
-"""E8 graph: the memory graph (shared entities, typed links, session adjacency) and personalised
-PageRank over it.
+"""E8 graph: a memory's vector smoothed over its neighbours in the memory graph (shared entities,
+typed links, session adjacency), and personalised PageRank over the same graph.
+
+The space's vector of a memory is its sentence vector (the mean of its chunks' ``dense`` vectors,
+projected to ``smooth_dim`` dimensions by a seeded orthonormal projection) mixed with the mean of
+its neighbours' vectors: ``g(m) = (1 - smooth) v(m) + smooth * mean_n v(n)``. Neighbours are the
+memories it links to or is linked from, the previous and next turn of its session, and the
+memories that share a specific entity with it (:meth:`MemoryGraph.neighbour_mean`). The query side
+is the query's sentence vector, and the score is ``q . g(m)``: a memory whose own text misses the
+query rises when the memories around it match. The mean is taken over what the caller may read, at
+query time, over the graph as it stands after the last write (so every write updates the
+neighbours' vectors at once, and another tenant's memories never move a score). Search scores every
+readable memory with one matrix-vector product and three sparse products.
 
 A memory is joined to the entities its text names (``teleo_server.entities``: proper-noun spans,
 quoted terms, identifiers, quantities), to the memories its links name (``relates_to``,
@@ -16,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +37,7 @@ from teleo_server.domain import EmbeddingSet, LinkType, Memory
 from teleo_server.entities import keys as entity_keys
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.graph import MemoryGraph, Walk, WalkSettings
+from teleo_server.index.tokens import projection
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
@@ -40,18 +53,32 @@ class GraphSettings(SpaceSettings):
     max_entities: int = Field(64, ge=1)             # entities kept per memory
     link_weight: float = Field(1.0, ge=0)           # typed link edge weight (times the link's own weight)
     session_weight: float = Field(0.5, ge=0)        # edge to the previous / next memory of the session
+    smooth: float = Field(0.5, ge=0, le=1)          # share of a memory's graph vector taken from its neighbours
+    smooth_dim: int = Field(128, ge=8, le=4096)     # width of the projected sentence vectors smoothed
+    entity_share: float = Field(1.0, ge=0)          # weight of shared-entity neighbours beside links (per link weight)
 
     def walk(self) -> WalkSettings:
         return WalkSettings(alpha=self.alpha, max_iter=self.max_iter, tol=self.tol, hops=self.hops,
                             hub_fraction=self.hub_fraction, max_nodes=self.max_nodes)
 
 
+@dataclass(slots=True)
+class GraphQuery:
+    """The query's side of the graph space: its projected sentence vector (None without one), the
+    entity nodes it names (int64, None when none), and the smoothed scores once computed."""
+
+    vector: np.ndarray | None
+    entities: np.ndarray | None
+    scores: dict[int, np.ndarray] = field(default_factory=dict)
+
+
 @register
 class GraphSpace(Space):
-    """Personalised PageRank over the memory graph, seeded from the query's entities."""
+    """Sentence vectors smoothed over the memory graph; personalised PageRank over it for walks."""
 
     name = "E8_graph"
-    description = "memory graph (entities, links, sessions): personalised PageRank"
+    description = "memory graph (entities, links, sessions): neighbour-smoothed vectors; PageRank walks"
+    head = "dense"
     Settings = GraphSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
@@ -62,12 +89,80 @@ class GraphSpace(Space):
         self.in_links: dict[str, set[str]] = defaultdict(set)                    # target id -> linking ids
         self._sessions: dict[str, list[tuple[float, str]]] = defaultdict(list)   # session -> (order key, id)
         self._entities: dict[str, list[str]] = {}
+        self._vectors = np.zeros((0, self.config.smooth_dim), np.float32)  # projected vector per row
+        self._has = np.zeros(0, bool)                                     # rows with a vector
+        self._projection: np.ndarray | None = None
+
+    # ---- vectors ---------------------------------------------------------------------------------
+    def _project(self, v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v, np.float32).ravel()
+        if self._projection is None or self._projection.shape[0] != v.size:
+            dim = self.config.smooth_dim
+            self._projection = projection(v.size, dim) if dim < v.size else np.eye(v.size, dtype=np.float32)
+        p = v @ self._projection
+        return p / max(float(np.linalg.norm(p)), 1e-12)
+
+    def _store_vector(self, row: int, embeddings: EmbeddingSet) -> None:
+        vs = [c.vectors[self.head] for c in embeddings.chunks if c.vectors.get(self.head) is not None]
+        if row >= self._has.size:
+            grow = max(row + 1, 2 * self._has.size, 64)
+            width = self._vectors.shape[1] if self._projection is None else self._projection.shape[1]
+            vectors = np.zeros((grow, width), np.float32)
+            vectors[: self._vectors.shape[0], : self._vectors.shape[1]] = self._vectors
+            self._vectors, self._has = vectors, np.concatenate([self._has, np.zeros(grow - self._has.size, bool)])
+        if not vs:
+            self._has[row] = False
+            return
+        mean = np.mean([np.asarray(v, np.float32) for v in vs], axis=0)
+        p = self._project(mean / max(float(np.linalg.norm(mean)), 1e-12))
+        if p.size != self._vectors.shape[1]:  # the first vector fixes the width (a narrower head)
+            self._vectors = np.zeros((self._has.size, p.size), np.float32)
+        self._vectors[row], self._has[row] = p, True
+
+    def graph_vector(self, ctx: QueryContext, row: int) -> np.ndarray | None:
+        """The memory's smoothed vector float32 (smooth_dim,), over what the caller may read
+        (None when it has no sentence vector)."""
+        if row >= self._has.size or not self._has[row]:
+            return None
+        n = ctx.catalog.n_rows
+        has = np.zeros(n, bool)
+        has[: min(n, self._has.size)] = self._has[:n]
+        readable = self.walkable(ctx) & has
+        own = self._vectors[row].astype(np.float64)
+        total, weight = self.graph.neighbour_mean_of(row, self._vectors, readable, self._walk, self.config.entity_share)
+        g = own if weight <= 0 else (1 - self.config.smooth) * own + self.config.smooth * total / weight
+        return (g / max(float(np.linalg.norm(g)), 1e-12)).astype(np.float32)
+
+    def smoothed(self, ctx: QueryContext, feats: GraphQuery) -> np.ndarray:
+        """``q . g(m)`` float32 (n_rows,) for every memory, NaN where it has no vector or the caller
+        may not read it; computed once per query."""
+        n = ctx.catalog.n_rows
+        got = feats.scores.get(n)
+        if got is not None:
+            return got
+        out = np.full(n, np.nan, np.float32)
+        if feats.vector is None or not self._has.size:
+            feats.scores[n] = out
+            return out
+        m = min(n, self._has.size)
+        has = np.zeros(n, bool)
+        has[:m] = self._has[:m]
+        readable = self.walkable(ctx) & has
+        s = np.zeros(n, np.float64)
+        s[:m] = self._vectors[:m] @ feats.vector
+        total, weight = self.graph.neighbour_mean(s, readable, self._walk, self.config.entity_share)
+        b = self.config.smooth
+        g = np.where(weight > 0, (1 - b) * s + b * np.divide(total, weight, out=np.zeros_like(total), where=weight > 0), s)
+        out[readable] = g[readable]
+        feats.scores[n] = out
+        return out
 
     # ---- writes ----------------------------------------------------------------------------------
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         cfg, row_of = self.config, self.catalog.row_of
         keys = entity_keys(memory.content, cfg.max_entities)
         self._entities[memory.id] = keys
+        self._store_vector(row, embeddings)
         self.graph.add_memory(row, keys)
         self.out_links[memory.id] = tuple((ln.target_id, ln.type, ln.weight) for ln in memory.links)
         for target, _, weight in self.out_links[memory.id]:
@@ -111,6 +206,11 @@ class GraphSpace(Space):
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.graph.compact(keep_rows)
+        inside = keep_rows[keep_rows < self._has.size]
+        vectors = np.zeros((keep_rows.size, self._vectors.shape[1]), np.float32)
+        has = np.zeros(keep_rows.size, bool)
+        vectors[: inside.size], has[: inside.size] = self._vectors[inside], self._has[inside]
+        self._vectors, self._has = vectors, has
 
     def settle(self) -> None:
         self.graph.matrices(self.catalog.n_rows)
@@ -137,37 +237,42 @@ class GraphSpace(Space):
             rows = rows & (cat.ingestion_time <= f.as_of_ingestion)
         return rows
 
-    def prepare(self, ctx: QueryContext) -> Any | None:
-        """The query's entities that name at least one entity node (ids int64), or None."""
+    def prepare(self, ctx: QueryContext) -> GraphQuery | None:
+        """The query's projected sentence vector and the entity nodes it names; None when neither."""
         text = ctx.query.text
-        if not text:
+        ids = [e for e in (self.graph.entity(k, create=False) for k in entity_keys(text, self.config.max_entities)) if e >= 0] if text else []
+        q = self.query_vector(ctx)
+        vector = None
+        if q is not None and self._projection is not None and np.asarray(q).size == self._projection.shape[0]:
+            vector = self._project(q).astype(np.float64)
+        if vector is None and not ids:
             return None
-        ids = [e for e in (self.graph.entity(k, create=False) for k in entity_keys(text, self.config.max_entities)) if e >= 0]
-        return np.array(ids, dtype=np.int64) if ids else None
+        return GraphQuery(vector, np.array(ids, dtype=np.int64) if ids else None)
 
-    def walk(self, ctx: QueryContext, entities: np.ndarray | None, seed_rows: np.ndarray,
+    def walk(self, ctx: QueryContext, feats: GraphQuery | None, seed_rows: np.ndarray,
              seed_weights: np.ndarray, k: int) -> Walk:
         """Personalised PageRank from the query's entities and memory seeds; results within the mask."""
-        ents = entities if entities is not None else np.zeros(0, np.int64)
+        ents = feats.entities if feats is not None and feats.entities is not None else np.zeros(0, np.int64)
         w = self.graph.ppr(self.walkable(ctx), seed_rows, seed_weights, ents, None, self._walk, max(k * 4, k + seed_rows.size))
         keep = ctx.mask[w.rows]
         w.rows, w.scores = w.rows[keep][:k], w.scores[keep][:k]
         return w
 
-    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        w = self.walk(ctx, feats, np.zeros(0, np.int64), np.zeros(0), k)
-        return w.rows, w.scores
+    def search(self, ctx: QueryContext, feats: GraphQuery, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = self.smoothed(ctx, feats)
+        valid = ~np.isnan(scores)
+        valid[: ctx.mask.size] &= ctx.mask[: valid.size]
+        ids, top = ctx.ops.topk(np.nan_to_num(scores, nan=-np.inf), k, mask=valid)
+        return np.asarray(ids, np.int64), top
 
-    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
-        out = np.full(rows.size, np.nan, dtype=np.float32)
+    def score(self, ctx: QueryContext, feats: GraphQuery | None, rows: np.ndarray) -> np.ndarray:
         if feats is None or not rows.size:
-            return out
-        w = self.walk(ctx, feats, np.zeros(0, np.int64), np.zeros(0), self.catalog.n_rows)
-        pos = np.full(self.catalog.n_rows, -1, np.int64)
-        pos[w.rows] = np.arange(w.rows.size)
-        hit = pos[rows] >= 0
-        out[hit] = w.scores[pos[rows][hit]]
-        return out
+            return np.full(rows.size, np.nan, dtype=np.float32)
+        return self.smoothed(ctx, feats)[rows]
+
+    def unit_score(self, scores: np.ndarray) -> np.ndarray:
+        """Cosine-like (unit query and vectors), clipped into [0, 1]."""
+        return np.clip(np.nan_to_num(scores.astype(np.float32), nan=0.0), 0.0, 1.0)
 
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
         """Jaccard similarity of entity sets; 1 for a memory linked to ``a``."""
@@ -187,4 +292,4 @@ class GraphSpace(Space):
         return out
 
 
-__all__ = ["GraphSettings", "GraphSpace"]
+__all__ = ["GraphQuery", "GraphSettings", "GraphSpace"]
