@@ -33,7 +33,7 @@ from teleo_server.errors import (
 )
 from teleo_server.index.tokens import TokenCodec, to_codes
 from teleo_server.index.purpose import Goal
-from teleo_server.pipeline.types import EntryPoint, Filters, Hit, Outcome, Query, Retriever, StageReport
+from teleo_server.pipeline.types import EntryPoint, Filters, Hit, MemoryPurpose, Outcome, Query, Retriever, StageReport
 from teleo_server.store.base import MemoryStore
 from teleo_server.result_cache import ResultCache
 from teleo_server.workers import DEFAULT_NICE, worker_pool
@@ -662,6 +662,21 @@ class MemoryCore:
             return await self._on_index(self.retriever.discover, query, min_similarity)
         finally:
             ticket.close()
+
+    async def purposes(self, principal: Principal, ids: list[str]) -> list[MemoryPurpose | None]:
+        """Each memory's purpose (None while its partition has no goals or it is not indexed yet)."""
+        await self.get(principal, ids)
+
+        def each() -> list[MemoryPurpose | None]:
+            out: list[MemoryPurpose | None] = []
+            for i in ids:
+                try:
+                    out.append(self.retriever.purpose_of(i))
+                except NotFound:  # stored, not yet indexed
+                    out.append(None)
+            return out
+
+        return await self._on_index(each)
 
     async def goals(self, principal: Principal) -> list[Goal]:
         return await self._on_index(self.retriever.goals, principal)

@@ -296,3 +296,22 @@ def test_entry_points_and_goals(srv):
     for line in _ok(_cli(srv, "goals")).splitlines():
         goal = json.loads(line)
         assert goal["id"] and goal["history"][-1]["size"] == goal["size"]
+
+
+def test_get_with_purpose_names_the_goal_a_memory_serves(srv, tmp_path):
+    topics = {"garden": "tomato seedlings compost harvest garden bed", "billing": "invoice refund ledger payment billing"}
+    records = [{"content": f"{words.split()[i % 5]} note {i}: {words}", "namespace": "purpose"}
+               for words in topics.values() for i in range(8)]
+    _ok(_cli(srv, "ingest", str(_jsonl(tmp_path / "g.jsonl", records))))
+    deadline = time.monotonic() + 60
+    while not any("purpose/" in line for line in _ok(_cli(srv, "goals")).splitlines()):
+        assert time.monotonic() < deadline, "goals were never built"
+        time.sleep(0.5)
+    listed = [json.loads(line) for line in _ok(_cli(srv, "list", "--namespace", "purpose")).splitlines()]
+    memory_id = next(m["id"] for m in listed if "tomato" in m["input"]["content"])
+    got = json.loads(_ok(_cli(srv, "get", memory_id, "--purpose")))
+    purpose = got["purpose"]
+    assert purpose["goalId"].startswith("purpose/") and 0 < purpose["alignment"] <= 1
+    assert purpose["alignment"] == pytest.approx(max(purpose["goalAlignment"].values()))
+    assert "E1_semantic" in purpose["spaceAlignment"] and purpose["membersCompared"] > 0
+    assert "purpose" not in json.loads(_ok(_cli(srv, "get", memory_id)))

@@ -55,6 +55,29 @@ def test_goals_emerge_from_clusters_with_readable_labels():
     assert sorted(g.size for g in goals) == [20, 21, 22] or sum(g.size for g in goals) == 63
 
 
+def test_a_memorys_purpose_names_its_goal_and_its_alignment_in_every_space():
+    r, _, _ = _clustered()
+    p = r.purpose_of("garden3")
+    goal = next(g for g in r.goals() if g.id == p.goal_id)
+    assert set(goal.label.split()) <= set(TOPICS["garden"].split())
+    assert p.alignment == max(p.goal_alignment.values()) and p.alignment > 0.5
+    assert sorted(p.goal_alignment) == sorted(g.id for g in r.goals())
+    assert p.members == 16
+    # its own cluster's members are close in the dense space and share its words; a stray
+    # memory's best goal is far in both
+    assert p.space_alignment["E1_semantic"] > 0.7 and p.space_alignment["E6_lexical"] > 0.1
+    odd = r.purpose_of("odd0")
+    assert odd.alignment < 0.3 and odd.space_alignment["E1_semantic"] < p.space_alignment["E1_semantic"]
+    assert odd.space_alignment.get("E6_lexical", 0.0) < p.space_alignment["E6_lexical"]
+    assert all(0.0 <= v <= 1.0 for v in p.space_alignment.values())
+
+
+def test_purpose_is_none_before_goals_emerge():
+    r = make_retriever(PipelineSettings(), "numpy")
+    r.add(syn.memory("one", "a lone note"), syn.embedding(syn.chunk(syn.unit(np.ones(DIM, np.float32)), {1: 1.0})))
+    assert r.purpose_of("one") is None
+
+
 def test_goals_refresh_keeps_ids_and_reports_drift():
     r, centres, rng = _clustered(max_goals=3)
     before = {g.id: g.label for g in r.goals()}

@@ -213,6 +213,16 @@ def test_goals_labels_and_counts_come_only_from_readable_memories(api_server, st
     assert theirs and [e.similarity for e in theirs] == sorted((e.similarity for e in theirs), reverse=True)
     got = stub.Get(pb.GetRequest(ids=[e.memory_id for e in theirs]), metadata=boss, timeout=10).memories
     assert all("zebracorn" in m.input.content.lower() for m in got)
+    # Get with purpose: the owner's goal and its per-space alignment; the visitor's memory has
+    # no goal of its own partition (and the owner's goals never reach it)
+    with_purpose = stub.Get(pb.GetRequest(ids=[got[0].id], include_purpose=True), metadata=boss, timeout=10).memories[0]
+    assert with_purpose.HasField("purpose") and with_purpose.purpose.goal_id in {g.id for g in mine}
+    assert "E1_semantic" in with_purpose.purpose.space_alignment and with_purpose.purpose.members_compared > 0
+    assert not stub.Get(pb.GetRequest(ids=[got[0].id]), metadata=boss, timeout=10).memories[0].HasField("purpose")
+    foyer = stub.List(pb.ListRequest(), metadata=public, timeout=10).memories[0].id
+    assert not stub.Get(pb.GetRequest(ids=[foyer], include_purpose=True), metadata=public, timeout=10).memories[0].HasField("purpose")
+    assert _code(lambda: stub.Get(pb.GetRequest(ids=[got[0].id], include_purpose=True), metadata=public,
+                                  timeout=10))[0] == grpc.StatusCode.NOT_FOUND
     seen = stub.DiscoverEntryPoints(pb.DiscoverEntryPointsRequest(text="zebracorn merger plan"), metadata=public,
                                     timeout=30).entry_points
     assert {e.memory_id for e in seen}.isdisjoint({e.memory_id for e in theirs})

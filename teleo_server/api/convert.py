@@ -42,7 +42,7 @@ from teleo_server.pipeline_settings import FusionMethod
 from teleo_server.extract.code import LANGUAGES
 from teleo_server.pipeline.analyze import KINDS
 from teleo_server.pipeline.stages import stages
-from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
+from teleo_server.pipeline.types import Filters, Hit, MemoryPurpose, Overrides, Query, StageReport
 from teleo_server.query import RECENCY_CURVES, RECENCY_SCALES, TimeBoosts
 
 FUSIONS = get_args(FusionMethod)
@@ -136,6 +136,12 @@ def memory_from_input(msg: pb.MemoryInput, principal: Principal, limits: Limits,
         metadata=metadata,
         evergreen=msg.evergreen,
     )
+
+
+def purpose_to_proto(p: MemoryPurpose) -> pb.MemoryPurpose:
+    return pb.MemoryPurpose(goal_id=p.goal_id, goal_label=p.goal_label, alignment=p.alignment,
+                            goal_alignment=p.goal_alignment, space_alignment=p.space_alignment,
+                            members_compared=p.members)
 
 
 def memory_to_proto(m: Memory) -> pb.Memory:
@@ -629,6 +635,7 @@ __all__ = [
     "cursor_of",
     "exported",
     "filters_from",
+    "purpose_to_proto",
     "float_to_ts",
     "head_vector",
     "hit_to_result",

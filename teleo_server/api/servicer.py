@@ -27,6 +27,7 @@ from teleo_server.heads import heads
 from teleo_server.pipeline.types import Hit, StageReport
 
 log = structlog.get_logger(__name__)
+PURPOSE_IDS = 100  # ids per Get that may ask for their purpose (each compares against its goal's members)
 
 
 def _request_id(context: grpc.aio.ServicerContext) -> str:
@@ -328,8 +329,16 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     @rpc
     async def Get(self, request: pb.GetRequest, context: Any, principal: Principal) -> pb.GetResponse:
         ids = convert.ids_from(request.ids, self.limits)
+        if request.include_purpose and len(ids) > PURPOSE_IDS:
+            raise InvalidArgument(f"include_purpose allows at most {PURPOSE_IDS} ids per call, got {len(ids)}; "
+                                  "split the call", field="ids")
         memories = await self.core.get(principal, ids)
-        return pb.GetResponse(memories=[convert.memory_to_proto(m) for m in memories])
+        out = [convert.memory_to_proto(m) for m in memories]
+        if request.include_purpose:
+            for m, purpose in zip(out, await self.core.purposes(principal, ids)):
+                if purpose is not None:
+                    m.purpose.CopyFrom(convert.purpose_to_proto(purpose))
+        return pb.GetResponse(memories=out)
 
     @rpc
     async def Delete(self, request: pb.DeleteRequest, context: Any, principal: Principal) -> pb.DeleteResponse:

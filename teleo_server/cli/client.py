@@ -436,7 +436,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     with client_for(args) as client:
-        for m in client.get(args.ids):
+        for m in client.get(args.ids, purpose=args.purpose):
             _print_json(convert.memory_json(m))
     return 0
 
@@ -669,6 +669,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="print every stream event (stages, results, summary) as a JSON line")
     c = client("get", "fetch memories by id", cmd_get)
     c.add_argument("ids", nargs="+")
+    c.add_argument("--purpose", action="store_true",
+                   help="also the goal each memory serves and its alignment to it in every space")
     c = client("delete", "delete memories by id", cmd_delete)
     c.add_argument("ids", nargs="+")
     c = client("update", "change fields of one memory (a new content is re-embedded)", cmd_update)

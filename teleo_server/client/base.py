@@ -169,9 +169,10 @@ class Api:
 
     # --- reading -----------------------------------------------------------------------------
 
-    def get(self, ids: str | Sequence[str], *, timeout: float | None = None) -> list[Memory]:
-        """Memories by id, in the order asked; any unknown or unreadable id fails the call (NOT_FOUND)."""
-        req = pb.GetRequest(ids=[ids] if isinstance(ids, str) else list(ids))
+    def get(self, ids: str | Sequence[str], *, purpose: bool = False, timeout: float | None = None) -> list[Memory]:
+        """Memories by id, in the order asked; any unknown or unreadable id fails the call (NOT_FOUND).
+        ``purpose``: also each memory's goal and per-space alignment (``Memory.purpose``; up to 100 ids)."""
+        req = pb.GetRequest(ids=[ids] if isinstance(ids, str) else list(ids), include_purpose=purpose)
         return self._unary(Call("Get", req, lambda r: [convert.memory(m) for m in r.memories], True,
                                 self._deadline(timeout)))
 

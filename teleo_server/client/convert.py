@@ -34,6 +34,7 @@ from teleo_server.client.types import (
     NamespaceStats,
     Overrides,
     Provenance,
+    Purpose,
     QueryVectors,
     Result,
     Stage,
@@ -234,7 +235,12 @@ def memory(m: pb.Memory) -> Memory:
         ingestion_time=_time(m, m.ingestion_time, "ingestion_time"), model_version=m.model_version,
         chunk_count=m.chunk_count, retrieved_count=m.retrieved_count, used_count=m.used_count,
         helpful_count=m.helpful_count, misled_count=m.misled_count, sufficient_count=m.sufficient_count,
-        insufficient_count=m.insufficient_count)
+        insufficient_count=m.insufficient_count, purpose=purpose(m.purpose) if m.HasField("purpose") else None)
+
+
+def purpose(p: pb.MemoryPurpose) -> Purpose:
+    return Purpose(p.goal_id, p.goal_label, p.alignment, dict(p.goal_alignment), dict(p.space_alignment),
+                   p.members_compared)
 
 
 def memory_message(m: Memory) -> pb.Memory:
@@ -245,6 +251,11 @@ def memory_message(m: Memory) -> pb.Memory:
                     sufficient_count=m.sufficient_count, insufficient_count=m.insufficient_count)
     if m.ingestion_time is not None:
         _set_time(msg.ingestion_time, m.ingestion_time)
+    if m.purpose is not None:
+        p = m.purpose
+        msg.purpose.CopyFrom(pb.MemoryPurpose(goal_id=p.goal_id, goal_label=p.goal_label, alignment=p.alignment,
+                                              goal_alignment=p.goal_alignment, space_alignment=p.space_alignment,
+                                              members_compared=p.members_compared))
     return msg
 
 
@@ -512,6 +523,7 @@ __all__ = [
     "overrides",
     "provenance",
     "provenance_message",
+    "purpose",
     "result",
     "result_message",
     "retrieve_request",

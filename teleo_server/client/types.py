@@ -49,6 +49,18 @@ class MemoryInput:
 
 
 @dataclass(frozen=True)
+class Purpose:
+    """What a memory serves among its partition's emergent goals (``get(..., purpose=True)``)."""
+
+    goal_id: str
+    goal_label: str
+    alignment: float                   # cosine to that goal's centroid, in [0, 1]
+    goal_alignment: dict[str, float]   # goal id -> alignment (its purpose vector)
+    space_alignment: dict[str, float]  # space -> mean similarity to the goal's most central memories
+    members_compared: int
+
+
+@dataclass(frozen=True)
 class Memory:
     """A stored memory, with the server's bookkeeping."""
 
@@ -76,6 +88,7 @@ class Memory:
     misled_count: int
     sufficient_count: int = 0    # Feedback said the retrieval's results were enough (sufficient=True)
     insufficient_count: int = 0  # Feedback said a follow-up query was needed (sufficient=False)
+    purpose: Purpose | None = None  # only from get(..., purpose=True), once its partition has goals
 
     def as_input(self) -> MemoryInput:
         """The memory's fields as an input (to store it elsewhere, or change and update it)."""
@@ -409,16 +422,16 @@ __all__ = [
     "Comparison",
     "ConflictPair",
     "DeleteWhereResult",
+    "EntryPoint",
     "Event",
     "Exported",
     "ExportedChunk",
     "Filters",
+    "Goal",
+    "GoalSnapshot",
     "Head",
     "HeadVector",
     "JOHARI_QUADRANTS",
-    "EntryPoint",
-    "Goal",
-    "GoalSnapshot",
     "LINK_TYPES",
     "Link",
     "MEMORY_TYPES",
@@ -428,6 +441,7 @@ __all__ = [
     "Overrides",
     "Page",
     "Provenance",
+    "Purpose",
     "QueryVectors",
     "Result",
     "SearchResponse",

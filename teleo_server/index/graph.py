@@ -120,6 +120,7 @@ class MemoryGraph:
         self.version = 0                   # changes with every write (keys caches of derived arrays)
         self._inc_t: sp.csr_matrix | None = None
         self._static: tuple[tuple, tuple] | None = None
+        self._degrees: tuple[tuple, tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
     def n_entities(self) -> int:
@@ -165,10 +166,19 @@ class MemoryGraph:
         return inc, self._inc_t, self.links.csr(self.n_rows, self.n_rows)
 
     # ---- reads -----------------------------------------------------------------------------------
-    def entity_degrees(self, readable: np.ndarray) -> np.ndarray:
-        """float64 (n_entities,): readable memories naming each entity."""
-        _, inc_t, _ = self.matrices(readable.size)
-        return inc_t @ readable[: inc_t.shape[1]].astype(np.float64)
+    def degrees(self, readable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(readable as float64 over the matrices' rows, readable memories naming each entity
+        float64 (n_entities,)), cached per graph version and readable set (one sparse product over
+        the whole corpus otherwise, the largest cost of a walk)."""
+        inc, inc_t, _ = self.matrices(readable.size)
+        key = (self.version, readable.size, hash(np.packbits(readable).tobytes()))
+        if self._degrees is not None and self._degrees[0] == key:
+            return self._degrees[1]
+        r = np.zeros(inc.shape[0])
+        r[: min(readable.size, r.size)] = readable[: r.size]
+        got = (r, inc_t @ r)
+        self._degrees = (key, got)
+        return got
 
     def _entity_weights(self, readable: np.ndarray, settings: WalkSettings, entity_share: float) -> tuple:
         """What neighbour means over ``readable`` rows need besides the values, cached per graph
@@ -181,8 +191,7 @@ class MemoryGraph:
         if self._static is not None and self._static[0] == key:
             return self._static[1]
         inc, inc_t, links = self.matrices(n)
-        r = readable[: inc.shape[0]].astype(np.float64)
-        deg = inc_t @ r
+        r, deg = self.degrees(readable)
         n_readable = max(float(r.sum()), 1.0)
         hub = deg > max(settings.hub_fraction * n_readable, settings.hub_min)
         w = np.where(hub | (deg <= 1), 0.0, np.log1p(n_readable / np.maximum(deg, 1.0)) / np.log1p(n_readable)) * entity_share
@@ -245,16 +254,12 @@ class MemoryGraph:
         seeds (each weighs the mean memory seed weight, or 1). Returns the ``k`` memory rows with
         the most mass, seeds included.
         """
-        n = readable.size
-        inc, inc_t, links = self.matrices(n)
-        R = readable[: inc.shape[0]].astype(np.float64)
-        if R.size < inc.shape[0]:
-            R = np.concatenate([R, np.zeros(inc.shape[0] - R.size)])
+        inc, inc_t, links = self.matrices(readable.size)
+        R, deg_e = self.degrees(readable)  # readable memories per entity
         seed_rows = np.asarray(seed_rows, np.int64)
         ok = (seed_rows >= 0) & (seed_rows < R.size)
         ok[ok] = R[seed_rows[ok]] > 0
         seed_rows, seed_weights = seed_rows[ok], np.asarray(seed_weights, np.float64)[ok]
-        deg_e = inc_t @ R  # readable memories per entity
         seed_entities = np.asarray(seed_entities, np.int64)
         seed_entities = seed_entities[(seed_entities >= 0) & (seed_entities < deg_e.size)]
         seed_entities = seed_entities[deg_e[seed_entities] > 0]

@@ -70,4 +70,18 @@ def compare_rows(spaces: dict[str, Any], alive: np.ndarray, dense: str | None, a
     return sims, aggregate(sims, aggregation, weights, ranks)
 
 
-__all__ = ["AGGREGATIONS", "aggregate", "compare_rows"]
+def space_alignment(spaces: dict[str, Any], a: int, members: np.ndarray) -> dict[str, float]:
+    """Per space, the mean similarity in [0, 1] of memory row ``a`` to ``members`` (rows int64);
+    a space with no signal for any member is left out."""
+    out: dict[str, float] = {}
+    if not members.size:
+        return out
+    for name, space in spaces.items():
+        v = np.asarray(space.similarity(a, members), dtype=np.float64)
+        v = v[~np.isnan(v)]
+        if v.size:
+            out[name] = float(np.clip(v, 0.0, 1.0).mean())
+    return out
+
+
+__all__ = ["AGGREGATIONS", "aggregate", "compare_rows", "space_alignment"]

@@ -19,7 +19,7 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.purpose import GoalView, PurposeIndex
 from teleo_server.index.tokens import TokenCodec
 from teleo_server.pipeline import alignment as alignment_stage
-from teleo_server.pipeline.compare import compare_rows
+from teleo_server.pipeline.compare import compare_rows, space_alignment
 from teleo_server.pipeline.explain import explanation
 from teleo_server.pipeline import profiles
 from teleo_server.pipeline.fusion import no_fusion, ranks
@@ -29,7 +29,8 @@ from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import State, matrix_weights, resolve_config
-from teleo_server.pipeline.types import Breakdown, EntryPoint, Hit, Offload, Outcome, Provenance, Query, StageReport
+from teleo_server.pipeline.types import (Breakdown, EntryPoint, Hit, MemoryPurpose, Offload, Outcome, Provenance, Query,
+                                         StageReport)
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces
 
@@ -451,6 +452,33 @@ class TeleologicalRetriever:
             if na > 0 and nb > 0:
                 purpose = float(np.clip(vecs[0] @ vecs[1] / (na * nb), 0.0, 1.0))
         return sims, agg, purpose
+
+
+    def purpose_of(self, memory_id: str, members: int = 16) -> MemoryPurpose | None:
+        """The memory's purpose (None while its partition has no goals): its alignment to each goal
+        of its own partition, the best of them, and per space the mean similarity to the
+        ``members`` memories of that goal closest to its centroid (itself excluded). Everything
+        comes from the memory's own partition, which whoever may read the memory may read."""
+        row = self.catalog.row_of.get(memory_id)
+        if row is None:
+            raise NotFound(f"memory {memory_id} is not indexed")
+        key = int(self.catalog.partitions[row])
+        part = self.purpose.partitions.get(key)
+        if part is None or not part.goals:
+            return None
+        n_goals = len(part.goals)
+        vec = self.purpose.vectors_of(np.array([row], dtype=np.int64))[0][0, :n_goals]
+        best = int(np.argmax(vec))
+        same = np.flatnonzero(self.catalog.alive & (self.catalog.partitions[: self.catalog.alive.size] == key))
+        same = same[same != row]
+        pv = self.purpose.vectors_of(same)[0][:, :n_goals] if same.size else np.zeros((0, n_goals), np.float32)
+        mine = same[pv.argmax(axis=1) == best] if same.size else same
+        closeness = pv[pv.argmax(axis=1) == best, best] if same.size else np.zeros(0)
+        chosen = np.sort(mine[np.argsort(-closeness, kind="stable")[:members]])
+        goal = part.goals[best]
+        return MemoryPurpose(goal.id, goal.label, float(vec[best]),
+                             {g.id: float(vec[j]) for j, g in enumerate(part.goals)},
+                             space_alignment(self.spaces, row, chosen), int(chosen.size))
 
 
 __all__ = ["NEXT_ROUTE", "TeleologicalRetriever", "broadened", "citation", "clock", "retrieval_confidence"]

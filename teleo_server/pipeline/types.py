@@ -84,6 +84,20 @@ class EntryPoint:
     score: float        # the space's own raw score
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryPurpose:
+    """What a memory serves (Get with purpose): its alignment to each goal of its partition (its
+    purpose vector), the goal it serves best, and per space its mean similarity to that goal's
+    most central memories (the per-space purpose vector)."""
+
+    goal_id: str
+    goal_label: str
+    alignment: float                  # cosine to that goal's centroid, clipped to [0, 1]
+    goal_alignment: dict[str, float]  # goal id -> alignment
+    space_alignment: dict[str, float]  # space name -> mean similarity in [0, 1] to the goal's members
+    members: int                      # members compared
+
+
 @dataclass(slots=True)
 class Outcome:
     """Final bookkeeping of one retrieval (the stream's summary)."""
@@ -149,6 +163,11 @@ class Retriever(Protocol):
         """The emergent goals the principal may see, each with its history of snapshots."""
         ...
 
+    def purpose_of(self, memory_id: str, members: int = 16) -> MemoryPurpose | None:
+        """A memory's purpose among its own partition's goals (None while it has none);
+        NotFound when it is not indexed."""
+        ...
+
     def resolve_profile(self, name: str) -> str:
         """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
         ...
@@ -179,10 +198,11 @@ class Retriever(Protocol):
 __all__ = [
     "Breakdown",
     "ConflictPair",
+    "EntryPoint",
     "Filters",
     "Hit",
+    "MemoryPurpose",
     "Offload",
-    "EntryPoint",
     "Outcome",
     "Overrides",
     "Provenance",

@@ -53,7 +53,7 @@ class GraphSettings(SpaceSettings):
     max_entities: int = Field(64, ge=1)             # entities kept per memory
     link_weight: float = Field(1.0, ge=0)           # typed link edge weight (times the link's own weight)
     session_weight: float = Field(0.5, ge=0)        # edge to the previous / next memory of the session
-    smooth: float = Field(0.5, ge=0, le=1)          # share of a memory's graph vector taken from its neighbours
+    smooth: float = Field(0.3, ge=0, le=1)          # share of a memory's graph vector taken from its neighbours (LoCoMo dev)
     smooth_dim: int = Field(128, ge=8, le=4096)     # width of the projected sentence vectors smoothed
     entity_share: float = Field(1.0, ge=0)          # weight of shared-entity neighbours beside links (per link weight)
 
@@ -77,6 +77,7 @@ class GraphSpace(Space):
     """Sentence vectors smoothed over the memory graph; personalised PageRank over it for walks."""
 
     name = "E8_graph"
+    recall = True
     description = "memory graph (entities, links, sessions): neighbour-smoothed vectors; PageRank walks"
     head = "dense"
     Settings = GraphSettings
@@ -96,7 +97,7 @@ class GraphSpace(Space):
     # ---- vectors ---------------------------------------------------------------------------------
     def _project(self, v: np.ndarray) -> np.ndarray:
         v = np.asarray(v, np.float32).ravel()
-        if self._projection is None or self._projection.shape[0] != v.size:
+        if self._projection is None:  # the first vector fixes the input width
             dim = self.config.smooth_dim
             self._projection = projection(v.size, dim) if dim < v.size else np.eye(v.size, dtype=np.float32)
         p = v @ self._projection
@@ -110,8 +111,8 @@ class GraphSpace(Space):
             vectors = np.zeros((grow, width), np.float32)
             vectors[: self._vectors.shape[0], : self._vectors.shape[1]] = self._vectors
             self._vectors, self._has = vectors, np.concatenate([self._has, np.zeros(grow - self._has.size, bool)])
-        if not vs:
-            self._has[row] = False
+        if not vs or self._projection is not None and np.asarray(vs[0]).size != self._projection.shape[0]:
+            self._has[row] = False  # no sentence vector, or one of another width than the rest
             return
         mean = np.mean([np.asarray(v, np.float32) for v in vs], axis=0)
         p = self._project(mean / max(float(np.linalg.norm(mean)), 1e-12))

@@ -127,7 +127,7 @@ class MemoryInput(_message.Message):
     def __init__(self, content: _Optional[str] = ..., namespace: _Optional[str] = ..., access_level: _Optional[_Union[AccessLevel, str]] = ..., memory_type: _Optional[_Union[MemoryType, str]] = ..., source: _Optional[str] = ..., confidence: _Optional[float] = ..., importance: _Optional[float] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., session_position: _Optional[int] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., evergreen: _Optional[bool] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "input", "content_hash", "ingestion_time", "model_version", "chunk_count", "retrieved_count", "used_count", "helpful_count", "misled_count", "sufficient_count", "insufficient_count")
+    __slots__ = ("id", "input", "content_hash", "ingestion_time", "model_version", "chunk_count", "retrieved_count", "used_count", "helpful_count", "misled_count", "sufficient_count", "insufficient_count", "purpose")
     ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,7 @@ class Memory(_message.Message):
     MISLED_COUNT_FIELD_NUMBER: _ClassVar[int]
     SUFFICIENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     INSUFFICIENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
     id: str
     input: MemoryInput
     content_hash: str
@@ -152,7 +153,38 @@ class Memory(_message.Message):
     misled_count: int
     sufficient_count: int
     insufficient_count: int
-    def __init__(self, id: _Optional[str] = ..., input: _Optional[_Union[MemoryInput, _Mapping]] = ..., content_hash: _Optional[str] = ..., ingestion_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_version: _Optional[str] = ..., chunk_count: _Optional[int] = ..., retrieved_count: _Optional[int] = ..., used_count: _Optional[int] = ..., helpful_count: _Optional[int] = ..., misled_count: _Optional[int] = ..., sufficient_count: _Optional[int] = ..., insufficient_count: _Optional[int] = ...) -> None: ...
+    purpose: MemoryPurpose
+    def __init__(self, id: _Optional[str] = ..., input: _Optional[_Union[MemoryInput, _Mapping]] = ..., content_hash: _Optional[str] = ..., ingestion_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model_version: _Optional[str] = ..., chunk_count: _Optional[int] = ..., retrieved_count: _Optional[int] = ..., used_count: _Optional[int] = ..., helpful_count: _Optional[int] = ..., misled_count: _Optional[int] = ..., sufficient_count: _Optional[int] = ..., insufficient_count: _Optional[int] = ..., purpose: _Optional[_Union[MemoryPurpose, _Mapping]] = ...) -> None: ...
+
+class MemoryPurpose(_message.Message):
+    __slots__ = ("goal_id", "goal_label", "alignment", "goal_alignment", "space_alignment", "members_compared")
+    class GoalAlignmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class SpaceAlignmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    GOAL_ID_FIELD_NUMBER: _ClassVar[int]
+    GOAL_LABEL_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    GOAL_ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    SPACE_ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_COMPARED_FIELD_NUMBER: _ClassVar[int]
+    goal_id: str
+    goal_label: str
+    alignment: float
+    goal_alignment: _containers.ScalarMap[str, float]
+    space_alignment: _containers.ScalarMap[str, float]
+    members_compared: int
+    def __init__(self, goal_id: _Optional[str] = ..., goal_label: _Optional[str] = ..., alignment: _Optional[float] = ..., goal_alignment: _Optional[_Mapping[str, float]] = ..., space_alignment: _Optional[_Mapping[str, float]] = ..., members_compared: _Optional[int] = ...) -> None: ...
 
 class StoreRequest(_message.Message):
     __slots__ = ("memory",)
@@ -209,10 +241,12 @@ class StoreBatchResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[StoreBatchItem, _Mapping]]] = ..., stored: _Optional[int] = ..., duplicates: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
 
 class GetRequest(_message.Message):
-    __slots__ = ("ids",)
+    __slots__ = ("ids", "include_purpose")
     IDS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PURPOSE_FIELD_NUMBER: _ClassVar[int]
     ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    include_purpose: bool
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., include_purpose: _Optional[bool] = ...) -> None: ...
 
 class GetResponse(_message.Message):
     __slots__ = ("memories",)
