@@ -208,3 +208,13 @@ def test_bm25s_ranks_like_teleo_lexical_space():
         theirs = [f"m{d}" for d in peer.search("bm25", pq, j, 5)]
         agree.append(ours[:3] == theirs[:3])
     assert np.mean(agree) >= 0.9
+
+
+def test_space_correlation_of_known_scores():
+    from bench.eval.run import space_correlation
+
+    up = [{"A": float(i), "B": float(2 * i), "C": float(-i)} for i in range(6)]
+    few = [{"A": float(i), "B": 1.0 if i % 2 else 0.0} for i in range(3)]  # too few results to count
+    got = space_correlation([up, few])
+    assert got["A~B"] == {"spearman": pytest.approx(1.0), "queries": 1}
+    assert got["A~C"]["spearman"] == pytest.approx(-1.0) and got["B~C"]["spearman"] == pytest.approx(-1.0)

@@ -79,6 +79,7 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
     per_cat: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
     times = []
     finders: list[list[tuple[str, ...]]] = []  # per query: the spaces that rank each of the top 10 in their own top 10
+    scored: list[list[dict[str, float]]] = []  # per query: each result's score in every space
     for q, emb in p.queries[split]:
         query = Query(text=q.text, embedding=emb, principal=PRINCIPAL, top_k=k, profile=run.profile,
                       overrides=run.overrides, now=2.0e9)
@@ -87,6 +88,7 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
         times.append(time.perf_counter() - t0)
         ranked = [e.memory.id for e in hits]
         finders.append([tuple(n for n, rank in e.breakdown.space_ranks.items() if rank <= TOP) for e in hits[:10]])
+        scored.append([e.breakdown.spaces for e in hits])
         m = (ndcg_at(ranked, q.relevant, 10), recall_at(ranked, q.relevant, 100),
              recall_at(ranked, q.relevant, 5), recall_at(ranked, q.relevant, 10))
         per_cat[q.category or "all"].append(m)
@@ -99,7 +101,25 @@ def evaluate(r, p: Prepared, split: str, run: Run, k: int = 100) -> dict[str, An
                     "recall@5": float(a[:, 2].mean()), "recall@10": float(a[:, 3].mean())}
     out["latency_ms_p50"] = float(np.percentile(np.array(times) * 1e3, 50))
     out["perspectives"] = perspective_metrics(finders)
+    out["perspectives"]["correlation"] = space_correlation(scored)
     return out
+
+
+def space_correlation(scored: list[list[dict[str, float]]], least: int = 5) -> dict[str, dict[str, Any]]:
+    """Cross-space correlation (analysis only, never used for ranking): per pair of spaces, the
+    mean over queries of the Spearman correlation of their scores across the query's results
+    (where both scored at least ``least`` of them), and in how many queries it could be taken."""
+    sums: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for results in scored:
+        names = sorted({n for r in results for n in r})
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                pairs = np.array([(r[a], r[b]) for r in results if a in r and b in r], dtype=np.float64)
+                if len(pairs) < least or np.ptp(pairs[:, 0]) == 0 or np.ptp(pairs[:, 1]) == 0:
+                    continue
+                ra, rb = (np.argsort(np.argsort(pairs[:, j], kind="stable"), kind="stable") for j in (0, 1))
+                sums[(a, b)].append(float(np.corrcoef(ra, rb)[0, 1]))
+    return {f"{a}~{b}": {"spearman": float(np.mean(v)), "queries": len(v)} for (a, b), v in sorted(sums.items())}
 
 
 TOP = 10  # a space "finds" a result it ranks in its own top 10 (among the pool)
@@ -163,8 +183,19 @@ def locomo_eval(convs: list[Prepared], base: PipelineSettings, quick: bool,
             "non_semantic_only": sum(n * d["non_semantic_only"] for n, d in persp[name]) / total,
             "coverage_spaces": sum(n * d["coverage_spaces"] for n, d in persp[name]) / total,
             "unique_contribution_rate": {k: sum(n * d["unique_contribution_rate"].get(k, 0.0) for n, d in persp[name]) / total
-                                         for k in spaces}}
+                                         for k in spaces},
+            "correlation": _merge_correlation([d["correlation"] for _, d in persp[name]])}
         log.info("eval_run", dataset="locomo", run=name, recall10=round(out[name]["all"]["recall@10"], 4))
+    return out
+
+
+def _merge_correlation(parts: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per-conversation correlations pooled, each weighed by the queries it was taken over."""
+    out: dict[str, dict[str, Any]] = {}
+    for pair in sorted({k for p in parts for k in p}):
+        got = [p[pair] for p in parts if pair in p]
+        n = sum(g["queries"] for g in got)
+        out[pair] = {"spearman": sum(g["spearman"] * g["queries"] for g in got) / n, "queries": n}
     return out
 
 
@@ -215,6 +246,10 @@ def markdown(res: dict[str, Any]) -> str:
             lines += [f"Perspectives ({dataset}, teleological, top 10): results no E1 list found "
                       f"{persp['non_semantic_only']:.2f}; spaces contributing per query {persp['coverage_spaces']:.1f}; "
                       f"share of queries with a result only this space found: {rates}", ""]
+            corr = sorted(persp.get("correlation", {}).items(), key=lambda kv: -kv[1]["spearman"])
+            if corr:
+                pairs = ", ".join(f"{k} {v['spearman']:.2f}" for k, v in corr)
+                lines += [f"Cross-space Spearman correlation over each query's results ({dataset}, analysis only): {pairs}", ""]
     if "code" in res:
         lines += ["### Code set (standard library functions), nDCG@10", "",
                   "| run | dev (tuning) | test | test nl_to_code | test code_to_code | test p50 ms |",

@@ -307,28 +307,32 @@ class MemoryGraph:
         mem &= R > 0
         rows = np.flatnonzero(mem)
         ents = np.flatnonzero(ent & (deg_e > 0))
+        pos_m = np.full(R.size, -1, np.int64)
+        pos_m[rows] = np.arange(rows.size)
+        pos_e = np.full(deg_e.size, -1, np.int64)
+        pos_e[ents] = np.arange(ents.size)
         sub_inc = inc[rows][:, ents].astype(np.float64)
         sub_links = links[rows][:, rows].astype(np.float64)
+        sub_inc_t = sub_inc.T.tocsr()
         w_e = entity_weights[ents]
         # memory out-weight: entities (by weight) plus links (by weight), over the neighbourhood
         out = sub_inc @ w_e + np.asarray(sub_links.sum(axis=1)).ravel()
-        deg_sub_e = np.asarray(sub_inc.sum(axis=0)).ravel()
+        deg_sub_e = sub_inc_t @ np.ones(rows.size)
         inv_out = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)
         inv_deg_e = np.divide(1.0, deg_sub_e, out=np.zeros_like(deg_sub_e), where=deg_sub_e > 0)
         # one transition matrix over [memories; entities], columns scaled by how their mass leaves:
         # memory -> memory by link weight, memory -> entity by entity weight, entity -> memory evenly
         a = settings.alpha
-        transition = sp.bmat([[sub_links @ sp.diags(inv_out), sub_inc @ sp.diags(inv_deg_e)],
-                              [sp.diags(w_e) @ sub_inc.T @ sp.diags(inv_out), None]], format="csr")
-        transition = (a * transition).tocsr()
-        pos_m = np.full(R.size, -1, np.int64)
-        pos_m[rows] = np.arange(rows.size)
-        pos_e = np.full(deg_e.size, -1, np.int64)
-        pos_e[ents] = np.arange(ents.size)
-        p = np.zeros(rows.size + ents.size)
+        nm = rows.size
+        top_rows = sp.hstack([sub_links.multiply(inv_out[None, :] * a).tocsr(),
+                              sub_inc.multiply(inv_deg_e[None, :] * a).tocsr()], format="csr")
+        bottom = sp.hstack([sub_inc_t.multiply((a * w_e)[:, None] * inv_out[None, :]).tocsr(),
+                            sp.csr_matrix((ents.size, ents.size))], format="csr")
+        transition = sp.vstack([top_rows, bottom], format="csr")
+        p = np.zeros(nm + ents.size)
         np.add.at(p, pos_m[seed_rows], seed_weights)
         if seed_entities.size:
-            p[rows.size + pos_e[seed_entities]] = float(seed_weights.mean()) if seed_weights.size else 1.0
+            p[nm + pos_e[seed_entities]] = float(seed_weights.mean()) if seed_weights.size else 1.0
         p *= (1.0 - a) / p.sum()
         x = p / (1.0 - a)
         it = 0
@@ -338,7 +342,7 @@ class MemoryGraph:
             x = nx
             if delta < settings.tol:
                 break
-        xm = x[: rows.size]
+        xm = x[:nm]
         k = min(k, rows.size)
         top = np.argpartition(-xm, k - 1)[:k] if 0 < k < rows.size else np.arange(rows.size)
         top = top[np.argsort(-xm[top], kind="stable")]
