@@ -241,7 +241,8 @@ class GraphSpace(Space):
     def prepare(self, ctx: QueryContext) -> GraphQuery | None:
         """The query's projected sentence vector and the entity nodes it names; None when neither."""
         text = ctx.query.text
-        ids = [e for e in (self.graph.entity(k, create=False) for k in entity_keys(text, self.config.max_entities)) if e >= 0] if text else []
+        keys = entity_keys(text, self.config.max_entities) if text else []
+        ids = [e for e in (self.graph.entity(k, create=False) for k in keys) if e >= 0]
         q = self.query_vector(ctx)
         vector = None
         if q is not None and self._projection is not None and np.asarray(q).size == self._projection.shape[0]:
