@@ -215,7 +215,7 @@ def test_neighbour_mean_matches_a_reference_and_ignores_unreadable_memories(widt
     np.testing.assert_allclose(g.neighbour_mean(x2, readable, FULL, 0.7)[0], total, atol=1e-6)
     if width is not None:  # the one-row form agrees with the whole-graph form
         for row in (1, 2, 7):
-            one, w = g.neighbour_mean_of(row, x, readable, FULL, 0.7)
+            one, w = g.neighbour_mean_of(row, lambda rows: x[rows], readable, FULL, 0.7)
             np.testing.assert_allclose(one, total[row], atol=1e-6)
             assert w == pytest.approx(weight[row])
 

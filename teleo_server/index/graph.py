@@ -27,6 +27,7 @@ itself left out of the entity's mean). The graph space smooths a memory's vector
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -224,26 +225,31 @@ class MemoryGraph:
         total *= (r[:, None] if x.ndim == 2 else r)
         return total, weight
 
-    def neighbour_mean_of(self, row: int, vectors: np.ndarray, readable: np.ndarray, settings: WalkSettings,
-                          entity_share: float = 1.0) -> tuple[np.ndarray, float]:
-        """``neighbour_mean`` for one row, reading only its neighbours' vectors (float (n, d))."""
+    def neighbour_mean_of(self, row: int, vectors_of: Callable[[np.ndarray], np.ndarray], readable: np.ndarray,
+                          settings: WalkSettings, entity_share: float = 1.0) -> tuple[np.ndarray, float]:
+        """``neighbour_mean`` of one row's vectors: ``vectors_of(rows)`` float (len(rows), d) is
+        read for its neighbours only. Returns (sum float64 (d,), weight)."""
         inc, inc_t, links = self.matrices(readable.size)
         r, a, _, _, _ = self._entity_weights(readable, settings, entity_share)
-        if row >= r.size or not r[row]:
-            return np.zeros(vectors.shape[1]), 0.0
-        lo, hi = links.indptr[row], links.indptr[row + 1]
-        nb, wl = links.indices[lo:hi], links.data[lo:hi].astype(np.float64) * r[links.indices[lo:hi]]
-        total = wl @ vectors[nb].astype(np.float64) if nb.size else np.zeros(vectors.shape[1])
-        weight = float(wl.sum())
-        ents = inc.indices[inc.indptr[row]: inc.indptr[row + 1]]
-        ents = ents[a[ents] > 0]
-        for e in ents.tolist():
-            members = inc_t.indices[inc_t.indptr[e]: inc_t.indptr[e + 1]]
-            members = members[(members != row) & (r[members] > 0)]
-            if members.size:
-                total += a[e] * vectors[members].astype(np.float64).sum(axis=0)
-                weight += a[e] * members.size
-        return total, weight
+        parts: list[np.ndarray] = []
+        weight = 0.0
+        if row < r.size and r[row]:
+            lo, hi = links.indptr[row], links.indptr[row + 1]
+            nb = links.indices[lo:hi]
+            wl = links.data[lo:hi].astype(np.float64) * r[nb]
+            if nb.size:
+                parts.append(wl @ np.asarray(vectors_of(nb), np.float64))
+                weight += float(wl.sum())
+            ents = inc.indices[inc.indptr[row]: inc.indptr[row + 1]]
+            for e in ents[a[ents] > 0].tolist():
+                members = inc_t.indices[inc_t.indptr[e]: inc_t.indptr[e + 1]]
+                members = members[(members != row) & (r[members] > 0)]
+                if members.size:
+                    parts.append(a[e] * np.asarray(vectors_of(members), np.float64).sum(axis=0))
+                    weight += float(a[e]) * members.size
+        if not parts:
+            return np.zeros(np.asarray(vectors_of(np.array([row], np.int64))).shape[1]), 0.0
+        return np.sum(parts, axis=0), weight
 
     def ppr(self, readable: np.ndarray, seed_rows: np.ndarray, seed_weights: np.ndarray,
             seed_entities: np.ndarray, entity_weights: np.ndarray | None, settings: WalkSettings,

@@ -86,6 +86,10 @@ class Space:
             if v is not None:
                 yield int(chunk_row), v
 
+    def attach(self, spaces: dict[str, "Space"]) -> None:
+        """Called once every space of the retriever is built: a space that builds on another (the
+        graph space smooths the semantic space's vectors) keeps its reference here."""
+
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         """Index one memory (memory row ``row``, chunk rows ``chunk_rows`` int64)."""
 

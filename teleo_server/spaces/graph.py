@@ -1,16 +1,16 @@
 """E8 graph: a memory's vector smoothed over its neighbours in the memory graph (shared entities,
 typed links, session adjacency), and personalised PageRank over the same graph.
 
-The space's vector of a memory is its sentence vector (the mean of its chunks' ``dense`` vectors,
-projected to ``smooth_dim`` dimensions by a seeded orthonormal projection) mixed with the mean of
-its neighbours' vectors: ``g(m) = (1 - smooth) v(m) + smooth * mean_n v(n)``. Neighbours are the
-memories it links to or is linked from, the previous and next turn of its session, and the
-memories that share a specific entity with it (:meth:`MemoryGraph.neighbour_mean`). The query side
-is the query's sentence vector, and the score is ``q . g(m)``: a memory whose own text misses the
-query rises when the memories around it match. The mean is taken over what the caller may read, at
-query time, over the graph as it stands after the last write (so every write updates the
-neighbours' vectors at once, and another tenant's memories never move a score). Search scores every
-readable memory with one matrix-vector product and three sparse products.
+The space's vector of a memory is its sentence vector in the ``base`` space (E1's vectors, a
+memory's being the mean of its chunks') mixed with the mean of its neighbours' vectors:
+``g(m) = (1 - smooth) v(m) + smooth * mean_n v(n)``. Neighbours are the memories it links to or is
+linked from, the previous and next turn of its session, and the memories that share a specific
+entity with it (:meth:`MemoryGraph.neighbour_mean`). The query side is the base space's query, and
+since the score is linear in the vectors, ``q . g(m)`` is the same mix of the base space's scores
+(its best-chunk cosines): a memory whose own text misses the query rises when the memories around
+it match. The mean is taken over what the caller may read, at query time, over the graph as it
+stands after the last write (so every write updates its neighbours' vectors at once, and another
+tenant's memories never move a score); the space keeps no vectors of its own.
 
 A memory is joined to the entities its text names (``teleo_server.entities``: proper-noun spans,
 quoted terms, identifiers, quantities), to the memories its links name (``relates_to``,
@@ -37,7 +37,6 @@ from teleo_server.domain import EmbeddingSet, LinkType, Memory
 from teleo_server.entities import keys as entity_keys
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.graph import MemoryGraph, Walk, WalkSettings
-from teleo_server.index.tokens import projection
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
@@ -54,7 +53,7 @@ class GraphSettings(SpaceSettings):
     link_weight: float = Field(1.0, ge=0)           # typed link edge weight (times the link's own weight)
     session_weight: float = Field(0.5, ge=0)        # edge to the previous / next memory of the session
     smooth: float = Field(0.3, ge=0, le=1)          # share of a memory's graph vector taken from its neighbours (LoCoMo dev)
-    smooth_dim: int = Field(128, ge=8, le=4096)     # width of the projected sentence vectors smoothed
+    base: str = "E1_semantic"                       # the space whose vectors (and query scores) are smoothed
     entity_share: float = Field(1.0, ge=0)          # weight of shared-entity neighbours beside links (per link weight)
 
     def walk(self) -> WalkSettings:
@@ -64,10 +63,10 @@ class GraphSettings(SpaceSettings):
 
 @dataclass(slots=True)
 class GraphQuery:
-    """The query's side of the graph space: its projected sentence vector (None without one), the
-    entity nodes it names (int64, None when none), and the smoothed scores once computed."""
+    """The query's side of the graph space: the base space's query features (None without them),
+    the entity nodes it names (int64, None when none), and the smoothed scores once computed."""
 
-    vector: np.ndarray | None
+    base: Any | None
     entities: np.ndarray | None
     scores: dict[int, np.ndarray] = field(default_factory=dict)
 
@@ -79,7 +78,6 @@ class GraphSpace(Space):
     name = "E8_graph"
     recall = True
     description = "memory graph (entities, links, sessions): neighbour-smoothed vectors; PageRank walks"
-    head = "dense"
     Settings = GraphSettings
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
@@ -90,49 +88,35 @@ class GraphSpace(Space):
         self.in_links: dict[str, set[str]] = defaultdict(set)                    # target id -> linking ids
         self._sessions: dict[str, list[tuple[float, str]]] = defaultdict(list)   # session -> (order key, id)
         self._entities: dict[str, list[str]] = {}
-        self._vectors = np.zeros((0, self.config.smooth_dim), np.float32)  # projected vector per row
-        self._has = np.zeros(0, bool)                                     # rows with a vector
-        self._projection: np.ndarray | None = None
+        self._base: Space | None = None
 
-    # ---- vectors ---------------------------------------------------------------------------------
-    def _project(self, v: np.ndarray) -> np.ndarray:
-        v = np.asarray(v, np.float32).ravel()
-        if self._projection is None:  # the first vector fixes the input width
-            dim = self.config.smooth_dim
-            self._projection = projection(v.size, dim) if dim < v.size else np.eye(v.size, dtype=np.float32)
-        p = v @ self._projection
-        return p / max(float(np.linalg.norm(p)), 1e-12)
+    def attach(self, spaces: dict[str, Space]) -> None:
+        self._base = spaces.get(self.config.base)
 
-    def _store_vector(self, row: int, embeddings: EmbeddingSet) -> None:
-        vs = [c.vectors[self.head] for c in embeddings.chunks if c.vectors.get(self.head) is not None]
-        if row >= self._has.size:
-            grow = max(row + 1, 2 * self._has.size, 64)
-            width = self._vectors.shape[1] if self._projection is None else self._projection.shape[1]
-            vectors = np.zeros((grow, width), np.float32)
-            vectors[: self._vectors.shape[0], : self._vectors.shape[1]] = self._vectors
-            self._vectors, self._has = vectors, np.concatenate([self._has, np.zeros(grow - self._has.size, bool)])
-        if not vs or self._projection is not None and np.asarray(vs[0]).size != self._projection.shape[0]:
-            self._has[row] = False  # no sentence vector, or one of another width than the rest
-            return
-        mean = np.mean([np.asarray(v, np.float32) for v in vs], axis=0)
-        p = self._project(mean / max(float(np.linalg.norm(mean)), 1e-12))
-        if p.size != self._vectors.shape[1]:  # the first vector fixes the width (a narrower head)
-            self._vectors = np.zeros((self._has.size, p.size), np.float32)
-        self._vectors[row], self._has[row] = p, True
-
+    # ---- smoothed vectors ----------------------------------------------------------------------------
     def graph_vector(self, ctx: QueryContext, row: int) -> np.ndarray | None:
-        """The memory's smoothed vector float32 (smooth_dim,), over what the caller may read
-        (None when it has no sentence vector)."""
-        if row >= self._has.size or not self._has[row]:
+        """The memory's smoothed vector float32, over what the caller may read (None when the base
+        space holds no vector for it)."""
+        vectors_of = getattr(self._base, "memory_vectors", None)
+        if vectors_of is None or getattr(self._base, "index", True) is None:
             return None
-        n = ctx.catalog.n_rows
-        has = np.zeros(n, bool)
-        has[: min(n, self._has.size)] = self._has[:n]
-        readable = self.walkable(ctx) & has
-        own = self._vectors[row].astype(np.float64)
-        total, weight = self.graph.neighbour_mean_of(row, self._vectors, readable, self._walk, self.config.entity_share)
-        g = own if weight <= 0 else (1 - self.config.smooth) * own + self.config.smooth * total / weight
+        own = vectors_of(np.array([row], np.int64))[0].astype(np.float64)
+        if not own.any():
+            return None
+        has = np.zeros(ctx.catalog.n_rows, bool)
+        has[self.catalog.chunk_count[: has.size] > 0] = True
+        total, weight = self.graph.neighbour_mean_of(row, vectors_of, self.walkable(ctx) & has, self._walk,
+                                                     self.config.entity_share)
+        g = self._mix(own, total, weight)
         return (g / max(float(np.linalg.norm(g)), 1e-12)).astype(np.float32)
+
+    def _mix(self, own: np.ndarray, total: np.ndarray, weight: np.ndarray | float) -> np.ndarray:
+        """(1 - smooth) x own + smooth x the neighbours' mean, where a memory has neighbours. (A
+        neighbour weight in place of the fixed share, (own + smooth * total) / (1 + smooth * weight),
+        ranked worse on LoCoMo dev and SciFact train: a memory naming many entities drowned.)"""
+        b = self.config.smooth
+        mean = np.divide(total, weight, out=np.zeros_like(total), where=np.asarray(weight) > 0)
+        return np.where(np.asarray(weight) > 0, (1 - b) * own + b * mean, own)
 
     def smoothed(self, ctx: QueryContext, feats: GraphQuery) -> np.ndarray:
         """``q . g(m)`` float32 (n_rows,) for every memory, NaN where it has no vector or the caller
@@ -142,18 +126,14 @@ class GraphSpace(Space):
         if got is not None:
             return got
         out = np.full(n, np.nan, np.float32)
-        if feats.vector is None or not self._has.size:
+        if feats.base is None or self._base is None:
             feats.scores[n] = out
             return out
-        m = min(n, self._has.size)
-        has = np.zeros(n, bool)
-        has[:m] = self._has[:m]
-        readable = self.walkable(ctx) & has
-        s = np.zeros(n, np.float64)
-        s[:m] = self._vectors[:m] @ feats.vector
+        own = np.asarray(self._base.score(ctx, feats.base, np.arange(n, dtype=np.int64)), np.float64)
+        readable = self.walkable(ctx) & ~np.isnan(own)
+        s = np.nan_to_num(own, nan=0.0)
         total, weight = self.graph.neighbour_mean(s, readable, self._walk, self.config.entity_share)
-        b = self.config.smooth
-        g = np.where(weight > 0, (1 - b) * s + b * np.divide(total, weight, out=np.zeros_like(total), where=weight > 0), s)
+        g = self._mix(s, total, weight)
         out[readable] = g[readable]
         feats.scores[n] = out
         return out
@@ -163,7 +143,6 @@ class GraphSpace(Space):
         cfg, row_of = self.config, self.catalog.row_of
         keys = entity_keys(memory.content, cfg.max_entities)
         self._entities[memory.id] = keys
-        self._store_vector(row, embeddings)
         self.graph.add_memory(row, keys)
         self.out_links[memory.id] = tuple((ln.target_id, ln.type, ln.weight) for ln in memory.links)
         for target, _, weight in self.out_links[memory.id]:
@@ -207,11 +186,6 @@ class GraphSpace(Space):
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.graph.compact(keep_rows)
-        inside = keep_rows[keep_rows < self._has.size]
-        vectors = np.zeros((keep_rows.size, self._vectors.shape[1]), np.float32)
-        has = np.zeros(keep_rows.size, bool)
-        vectors[: inside.size], has[: inside.size] = self._vectors[inside], self._has[inside]
-        self._vectors, self._has = vectors, has
 
     def settle(self) -> None:
         self.graph.matrices(self.catalog.n_rows)
@@ -239,17 +213,14 @@ class GraphSpace(Space):
         return rows
 
     def prepare(self, ctx: QueryContext) -> GraphQuery | None:
-        """The query's projected sentence vector and the entity nodes it names; None when neither."""
+        """The base space's query features and the entity nodes the query names; None when neither."""
         text = ctx.query.text
         keys = entity_keys(text, self.config.max_entities) if text else []
         ids = [e for e in (self.graph.entity(k, create=False) for k in keys) if e >= 0]
-        q = self.query_vector(ctx)
-        vector = None
-        if q is not None and self._projection is not None and np.asarray(q).size == self._projection.shape[0]:
-            vector = self._project(q).astype(np.float64)
-        if vector is None and not ids:
+        base = self._base.prepare(ctx) if self._base is not None else None
+        if base is None and not ids:
             return None
-        return GraphQuery(vector, np.array(ids, dtype=np.int64) if ids else None)
+        return GraphQuery(base, np.array(ids, dtype=np.int64) if ids else None)
 
     def walk(self, ctx: QueryContext, feats: GraphQuery | None, seed_rows: np.ndarray,
              seed_weights: np.ndarray, k: int) -> Walk:

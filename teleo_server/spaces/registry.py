@@ -63,6 +63,8 @@ def build_spaces(settings: PipelineSettings, catalog: Catalog, ops: Any = None) 
         except ValidationError as exc:
             raise invalid_configuration(exc, ("pipeline", "spaces", name)) from exc
         spaces[name].ops = ops
+    for space in spaces.values():
+        space.attach(spaces)
     return spaces
 
 
