@@ -55,3 +55,38 @@ def test_registered_space_takes_part_in_fusion_and_compare():
     finally:
         unregister("E99_importance")
     assert "E99_importance" not in make_retriever(PipelineSettings(), "numpy").spaces
+
+
+class LexicalEchoSpace(Space):
+    """Toy space built on another: scores a memory by the lexical space's score, halved."""
+
+    name = "E98_echo"
+
+    def attach(self, spaces: dict[str, Space]) -> None:
+        self.base = spaces["E6_lexical"]
+        self.seen = sorted(spaces)
+
+    def prepare(self, ctx: QueryContext) -> Any | None:
+        return self.base.prepare(ctx)
+
+    def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
+        return self.base.score(ctx, feats, rows) / 2
+
+
+def test_a_space_built_on_another_is_attached_to_every_space_once_all_are_built():
+    register(LexicalEchoSpace)
+    try:
+        r = make_retriever(PipelineSettings(), "numpy")
+        echo = r.spaces["E98_echo"]
+        assert echo.seen == sorted(r.spaces) and echo.base is r.spaces["E6_lexical"]
+        for i, text in enumerate(("harbour crane", "garden tomato", "harbour pilot")):
+            r.add(syn.memory(f"m{i}", text), syn.embedding())
+        q = Query(text="harbour", embedding=None, principal=syn.admin(), top_k=5, profile="single_space:E98_echo",
+                  include_breakdown=True)
+        hits = [h for h in r.retrieve(q) if isinstance(h, Hit)]
+        lexical = Query(text="harbour", embedding=None, principal=syn.admin(), top_k=5, profile="single_space:E6_lexical",
+                        include_breakdown=True)
+        base = {h.memory.id: h.breakdown.spaces["E6_lexical"] for h in r.retrieve(lexical) if isinstance(h, Hit)}
+        assert {h.memory.id: h.breakdown.spaces["E98_echo"] for h in hits} == {m: s / 2 for m, s in base.items()}
+    finally:
+        unregister("E98_echo")
