@@ -181,3 +181,26 @@ def test_streamable_http_transport(api_server, tmp_path):
         proc.terminate()
         proc.wait(15)
         log.close()
+
+
+def test_memory_get_with_purpose_names_the_goal(api_server):
+    topics = {"garden": "tomato seedlings compost harvest garden bed", "billing": "invoice refund ledger payment billing"}
+    texts = [f"{words.split()[i % 5]} note {i}: {words}" for words in topics.values() for i in range(8)]
+    with Client(api_server.address, token=api_server.token) as c:
+        ids = [r.id for r in c.store_batch(texts, namespace="mcp-purpose").items]
+        deadline = time.monotonic() + 60
+        while not any(g.id.startswith("mcp-purpose/") for g in c.list_goals()):
+            assert time.monotonic() < deadline, "goals were never built"
+            time.sleep(0.2)
+
+    async def scenario():
+        async with _session(api_server.address, api_server.token) as (s, _):
+            plain = await s.call_tool("memory_get", {"ids": [ids[0]]})
+            with_purpose = await s.call_tool("memory_get", {"ids": [ids[0]], "purpose": True})
+            return plain.structured_content["result"][0], with_purpose.structured_content["result"][0]
+
+    plain, got = asyncio.run(scenario())
+    assert plain["purpose"] is None
+    p = got["purpose"]
+    assert p["goal_id"].startswith("mcp-purpose/") and p["alignment"] == max(p["goal_alignment"].values())
+    assert "E1_semantic" in p["space_alignment"]

@@ -52,6 +52,8 @@ class MemoryOut(BaseModel):
     used_count: int = 0
     helpful_count: int = 0
     misled_count: int = 0
+    purpose: dict[str, Any] | None = Field(None, description="with purpose: the goal it serves best, its alignment to "
+                                           "every goal, and its similarity to that goal's memories in each space")
 
 
 class SearchHit(BaseModel):
@@ -106,11 +108,16 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def _memory_out(m: ClientMemory) -> MemoryOut:
+    p = m.purpose
     return MemoryOut(id=m.id, content=m.content, namespace=m.namespace, memory_type=m.memory_type,
                      event_time=_iso(m.event_time), source=m.source, session_id=m.session_id, metadata=m.metadata,
                      importance=m.importance,
                      links=[{"target_id": link.target_id, "type": link.type, "weight": link.weight} for link in m.links],
-                     used_count=m.used_count, helpful_count=m.helpful_count, misled_count=m.misled_count)
+                     used_count=m.used_count, helpful_count=m.helpful_count, misled_count=m.misled_count,
+                     purpose=None if p is None else {
+                         "goal_id": p.goal_id, "goal_label": p.goal_label, "alignment": round(p.alignment, 4),
+                         "goal_alignment": {g: round(v, 4) for g, v in p.goal_alignment.items()},
+                         "space_alignment": {n: round(v, 4) for n, v in p.space_alignment.items()}})
 
 
 def build(client: Client, *, namespace: str = "", name: str = "teleo"):
@@ -214,9 +221,11 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
     @server.tool(annotations=read_only)
     def memory_get(
         ids: Annotated[list[str], Field(min_length=1, max_length=100, description="memory ids")],
+        purpose: Annotated[bool, Field(description="also what each memory serves among the emergent goals")] = False,
     ) -> list[MemoryOut]:
-        """Fetch memories by id, with their labels, links and usage counters."""
-        return [_memory_out(m) for m in call(client.get, ids)]
+        """Fetch memories by id, with their labels, links and usage counters (and, with purpose, the
+        goal each serves; none until enough memories have been stored for goals to emerge)."""
+        return [_memory_out(m) for m in call(client.get, ids, purpose=purpose)]
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
                                              open_world_hint=False))
