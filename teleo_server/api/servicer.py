@@ -332,12 +332,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if request.include_purpose and len(ids) > PURPOSE_IDS:
             raise InvalidArgument(f"include_purpose allows at most {PURPOSE_IDS} ids per call, got {len(ids)}; "
                                   "split the call", field="ids")
-        memories = await self.core.get(principal, ids)
+        if not request.include_purpose:
+            return pb.GetResponse(memories=[convert.memory_to_proto(m) for m in await self.core.get(principal, ids)])
+        memories, purposes = await self.core.get_with_purposes(principal, ids)
         out = [convert.memory_to_proto(m) for m in memories]
-        if request.include_purpose:
-            for m, purpose in zip(out, await self.core.purposes(principal, ids)):
-                if purpose is not None:
-                    m.purpose.CopyFrom(convert.purpose_to_proto(purpose))
+        for m, purpose in zip(out, purposes):
+            if purpose is not None:
+                m.purpose.CopyFrom(convert.purpose_to_proto(purpose))
         return pb.GetResponse(memories=out)
 
     @rpc

@@ -167,12 +167,16 @@ class MemoryGraph:
         return inc, self._inc_t, self.links.csr(self.n_rows, self.n_rows)
 
     # ---- reads -----------------------------------------------------------------------------------
+    def _key(self, readable: np.ndarray) -> tuple[int, int, int]:
+        """What a cache of arrays derived from the graph and a readable set is valid for."""
+        return self.version, readable.size, hash(np.packbits(readable).tobytes())
+
     def degrees(self, readable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(readable as float64 over the matrices' rows, readable memories naming each entity
         float64 (n_entities,)), cached per graph version and readable set (one sparse product over
         the whole corpus otherwise, the largest cost of a walk)."""
         inc, inc_t, _ = self.matrices(readable.size)
-        key = (self.version, readable.size, hash(np.packbits(readable).tobytes()))
+        key = self._key(readable)
         if self._degrees is not None and self._degrees[0] == key:
             return self._degrees[1]
         r = np.zeros(inc.shape[0])
@@ -187,8 +191,7 @@ class MemoryGraph:
         hubs and entities no other readable memory names), per-row link weight, per-row entity
         weight, per-row sum of those per-entity factors)."""
         n = readable.size
-        key = (self.version, n, settings.hub_fraction, settings.hub_min, entity_share,
-               hash(np.packbits(readable).tobytes()))
+        key = (*self._key(readable), settings.hub_fraction, settings.hub_min, entity_share)
         if self._static is not None and self._static[0] == key:
             return self._static[1]
         inc, inc_t, links = self.matrices(n)

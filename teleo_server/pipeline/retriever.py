@@ -471,10 +471,9 @@ class TeleologicalRetriever:
         best = int(np.argmax(vec))
         same = np.flatnonzero(self.catalog.alive & (self.catalog.partitions[: self.catalog.alive.size] == key))
         same = same[same != row]
-        pv = self.purpose.vectors_of(same)[0][:, :n_goals] if same.size else np.zeros((0, n_goals), np.float32)
-        mine = same[pv.argmax(axis=1) == best] if same.size else same
-        closeness = pv[pv.argmax(axis=1) == best, best] if same.size else np.zeros(0)
-        chosen = np.sort(mine[np.argsort(-closeness, kind="stable")[:members]])
+        pv = self.purpose.vectors_of(same)[0][:, :n_goals]
+        in_goal = pv.argmax(axis=1) == best
+        chosen = np.sort(same[in_goal][np.argsort(-pv[in_goal, best], kind="stable")[:members]])
         goal = part.goals[best]
         return MemoryPurpose(goal.id, goal.label, float(vec[best]),
                              {g.id: float(vec[j]) for j, g in enumerate(part.goals)},

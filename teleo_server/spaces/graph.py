@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,7 +71,7 @@ class GraphQuery:
 
     base: Any | None
     entities: np.ndarray | None
-    scores: dict[int, np.ndarray] = field(default_factory=dict)
+    scores: np.ndarray | None = None
 
 
 @register
@@ -101,15 +101,14 @@ class GraphSpace(Space):
         """The memory's smoothed vector float32, over what the caller may read (None when the base
         space holds no vector for it)."""
         vectors_of = getattr(self._base, "memory_vectors", None)
-        if vectors_of is None or getattr(self._base, "index", True) is None:
+        if vectors_of is None or getattr(self._base, "index", None) is None:
             return None
         own = vectors_of(np.array([row], np.int64))[0].astype(np.float64)
         if not own.any():
             return None
-        has = np.zeros(ctx.catalog.n_rows, bool)
-        has[self.catalog.chunk_count[: has.size] > 0] = True
-        total, weight = self.graph.neighbour_mean_of(row, vectors_of, self.walkable(ctx) & has, self._walk,
-                                                     self.config.entity_share)
+        # neighbours without a chunk hold no vector
+        readable = self.walkable(ctx) & (self.catalog.chunk_count[: ctx.catalog.n_rows] > 0)
+        total, weight = self.graph.neighbour_mean_of(row, vectors_of, readable, self._walk, self.config.entity_share)
         g = self._mix(own, total, weight)
         return (g / max(float(np.linalg.norm(g)), 1e-12)).astype(np.float32)
 
@@ -124,22 +123,18 @@ class GraphSpace(Space):
     def smoothed(self, ctx: QueryContext, feats: GraphQuery) -> np.ndarray:
         """``q . g(m)`` float32 (n_rows,) for every memory, NaN where it has no vector or the caller
         may not read it; computed once per query."""
+        if feats.scores is not None:
+            return feats.scores
         n = ctx.catalog.n_rows
-        got = feats.scores.get(n)
-        if got is not None:
-            return got
-        out = np.full(n, np.nan, np.float32)
+        feats.scores = np.full(n, np.nan, np.float32)
         if feats.base is None or self._base is None:
-            feats.scores[n] = out
-            return out
+            return feats.scores
         own = np.asarray(self._base.score(ctx, feats.base, np.arange(n, dtype=np.int64)), np.float64)
         readable = self.walkable(ctx) & ~np.isnan(own)
         s = np.nan_to_num(own, nan=0.0)
         total, weight = self.graph.neighbour_mean(s, readable, self._walk, self.config.entity_share)
-        g = self._mix(s, total, weight)
-        out[readable] = g[readable]
-        feats.scores[n] = out
-        return out
+        feats.scores[readable] = self._mix(s, total, weight)[readable]
+        return feats.scores
 
     # ---- writes ----------------------------------------------------------------------------------
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
