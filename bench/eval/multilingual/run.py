@@ -155,12 +155,9 @@ def environment() -> dict[str, Any]:
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
     sha, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain")
-    model = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                      if line.startswith("model name")), model)
-    return {"machine": f"{os.cpu_count()}-core {model}", "gpu": "none (NumPy backend)", "git": sha,
+    from bench.harness.env import cpu_model
+
+    return {"machine": f"{os.cpu_count()}-core {cpu_model()}", "gpu": "none (NumPy backend)", "git": sha,
             "git_dirty": bool(dirty), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
             "python": platform.python_version(), "numpy": np.__version__, "backend": "numpy"}
 
