@@ -18,7 +18,7 @@ from teleo_server.compute.backend import cupy_status, ops
 from teleo_server.gpu import emulator
 from teleo_server.domain import AccessLevel, MemoryType
 from teleo_server.heads import SparseVector
-from teleo_server.index.base import Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, make_backend
+from teleo_server.index.base import Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, make_backend, reached
 from teleo_server.index.catalog import Catalog
 from teleo_server.query import Filters
 
@@ -151,6 +151,12 @@ def test_backend_matches_the_exact_reference_under_every_filter(name):
             got = backend.score(probe, query)
             expect = np.where(alive[probe], ref[probe], np.nan)
             np.testing.assert_allclose(got, expect, atol=tol, equal_nan=True, err_msg=f"{name} score()")
+            # the rows with a signal, as listed by the backend (or derived from score())
+            rows, values = reached(backend, query)
+            signal = np.flatnonzero(alive & ~np.isnan(ref))
+            assert rows.dtype == np.int64 and values.dtype == np.float32
+            np.testing.assert_array_equal(rows, signal, err_msg=f"{name} reached()")
+            np.testing.assert_allclose(values, ref[signal], atol=tol, err_msg=f"{name} reached()")
     if not info.exact:
         assert np.mean(recalls) >= 0.9, f"{name} recall@k {np.mean(recalls):.3f}"
 

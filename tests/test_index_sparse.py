@@ -204,3 +204,37 @@ def test_repeated_entries_of_a_row_are_summed_when_merged():
     idx.merge()
     np.testing.assert_allclose(idx.scores(ops("numpy"), np.array([3, 5], np.int32), np.ones(2, np.float32)), [7.0])
     assert idx.indices.size == 2
+
+
+@pytest.mark.parametrize("min_merge", [pytest.param(10**9, id="delta-only"), pytest.param(300, id="merging")])
+@pytest.mark.parametrize("weighed", [False, True])
+def test_reached_lists_every_row_the_query_scores(min_merge, weighed):
+    # the rows a query reaches (CSC, sorted snapshot and unsorted tail alike) with their scores,
+    # exactly the nonzero entries of the full score vector; a repeated query id counts twice
+    rng = np.random.default_rng(5)
+    weigh = (lambda raw, rows: raw * (1.0 + rows % 3).astype(np.float32)) if weighed else None
+    idx = SparseIndex(weigh=weigh, min_merge=min_merge)
+    docs: list[tuple[np.ndarray, np.ndarray]] = []
+    q_ids = np.array([0, 3, 3, 7, 40, 799, 900], dtype=np.int32)
+    q_w = rng.random(q_ids.size).astype(np.float32)
+    for step in range(4):
+        for _ in range(300):
+            ids = rng.choice(800, size=rng.integers(0, 10), replace=False)
+            vals = rng.random(ids.size).astype(np.float32)
+            idx.add(len(docs), ids, vals)
+            docs.append((ids, vals))
+        idx.grow_rows(len(docs))
+        oracle = _dense_oracle(docs, 800)
+        if weighed:
+            oracle = oracle * (1.0 + np.arange(len(docs)) % 3)[:, None]
+        keep = q_ids < 800
+        want = oracle[:, q_ids[keep]] @ q_w[keep]
+        rows, scores = idx.reached(q_ids, q_w)
+        np.testing.assert_array_equal(rows, np.flatnonzero(want))
+        np.testing.assert_allclose(scores, want[rows], rtol=1e-5)
+        full = idx.scores(ops("numpy"), q_ids, q_w)
+        np.testing.assert_allclose(full[rows], scores, rtol=1e-6)
+    if min_merge == 300:
+        assert idx.indices.size > 0 and idx.pending > 0, "both the CSC and the delta were read"
+    else:
+        assert 0 < idx._snap_n < idx.pending, "a snapshot and a tail were read"

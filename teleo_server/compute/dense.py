@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from teleo_server.compute.errors import InternalValueError, InvalidValue
+from teleo_server.compute.sets import distinct
 from teleo_server.compute.topk import topk
 
 # Rows widened from float16 to float32 per step, bounding the temporary at ~64 MiB.
@@ -120,7 +121,7 @@ def dense_topk(
             raise InternalValueError(f"mask shape {mask.shape} != ({n},)")
     if candidates is None:
         return topk(dense_scores(matrix, query, dim=dim), k, mask=mask)
-    rows = np.unique(np.asarray(candidates, dtype=np.int64))
+    rows = distinct(np.asarray(candidates, dtype=np.int64))
     if rows.size and (rows[0] < 0 or rows[-1] >= n):
         raise InternalValueError(f"candidate row id outside [0, {n})")
     if mask is not None:

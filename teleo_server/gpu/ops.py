@@ -24,6 +24,7 @@ from teleo_server.compute.backend import Ops, register
 from teleo_server.compute.dense import check_query as check_dense_query
 from teleo_server.compute.errors import InternalValueError, InvalidValue
 from teleo_server.compute.maxsim import CODE_BITS
+from teleo_server.compute.sets import distinct
 from teleo_server.compute.sparse import check_index, check_query as check_sparse_query
 from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
@@ -217,7 +218,7 @@ def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tup
     mask = _check_mask(mask, n)
     rows = None
     if candidates is not None:
-        rows = np.unique(np.asarray(candidates, dtype=np.int64))
+        rows = distinct(np.asarray(candidates, dtype=np.int64))
         if rows.size and (rows[0] < 0 or rows[-1] >= n):
             raise InternalValueError(f"candidate row id outside [0, {n})")
         if mask is not None:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from teleo_server.compute.errors import InternalValueError
+from teleo_server.compute.sets import distinct
 from teleo_server.compute.sparse import check_query
 from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
@@ -114,7 +115,7 @@ class LiveRows:
         if rows.min() < 0 or rows.max() >= self.n_rows:
             raise InternalValueError(f"row id outside [0, {self.n_rows})")
         self._host[rows] = False
-        touched = np.unique(rows // 32)
+        touched = distinct(rows // 32)
         packed = pack_mask(self._host[: ((self.n_rows + 31) // 32) * 32])
         self._words[xp.asarray(touched)] = xp.asarray(packed[touched])
 
@@ -287,7 +288,7 @@ class ResidentDenseMatrix:
         if candidates is None:
             scores = dense_scores_device(self.matrix, query, mask=words, dim=dim)
             return _host_topk(self._rt, *topk_device(scores, k))
-        rows = np.unique(np.asarray(candidates, dtype=np.int64))
+        rows = distinct(np.asarray(candidates, dtype=np.int64))
         rows = rows[(rows >= 0) & (rows < self._rows)]
         rows = rows[self.live.host_mask()[rows]]
         scores = dense_scores_device(self.matrix, query, rows=xp.asarray(rows.astype(np.int32)), dim=dim)

@@ -117,6 +117,13 @@ class SparseBackend:
         ids, top = self.ops.topk(scores, k, mask=_live_bits(self.removed.alive(self.n), filter, self.n) & (scores > 0))
         return np.asarray(ids, dtype=np.int64), np.asarray(top, dtype=np.float32)
 
+    def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
+        """Every row ``query`` scores (> 0) that was not removed: rows int64 ascending, scores
+        float32, read from the query terms' postings without scoring every row."""
+        rows, s = self.index.reached(np.asarray(query.ids, np.int64), np.asarray(query.weights, np.float32))
+        keep = (s > 0) & self.removed.kept(rows)
+        return rows[keep], s[keep]
+
     def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         s = self.all_scores(query)[ids]

@@ -29,6 +29,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from teleo_server.compute.sets import member
+
 
 # -- queries ----------------------------------------------------------------------------------------
 
@@ -123,7 +125,7 @@ def evaluate(node: Node, column: Callable[[str], np.ndarray]) -> np.ndarray:
         return ~evaluate(node[1], column)
     values = column(node[1])
     if op == "in":
-        return np.isin(values, np.asarray(list(node[2]), dtype=values.dtype))
+        return member(values, np.asarray(list(node[2]), dtype=values.dtype))
     if op == "prefix":
         return np.array([isinstance(v, str) and v.startswith(node[2]) for v in values.tolist()], dtype=bool)
     compare = {"<=": np.less_equal, ">=": np.greater_equal, "<": np.less, ">": np.greater, "==": np.equal}
@@ -179,6 +181,19 @@ class VectorIndex(Protocol):
     def search(self, query: Any, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]: ...
 
     def score(self, ids: np.ndarray, query: Any) -> np.ndarray: ...
+
+
+def reached(index: VectorIndex, query: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Every row of ``index`` with a signal for ``query`` (not removed): rows int64 ascending and
+    their scores float32. A backend that can list them from its own structures (an inverted
+    index's postings) provides ``reached(query)``; any other is scored over every row."""
+    own = getattr(index, "reached", None)
+    if own is not None:
+        return own(query)
+    rows = np.arange(index.n, dtype=np.int64)
+    scores = np.asarray(index.score(rows, query), np.float32)
+    hit = ~np.isnan(scores)
+    return rows[hit], scores[hit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +259,7 @@ __all__ = [
     "backends",
     "evaluate",
     "make_backend",
+    "reached",
     "register_backend",
     "render",
 ]

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from teleo_server.compute.sets import group_sum
 from teleo_server.index.catalog import Catalog, Column
 from teleo_server.index.sparse import SparseIndex
 
@@ -116,13 +117,25 @@ class Bm25Field:
         ``readable`` (a caller who may not read every row) N, df and avgdl are taken over it."""
         out = np.zeros(n_rows, dtype=np.float32)
         if readable is not None:
-            return self._scores_within(ids, readable, out)
+            rows, part = self._within(ids, readable)
+            out += np.bincount(rows, weights=part, minlength=n_rows)[:n_rows].astype(np.float32)
+            return out
         s = self.index.scores(ops, ids, w)
         out[: s.size] = s[:n_rows]
         return out
 
-    def _scores_within(self, ids: np.ndarray, readable: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """BM25 with N, df and avgdl over the caller's readable rows only (NumPy reference).
+    def reached(self, ids: np.ndarray, w: np.ndarray, readable: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The memory rows the query terms occur in (ascending) and their BM25 float32: the
+        nonzero entries of :meth:`scores`, read from the terms' postings alone."""
+        if readable is None:
+            return self.index.reached(ids, w)
+        rows, part = self._within(ids, readable)
+        rows, sums = group_sum(rows, part, readable.size)
+        return rows, sums.astype(np.float32)
+
+    def _within(self, ids: np.ndarray, readable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 with N, df and avgdl over the caller's readable rows only (NumPy reference), as
+        each posting's row int64 and share float64 of its score.
 
         The precomputed index values carry the whole corpus's avgdl and the query weights its df;
         here both come from the query terms' postings restricted to ``readable``, so a tenant's
@@ -140,8 +153,7 @@ class Bm25Field:
         k1, b = self.k1, self.b
         norm = k1 * (1.0 - b + b * self.doc_len.view[rows] / avgdl)
         part = tf * (k1 + 1.0) / (tf + norm)
-        out += np.bincount(rows, weights=idf[which] * part, minlength=out.size)[: out.size].astype(np.float32)
-        return out
+        return rows, idf[which] * part
 
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Unit-norm BM25-weighted term vector of one memory (term ids int64, weights float32)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.sets import member
 from teleo_server.domain import AccessLevel, Memory, Principal
 from teleo_server.extract.code import LANGUAGES, detect
 from teleo_server.index.base import Expression
@@ -298,7 +299,7 @@ class Catalog:
                     wanted[code] = True
             m &= wanted[self.ns]
         if filters.memory_types:
-            m &= np.isin(self.mtype, np.array([int(t) for t in filters.memory_types], dtype=np.int8))
+            m &= member(self.mtype, np.array([int(t) for t in filters.memory_types], dtype=np.int8))
         if filters.event_start is not None:
             m &= self.event_time >= filters.event_start
         if filters.event_end is not None:
@@ -313,7 +314,7 @@ class Catalog:
             code = self._session_codes.get(filters.session_id)
             m &= (self.session == code) if code is not None else False
         if filters.languages:
-            m &= np.isin(self._lang.view, np.array([LANGUAGE_CODES.get(x, -1) for x in filters.languages], dtype=np.int8))
+            m &= member(self._lang.view, np.array([LANGUAGE_CODES.get(x, -1) for x in filters.languages], dtype=np.int8))
         for kv in filters.metadata:
             rows = self._metadata.get(kv, set())
             sel = np.zeros(self.n_rows, dtype=bool)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.sets import distinct_first
+
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Positions int64 of the concatenated ranges ``[starts[i], starts[i] + lengths[i])``."""
@@ -39,7 +41,7 @@ def segment_max(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
     owner = np.repeat(np.arange(counts.size), counts)
     is_max = values >= out[owner]
     first = np.flatnonzero(is_max)
-    seg_of_first, idx = np.unique(owner[first], return_index=True)
+    seg_of_first, idx = distinct_first(owner[first])
     arg[seg_of_first] = first[idx] - (np.cumsum(counts) - counts)[seg_of_first]
     return out, arg
 

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from teleo_server.compute.sets import distinct
+from teleo_server.index.chunks import ranges
+
 
 class GrowingMatrix:
     """A sparse float32 matrix built by appending (row, col, weight) triplets; duplicates add up."""
@@ -293,51 +296,66 @@ class MemoryGraph:
         if not seed_rows.size and not seed_entities.size:
             return Walk(np.zeros(0, np.int64), np.zeros(0, np.float32), 0, 0, 0)
         frontier_m, frontier_e = seed_rows, seed_entities
+        n_mem = int(np.count_nonzero(mem))
         for _ in range(settings.hops):
-            left = budget - int(mem.sum())
+            left = budget - n_mem
             if left <= 0:
                 break
             # memory -> entity (not hubs), entity -> memory, memory -> linked memory; the most
             # specific entities first, while the memories they name fit in the budget
-            e_new = np.unique(inc[frontier_m].indices) if frontier_m.size else np.zeros(0, np.int64)
+            e_new = _distinct(_row_entries(inc, frontier_m)[1], deg_e.size)
             e_new = e_new[~hub[e_new] & ~ent[e_new]]
             e_new = e_new[np.argsort(deg_e[e_new], kind="stable")]
             e_new = e_new[np.cumsum(deg_e[e_new]) <= left]
             ent[e_new] = True
             e_all = np.concatenate([frontier_e, e_new])
-            m_from_e = inc_t[e_all].indices if e_all.size else np.zeros(0, np.int64)
-            m_from_l = links[frontier_m].indices if frontier_m.size else np.zeros(0, np.int64)
-            cand = np.unique(np.concatenate([m_from_e, m_from_l]).astype(np.int64))
+            reached = np.concatenate([_row_entries(inc_t, e_all)[1], _row_entries(links, frontier_m)[1]])
+            cand = _distinct(reached, R.size)
             cand = cand[(R[cand] > 0) & ~mem[cand]]
             mem[cand] = True
+            n_mem += int(cand.size)
             frontier_m, frontier_e = cand, np.zeros(0, np.int64)
             if not cand.size:
                 break
-        mem &= R > 0
         rows = np.flatnonzero(mem)
-        ents = np.flatnonzero(ent & (deg_e > 0))
+        rows = rows[R[rows] > 0]
+        ents = np.flatnonzero(ent)
+        ents = ents[deg_e[ents] > 0]
+        nm = rows.size
         pos_m = np.full(R.size, -1, np.int64)
-        pos_m[rows] = np.arange(rows.size)
+        pos_m[rows] = np.arange(nm)
         pos_e = np.full(deg_e.size, -1, np.int64)
         pos_e[ents] = np.arange(ents.size)
-        sub_inc = inc[rows][:, ents].astype(np.float64)
-        sub_links = links[rows][:, rows].astype(np.float64)
-        sub_inc_t = sub_inc.T.tocsr()
+        # the neighbourhood's entries: memory i names entity e (value iv), memory i links to j (lv),
+        # read from whichever side of the incidence holds fewer entries
+        by_row = int((inc.indptr[rows + 1] - inc.indptr[rows]).sum())
+        by_entity = int((inc_t.indptr[ents + 1] - inc_t.indptr[ents]).sum())
+        if by_entity < by_row:
+            ej, mi, iv = _row_entries(inc_t, ents)
+            mi = pos_m[mi]
+            keep = mi >= 0
+        else:
+            mi, ej, iv = _row_entries(inc, rows)
+            ej = pos_e[ej]
+            keep = ej >= 0
+        mi, ej, iv = mi[keep], ej[keep], iv[keep]
+        li, lj, lv = _row_entries(links, rows)
+        lj = pos_m[lj]
+        keep = lj >= 0
+        li, lj, lv = li[keep], lj[keep], lv[keep]
         w_e = entity_weights[ents]
         # memory out-weight: entities (by weight) plus links (by weight), over the neighbourhood
-        out = sub_inc @ w_e + np.asarray(sub_links.sum(axis=1)).ravel()
-        deg_sub_e = sub_inc_t @ np.ones(rows.size)
+        out = np.bincount(mi, iv * w_e[ej], minlength=nm) + np.bincount(li, lv, minlength=nm)
+        deg_sub_e = np.bincount(ej, iv, minlength=ents.size)
         inv_out = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)
         inv_deg_e = np.divide(1.0, deg_sub_e, out=np.zeros_like(deg_sub_e), where=deg_sub_e > 0)
         # one transition matrix over [memories; entities], columns scaled by how their mass leaves:
         # memory -> memory by link weight, memory -> entity by entity weight, entity -> memory evenly
         a = settings.alpha
-        nm = rows.size
-        top_rows = sp.hstack([sub_links.multiply(inv_out[None, :] * a).tocsr(),
-                              sub_inc.multiply(inv_deg_e[None, :] * a).tocsr()], format="csr")
-        bottom = sp.hstack([sub_inc_t.multiply((a * w_e)[:, None] * inv_out[None, :]).tocsr(),
-                            sp.csr_matrix((ents.size, ents.size))], format="csr")
-        transition = sp.vstack([top_rows, bottom], format="csr")
+        size = nm + ents.size
+        transition = sp.csr_array((
+            np.concatenate([lv * (a * inv_out[lj]), iv * (a * inv_deg_e[ej]), iv * (a * w_e[ej] * inv_out[mi])]),
+            (np.concatenate([li, mi, nm + ej]), np.concatenate([lj, nm + ej, mi]))), shape=(size, size))
         p = np.zeros(nm + ents.size)
         np.add.at(p, pos_m[seed_rows], seed_weights)
         if seed_entities.size:
@@ -357,6 +375,26 @@ class MemoryGraph:
         top = top[np.argsort(-xm[top], kind="stable")]
         top = top[xm[top] > 0]
         return Walk(rows[top].astype(np.int64), xm[top].astype(np.float32), it, int(rows.size), int(ents.size))
+
+
+def _row_entries(m: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stored entries of ``rows`` of a CSR matrix, without building a sub-matrix: position in
+    ``rows`` int64, column int64 and value float64 of each."""
+    rows = np.asarray(rows, np.int64)
+    starts = m.indptr[rows].astype(np.int64)
+    lengths = m.indptr[rows + 1].astype(np.int64) - starts
+    pos = ranges(starts, lengths)
+    return np.repeat(np.arange(rows.size), lengths), m.indices[pos].astype(np.int64), m.data[pos].astype(np.float64)
+
+
+def _distinct(values: np.ndarray, n: int) -> np.ndarray:
+    """Sorted distinct values int64 of ``values`` (all in [0, n)): a sort when they are few, one
+    pass over n flags when they are many."""
+    if values.size * 16 < n:
+        return distinct(values)
+    seen = np.zeros(n, bool)
+    seen[values] = True
+    return np.flatnonzero(seen)
 
 
 __all__ = ["GrowingMatrix", "MemoryGraph", "Walk", "WalkSettings"]

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.sets import group_sum
 from teleo_server.index.catalog import Column, value_dtype
 from teleo_server.index.chunks import ranges
 
@@ -234,23 +235,14 @@ class SparseIndex:
         Returns which query term (index into ``q_ids``) int64, row int64 and raw value float32 of
         each entry, for statistics over a subset of rows (a caller's readable documents).
         """
-        q_ids = np.asarray(q_ids, dtype=np.int64)
+        q_ids = np.asarray(q_ids, dtype=np.int64).ravel()
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        sources = [(self.indptr, self.indices, self.raw)] + ([self._snapshot()] if self.pending else [])
-        for indptr, rows, raw in sources:
-            sel = np.flatnonzero((q_ids >= 0) & (q_ids < indptr.size - 1))
-            lengths, pos = _slices(indptr, q_ids[sel])
-            if pos.size:
-                parts.append((np.repeat(sel, lengths), rows[pos].astype(np.int64), raw[pos].astype(np.float32)))
+        sel = np.flatnonzero((q_ids >= 0) & (q_ids < self.indptr.size - 1))
+        lengths, pos = _slices(self.indptr, q_ids[sel])
+        if pos.size:
+            parts.append((np.repeat(sel, lengths), self.indices[pos].astype(np.int64), self.raw[pos].astype(np.float32)))
         if self.pending:
-            d_rows, d_terms, d_raw = self._delta()
-            t_rows, t_terms, t_raw = d_rows[self._snap_n :], d_terms[self._snap_n :], d_raw[self._snap_n :]
-            if t_rows.size and q_ids.size:
-                which = np.full(max(self.n_terms, int(q_ids.max(initial=0)) + 1, 1), -1, dtype=np.int64)
-                known = q_ids[(q_ids >= 0) & (q_ids < which.size)]
-                which[known] = np.flatnonzero((q_ids >= 0) & (q_ids < which.size))
-                hit = np.flatnonzero(which[t_terms] >= 0)
-                parts.append((which[t_terms[hit]], t_rows[hit].astype(np.int64), t_raw[hit].astype(np.float32)))
+            parts.append(self._delta_postings(q_ids))
         if not parts:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
         return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
@@ -268,10 +260,7 @@ class SparseIndex:
         -------
         float32 (n_rows,), host memory.
         """
-        if self._weigh_key is not None and self.indices.size:
-            key = self._weigh_key()
-            if abs(key - self._weighed_key) > self._reweigh_tolerance * abs(self._weighed_key):
-                self.reweigh()
+        self._fresh_weights()
         out = np.zeros(self.n_rows, dtype=np.float32)
         n_main_terms = self.indptr.size - 1
         in_main = q_ids < n_main_terms
@@ -282,6 +271,73 @@ class SparseIndex:
         if self.pending:
             self._score_delta(q_ids, q_weights, out)
         return out
+
+    def _fresh_weights(self) -> None:
+        """Re-derive the CSC's values when their weighting input has drifted past the tolerance."""
+        if self._weigh_key is not None and self.indices.size:
+            key = self._weigh_key()
+            if abs(key - self._weighed_key) > self._reweigh_tolerance * abs(self._weighed_key):
+                self.reweigh()
+
+    def reached(self, q_ids: np.ndarray, q_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows one query reaches and their scores, at a cost set by the query terms' postings
+        rather than by the number of rows (the host path of sparse recall).
+
+        Returns rows int64 (ascending) whose score is not 0 and their scores float32: the nonzero
+        entries of :meth:`scores`, up to float32 rounding (the CSC and the delta are summed
+        together here, once). Ids outside the index are ignored; a repeated id counts once per
+        occurrence.
+        """
+        self._fresh_weights()
+        q_ids = np.asarray(q_ids, dtype=np.int64).ravel()
+        q_w = np.asarray(q_weights, dtype=np.float64).ravel()
+        rows_parts: list[np.ndarray] = []
+        value_parts: list[np.ndarray] = []
+        in_main = np.flatnonzero((q_ids >= 0) & (q_ids < self.indptr.size - 1))
+        if in_main.size and self.indices.size:
+            lengths, pos = _slices(self.indptr, q_ids[in_main])
+            rows_parts.append(self.indices[pos])
+            value_parts.append(self.data[pos].astype(np.float64) * np.repeat(q_w[in_main], lengths))
+        if self.pending:
+            which, rows, raw = self._delta_postings(q_ids)
+            vals = raw if self._weigh is None else self._weigh(raw, rows)
+            rows_parts.append(rows)
+            value_parts.append(np.asarray(vals, np.float64) * q_w[which])
+        if not rows_parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        rows, sums = group_sum(np.concatenate(rows_parts), np.concatenate(value_parts), self.n_rows)
+        return rows, sums.astype(np.float32)
+
+    def _delta_postings(self, q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The delta's entries of the query terms (snapshot and tail): which query term int64, row
+        int64, raw value float32."""
+        which_parts, rows_parts, raw_parts = [], [], []
+        indptr, s_rows, s_raw = self._snapshot()
+        in_snap = np.flatnonzero((q_ids >= 0) & (q_ids < indptr.size - 1))
+        lengths, pos = _slices(indptr, q_ids[in_snap])
+        if pos.size:
+            which_parts.append(np.repeat(in_snap, lengths))
+            rows_parts.append(s_rows[pos])
+            raw_parts.append(s_raw[pos].astype(np.float32))
+        d_rows, d_terms, d_raw = self._delta()
+        t_rows, t_terms, t_raw = d_rows[self._snap_n :], d_terms[self._snap_n :], d_raw[self._snap_n :]
+        known = np.flatnonzero((q_ids >= 0) & (q_ids < self.n_terms))
+        if t_rows.size and known.size:
+            # each tail entry against every occurrence of its term in the query
+            order = known[np.argsort(q_ids[known], kind="stable")]
+            sorted_ids = q_ids[order]
+            lo = np.searchsorted(sorted_ids, t_terms, side="left")
+            hi = np.searchsorted(sorted_ids, t_terms, side="right")
+            hit = np.flatnonzero(hi > lo)
+            if hit.size:
+                pos = ranges(lo[hit], hi[hit] - lo[hit])
+                reps = hi[hit] - lo[hit]
+                which_parts.append(order[pos])
+                rows_parts.append(np.repeat(t_rows[hit].astype(np.int64), reps))
+                raw_parts.append(np.repeat(t_raw[hit].astype(np.float32), reps))
+        if not rows_parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.concatenate(which_parts), np.concatenate(rows_parts), np.concatenate(raw_parts)
 
     def _score_delta(self, q_ids: np.ndarray, q_weights: np.ndarray, out: np.ndarray) -> None:
         known = (q_ids >= 0) & (q_ids < self.n_terms)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.sets import member
 from teleo_server.index.purpose import johari
 from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import State
@@ -54,7 +55,7 @@ def johari_filter(state: State) -> int:
     if not wanted:
         return 0
     q = johari_of(state)
-    keep = np.isin(q, np.array([int(j) for j in wanted], dtype=np.int8))
+    keep = member(q, np.array([int(j) for j in wanted], dtype=np.int8))
     state.cands = state.cands.take(np.flatnonzero(keep))
     return int((~keep).sum())
 

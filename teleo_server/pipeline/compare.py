@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.sets import distinct
 from teleo_server.errors import InvalidArgument
 
 AGGREGATIONS = ("weighted_average", "rrf", "max", "min", "geometric_mean")
@@ -62,7 +63,7 @@ def compare_rows(spaces: dict[str, Any], alive: np.ndarray, dense: str | None, a
         if getattr(semantic, "index", None) is not None and alive.size > _POOL:
             s = semantic.similarity(a, alive)
             pool = alive[np.argsort(-s, kind="stable")[:_POOL]]
-        pool = np.union1d(pool, [b])
+        pool = distinct(np.append(pool, b))
         ranks = {}
         for name in sims:
             s = spaces[name].similarity(a, pool)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.sets import member
 from teleo_server.domain import LinkType
 from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import State
@@ -153,7 +154,7 @@ def conflicts(state: State) -> str:
                     _place(state, pos, winner, mask)
     c = state.cands
     if hide:
-        keep = np.flatnonzero(~np.isin(c.rows, np.fromiter(hide, np.int64, len(hide))))
+        keep = np.flatnonzero(~member(c.rows, np.fromiter(hide, np.int64, len(hide))))
         state.cands = c = c.take(keep)
     annotated = np.full(c.size, "", dtype=object)
     for i, r in enumerate(c.rows.tolist()):

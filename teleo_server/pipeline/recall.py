@@ -4,53 +4,58 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server.compute.sets import distinct, member
 from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import Candidates, State
+from teleo_server.spaces.base import lookup
 
 
-def _max_norm(x: np.ndarray) -> np.ndarray:
-    m = float(x.max(initial=0.0))
+def _max_norm(x: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
+    """``x`` over its largest value (among ``where``), unchanged when that is not positive."""
+    m = float(x.max(initial=0.0, where=True if where is None else where))
     return x / m if m > 0 else x
 
 
 @stage("sparse_recall")
 def sparse_recall(state: State) -> str:
-    """The lexical (BM25) and learned-sparse (SPLADE) spaces scored over the whole corpus as SpMV,
-    blended by ``sparse_weight``; the top ``max_candidates`` by the blend, joined by the n-gram
-    space's typo-robust top list, become the candidates."""
-    cat, ctx, cfg = state.ctx.catalog, state.ctx, state.cfg
+    """The lexical (BM25) and learned-sparse (SPLADE) spaces scored over the memories their query
+    terms reach, blended by ``sparse_weight``; the top ``max_candidates`` by the blend, joined by
+    the n-gram space's typo-robust top list, become the candidates. The cost follows the query
+    terms' postings, not the size of the corpus."""
+    ctx, cfg = state.ctx, state.cfg
     lex, spl, ngram = state.role("lexical"), state.role("learned_sparse"), state.role("ngram")
     lex_f, spl_f, hdc_f = state.feature(lex), state.feature(spl), state.feature(ngram)
-    n = cat.n_rows
-    bm25 = state.spaces[lex].all_scores(ctx, lex_f) if lex_f is not None else np.zeros(n, np.float32)
-    splade = state.spaces[spl].all_scores(ctx, spl_f) if spl_f is not None else None
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+    bm25 = state.spaces[lex].reached_scores(ctx, lex_f) if lex_f is not None else empty
+    splade = state.spaces[spl].reached_scores(ctx, spl_f) if spl_f is not None else None
     w = cfg.sparse_weight if splade is not None else 0.0
-    blend = (1.0 - w) * _max_norm(bm25)
+    reached = distinct(np.concatenate([bm25[0], splade[0]])) if splade is not None else bm25[0]
+    admitted = ctx.mask[reached]  # each space is scaled by its best admitted row: no other row shapes the blend
+    blend = (1.0 - w) * _max_norm(np.nan_to_num(lookup(*bm25, reached)), admitted)
     if splade is not None:
-        blend = blend + w * _max_norm(splade)
-    ids, _ = ctx.ops.topk(blend, state.arm(cfg.max_candidates), mask=ctx.mask & (blend > 0))
-    # membership as row-indexed flags: set algebra over 10K-row pools without sorting or hashing
-    in_blend_row = np.zeros(n, dtype=bool)
-    in_blend_row[ids] = True
-    in_hdc_row = np.zeros(n, dtype=bool)
-    hdc_all = None
+        blend = blend + w * _max_norm(np.nan_to_num(lookup(*splade, reached)), admitted)
+    pos, _ = ctx.ops.topk(blend, state.arm(cfg.max_candidates), mask=admitted & (blend > 0))
+    picked = [reached[np.asarray(pos, np.int64)]]
+    hdc = None
+    n_hdc = 0
     if hdc_f is not None and cfg.hdc_candidates > 0:
-        hdc_all = state.spaces[ngram].all_scores(ctx, hdc_f)
-        h_ids, _ = ctx.ops.topk(hdc_all, cfg.hdc_candidates, mask=ctx.mask & (hdc_all > 0))
-        in_hdc_row[h_ids] = True
-    c = Candidates(np.flatnonzero(in_blend_row | in_hdc_row))
-    in_blend = in_blend_row[c.rows]
-    b = bm25[c.rows]
+        hdc = state.spaces[ngram].reached_scores(ctx, hdc_f)
+        h_pos, _ = ctx.ops.topk(hdc[1], cfg.hdc_candidates, mask=ctx.mask[hdc[0]])
+        h_rows = hdc[0][np.asarray(h_pos, np.int64)]
+        picked.append(h_rows)
+        n_hdc = h_rows.size
+    c = Candidates(distinct(np.concatenate(picked)))
+    in_blend = member(c.rows, picked[0])
     if lex is not None:
-        c.set_space(lex, np.where(b > 0, b, np.nan), in_blend & (b > 0))
+        b = lookup(*bm25, c.rows)
+        c.set_space(lex, b, in_blend & ~np.isnan(b))
     if splade is not None:
-        s = splade[c.rows]
-        c.set_space(spl, np.where(s > 0, s, np.nan), in_blend & (s > 0))
-    if hdc_all is not None:
-        h = hdc_all[c.rows]
-        c.set_space(ngram, np.where(h > 0, h, np.nan), in_hdc_row[c.rows])
+        sc = lookup(*splade, c.rows)
+        c.set_space(spl, sc, in_blend & ~np.isnan(sc))
+    if hdc is not None:
+        c.set_space(ngram, lookup(*hdc, c.rows), member(c.rows, picked[1]))
     state.cands = c
-    return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={int(in_hdc_row.sum())}"
+    return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={n_hdc}"
 
 
 @stage("keywords")
@@ -124,7 +129,7 @@ def _space_top(state: State, name: str | None, k: int) -> tuple[np.ndarray, np.n
 def _late_pool(state: State, k: int) -> np.ndarray:
     pools = [t[0] for t in (_space_top(state, state.role("dense"), k), _space_top(state, state.role("lexical"), k))
              if t is not None]
-    return np.unique(np.concatenate(pools)) if pools else np.zeros(0, dtype=np.int64)
+    return distinct(np.concatenate(pools)) if pools else np.zeros(0, dtype=np.int64)
 
 
 @stage("single_space")
@@ -176,12 +181,12 @@ def entry_point(state: State) -> str:
         head = rows[:k_top].tolist()
         agreement[name] = sum(sum(x in o for o in others) for x in head) / max(len(head) * max(len(others), 1), 1)
     entry = max(agreement, key=lambda n: (agreement[n], n == state.role("dense")))
-    pool = np.unique(np.concatenate([tops[entry]] + [r[:k_pool] for r in tops.values()]))
+    pool = distinct(np.concatenate([tops[entry]] + [r[:k_pool] for r in tops.values()]))
     c = Candidates(pool)
     for name, rows in tops.items():
         feats = state.feature(name)
         s = state.spaces[name].score(state.ctx, feats, pool)
-        c.set_space(name, s, np.isin(pool, rows))
+        c.set_space(name, s, member(pool, rows))
     state.cands = c
     state.feats["entry_space"] = entry
     # the entry space leads the refinement's fusion

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from teleo_server.compute.sets import distinct
 from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.types import Overrides
@@ -151,7 +152,7 @@ class Candidates:
         pos_of = self._position_table(rows)
         fresh = pos_of[rows] < 0
         if fresh.any():
-            new = np.unique(rows[fresh])
+            new = distinct(rows[fresh])
             n_new = new.size
             pos_of[new] = np.arange(self.rows.size, self.rows.size + n_new)
             self.rows = np.concatenate([self.rows, new])

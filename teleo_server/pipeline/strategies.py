@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from teleo_server.compute.sets import distinct
 from teleo_server.errors import Unavailable
 from teleo_server.pipeline.resilience import Breakers, run_guarded
 from teleo_server.pipeline.stages import stage
@@ -156,7 +157,7 @@ def run_strategies(state: State) -> str:
     if failed and not lists:
         raise Unavailable("every retrieval strategy failed or is switched off by its circuit breaker: "
                           + "; ".join(f"{n}: {e}" for n, e in failed.items()) + ". Retry shortly.")
-    rows = np.unique(np.concatenate([r for r, _ in lists.values()])) if lists else np.zeros(0, np.int64)
+    rows = distinct(np.concatenate([r for r, _ in lists.values()])) if lists else np.zeros(0, np.int64)
     c = Candidates(rows.astype(np.int64))
     pos = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
     pos[rows] = np.arange(rows.size)
@@ -191,10 +192,9 @@ def graph(state: State) -> str:
     if state.cfg.space_weights.get(name, 0.0) <= 0:
         return "skipped: the graph space has no weight for this query"
     lists = {}
-    for space, col in c.spaces.items():
-        ok = np.flatnonzero(~np.isnan(col))
-        order = ok[np.argsort(-col[ok], kind="stable")]
-        lists[space] = (c.rows[order], col[order])
+    for space, col in c.spaces.items():  # each space's best graph_seeds, ties by pool position
+        top, values = state.ctx.ops.topk(col, state.cfg.graph_seeds)
+        lists[space] = (c.rows[np.asarray(top, np.int64)], values)
     seeds = _seeds(lists, state.cfg.graph_seeds, state.cfg.rrf_k)
     got = _graph(state, seeds)
     if got is None:

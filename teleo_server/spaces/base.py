@@ -137,7 +137,7 @@ class Space:
         return segment_max(np.asarray(values, dtype=np.float32), counts)
 
 
-__all__ = ["QueryContext", "Space", "SpaceSettings", "SparseScoredSpace"]
+__all__ = ["QueryContext", "Space", "SpaceSettings", "SparseScoredSpace", "lookup"]
 
 
 class SparseScoredSpace(Space):
@@ -156,12 +156,32 @@ class SparseScoredSpace(Space):
         if self.index.pending:
             self.index.merge()
 
-    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The memory rows the query reaches with a positive score (ascending, int64) and their
+        scores float32; every other row scores 0. A space whose index lists them from the query
+        terms' postings overrides this, so that recall costs what the query touches rather than
+        one pass per row of the corpus; by default they are read off :meth:`all_scores`."""
         scores = self.all_scores(ctx, feats)
-        ids, top = ctx.ops.topk(scores, k, mask=ctx.mask & (scores > 0))
-        return ids.astype(np.int64), top
+        rows = np.flatnonzero(scores > 0)
+        return rows, scores[rows].astype(np.float32)
+
+    def search(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        rows, scores = self.reached_scores(ctx, feats)
+        pos, top = ctx.ops.topk(scores, k, mask=ctx.mask[rows])
+        return rows[np.asarray(pos, np.int64)], top
 
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
-        s = self.all_scores(ctx, feats)[rows]
-        return np.where(s > 0, s, np.nan).astype(np.float32)
+        return lookup(*self.reached_scores(ctx, feats), rows)
+
+
+def lookup(reached: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """float32 (len(rows),): the score of each of ``rows`` among ``reached`` (ascending) rows and
+    their ``scores``, NaN for a row not reached."""
+    rows = np.asarray(rows, np.int64)
+    out = np.full(rows.size, np.nan, np.float32)
+    if reached.size:
+        pos = np.minimum(np.searchsorted(reached, rows), reached.size - 1)
+        hit = reached[pos] == rows
+        out[hit] = scores[pos[hit]]
+    return out
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from teleo_server.compute.sets import group_max
 from teleo_server.domain import EmbeddingSet, LinkType, Memory
 from teleo_server.extract import causal
 from teleo_server.index.catalog import Catalog
@@ -108,6 +109,21 @@ class CausalSpace(FieldSpace):
             vals = np.fromiter(linked.values(), dtype=np.float32, count=len(linked)) * top
             out[rows] = np.maximum(out[rows], vals)
         return out
+
+    def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The spans' BM25 hits, joined by the linked answers (as :meth:`all_scores` scores them)."""
+        field_feats, seek, words = feats
+        if field_feats is not None:
+            rows, scores = super().reached_scores(ctx, field_feats)
+        else:
+            rows, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
+        linked = self._linked_scores(ctx, seek, words)
+        if not linked:
+            return rows, scores
+        top = float(scores.max(initial=0.0)) or 1.0
+        l_rows = np.fromiter(linked, dtype=np.int64, count=len(linked))
+        l_vals = np.fromiter(linked.values(), dtype=np.float32, count=len(linked)) * top
+        return group_max(np.concatenate([rows, l_rows]), np.concatenate([scores, l_vals]))
 
     def _linked_scores(self, ctx: QueryContext, seek: str, words: set[str]) -> dict[int, float]:
         """Memories linked by ``causes`` to a memory whose text names the question's subject: the

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from teleo_server.compute.sets import distinct_first
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
@@ -102,7 +103,7 @@ class DenseHeadSpace(Space):
         rows = self.catalog.chunk_mem[chunks].astype(np.int64)
         if multi:
             # chunks arrive best first, so the first occurrence of each memory is its best chunk
-            _, first = np.unique(rows, return_index=True)
+            _, first = distinct_first(rows)
             first.sort()
             rows, scores = rows[first][:k], scores[first][:k]
         return rows, scores

@@ -107,6 +107,10 @@ class FieldSpace(SparseScoredSpace):
         readable = None if ctx.sees_all else ctx.readable
         return self.field.scores(ctx.ops, ids, w, self.catalog.n_rows, readable)
 
+    def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
+        ids, w = feats
+        return self.field.reached(ids, w, None if ctx.sees_all else ctx.readable)
+
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
         if not self.has_field(np.array([a]))[0]:
             return np.full(rows.size, np.nan, dtype=np.float32)

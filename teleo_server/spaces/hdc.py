@@ -114,6 +114,11 @@ class HyperdimensionalSpace(SparseScoredSpace):
         out[: s.size] = s
         return out
 
+    def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
+        rows, s = self.index.reached(feats[0], feats[1])
+        keep = (s > 0) & (rows < self.catalog.n_rows)
+        return rows[keep], s[keep]
+
     def unit_score(self, scores: np.ndarray) -> np.ndarray:
         """Cosines, clipped into [0, 1]."""
         return np.clip(np.nan_to_num(scores.astype(np.float32), nan=0.0), 0.0, 1.0)

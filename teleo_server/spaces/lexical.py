@@ -90,6 +90,10 @@ class LexicalSpace(SparseScoredSpace):
         readable = None if ctx.sees_all else ctx.readable
         return self.field.scores(ctx.ops, ids, w, self.catalog.n_rows, readable)
 
+    def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
+        ids, w = feats
+        return self.field.reached(ids, w, None if ctx.sees_all else ctx.readable)
+
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Unit-norm BM25-weighted term vector of one memory (term ids int64, weights float32)."""
         return self.field.doc_vector(row)

@@ -7,11 +7,12 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from teleo_server.compute.sets import group_max
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.index.backends import SparseBackend
-from teleo_server.index.base import SparseQuery
+from teleo_server.index.base import SparseQuery, reached
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
@@ -65,6 +66,15 @@ class SpladeSpace(SparseScoredSpace):
         chunk_scores[: s.size] = np.nan_to_num(s[: chunk_scores.size], nan=0.0)
         out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows)
         return np.maximum(out, 0.0)
+
+    def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The memories whose chunks the query reaches, each by its best chunk."""
+        ids, w = feats
+        if self.backend is None:
+            self.backend = SparseBackend(self.ops or ctx.ops, index=self.index)
+        chunks, s = reached(self.backend, SparseQuery(ids, w))
+        chunks = chunks[chunks < self.catalog.n_chunks]
+        return group_max(self.catalog.chunk_mem[chunks].astype(np.int64), s[: chunks.size])
 
     def _vector(self, row: int) -> dict[int, float]:
         start, count = int(self.catalog.chunk_start[row]), int(self.catalog.chunk_count[row])
