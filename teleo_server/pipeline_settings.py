@@ -129,6 +129,14 @@ BUILTIN_PROFILES: dict[str, ProfileSpec] = {
 }
 
 
+def register_profile(name: str, spec: ProfileSpec) -> ProfileSpec:
+    """Add a built-in profile (a plugin's): settings built after this offer it by ``name``."""
+    if name in BUILTIN_PROFILES:
+        raise ValueError(f"profile {name!r} is registered twice")
+    BUILTIN_PROFILES[name] = spec
+    return spec
+
+
 class QueryTypeSpec(BaseModel):
     """What the query analyzer does for one kind of question: the fusion weight it gives each space
     (the larger of this and the profile's), and the multiplicative boost (``content *= 1 + b x the
@@ -412,5 +420,4 @@ def _nest_space_keys(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-__all__ = ["ALL_SPACES", "AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_GROUPS", "DEFAULT_MATRICES", "DEFAULT_QUERY_TYPES", "QueryTypeSpec", "DEFAULT_ROLES", "DEFAULT_ROUTES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings",
-           "ProfileSpec"]
+__all__ = ["ALL_SPACES", "AnalyzerSettings", "BUILTIN_PROFILES", "DEFAULT_GROUPS", "DEFAULT_MATRICES", "DEFAULT_QUERY_TYPES", "DEFAULT_ROLES", "DEFAULT_ROUTES", "FLAT_SPACE_KEYS", "FusionMethod", "GoalSettings", "PipelineSettings", "ProfileSpec", "QueryTypeSpec", "register_profile"]

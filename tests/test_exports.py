@@ -13,6 +13,9 @@ import teleo_server
 
 _PACKAGE_DIR = Path(teleo_server.__file__).resolve().parent
 _EXCLUDED = ("teleo_server._proto", "teleo_server.__main__")
+# plugins register heads, spaces and profiles when imported: they are checked in a process of
+# their own (test_plugin_modules_declare_all), so that this one's registries stay as shipped
+PLUGIN_PACKAGE = "teleo_server.ext"
 
 
 def _module_names() -> list[str]:
@@ -28,7 +31,9 @@ def _module_names() -> list[str]:
     return names
 
 
-MODULES = _module_names()
+ALL_MODULES = _module_names()
+PLUGINS = [m for m in ALL_MODULES if m.startswith(PLUGIN_PACKAGE + ".")]
+MODULES = [m for m in ALL_MODULES if m not in PLUGINS]
 
 
 def _import(name: str):
@@ -85,3 +90,27 @@ def test_gpu_modules_import_without_cupy():
         "assert 'cupy' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_plugin_modules_declare_all():
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, inspect, sys\n"
+        f"for name in {PLUGINS!r}:\n"
+        "    try:\n"
+        "        m = importlib.import_module(name)\n"
+        "    except ModuleNotFoundError as exc:\n"
+        "        print('skip', name, exc.name); continue\n"
+        "    exported = set(m.__all__)\n"
+        "    assert all(hasattr(m, x) for x in exported), name\n"
+        "    defined = {a for a, o in vars(m).items() if not a.startswith('_') and (inspect.isfunction(o) or "
+        "inspect.isclass(o)) and getattr(o, '__module__', None) == name}\n"
+        "    assert defined <= exported, (name, sorted(defined - exported))\n"
+        "    print('ok', name)\n"
+    )
+    assert PLUGINS, "the plugin package holds modules"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(f"ok {m}" in done.stdout or f"skip {m}" in done.stdout for m in PLUGINS)

