@@ -27,24 +27,26 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return s[_first_flags(s)]
 
 
-def distinct_first(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct values, index int64 of each one's first occurrence) (as
-    ``np.unique(values, return_index=True)``)."""
+def _stable_sort(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(stable sort order, the sorted values, first-of-its-value flags over them)."""
     v = np.asarray(values).ravel()
     order = np.argsort(v, kind="stable")
     s = v[order]
-    keep = _first_flags(s)
+    return order, s, _first_flags(s)
+
+
+def distinct_first(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, index int64 of each one's first occurrence) (as
+    ``np.unique(values, return_index=True)``)."""
+    order, s, keep = _stable_sort(values)
     return s[keep], order[keep].astype(np.int64)
 
 
 def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct values, inverse int64 with ``distinct[inverse] == values``) (as
     ``np.unique(values, return_inverse=True)``)."""
-    v = np.asarray(values).ravel()
-    order = np.argsort(v, kind="stable")
-    s = v[order]
-    keep = _first_flags(s)
-    inverse = np.empty(v.size, np.int64)
+    order, s, keep = _stable_sort(values)
+    inverse = np.empty(order.size, np.int64)
     inverse[order] = np.cumsum(keep) - 1
     return s[keep], inverse
 
@@ -75,9 +77,8 @@ def group_sum(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray,
         sums = np.bincount(keys, weights=values, minlength=n)
         hit = np.flatnonzero(sums)
         return hit, sums[hit]
-    order = np.argsort(keys, kind="stable")
-    s = keys[order]
-    starts = np.flatnonzero(_first_flags(s))
+    order, s, first = _stable_sort(keys)
+    starts = np.flatnonzero(first)
     if not starts.size:
         return np.zeros(0, np.int64), np.zeros(0, np.float64)
     sums = np.add.reduceat(values[order], starts)
