@@ -93,6 +93,12 @@ def test_candidate_scores_are_the_same_whether_gathered_or_from_one_full_pass():
     rows = np.arange(400)
     np.testing.assert_allclose(idx.score(rows, q), x @ q, rtol=1e-5)
     np.testing.assert_allclose(idx.score(rows, x[6]), x @ x[6], rtol=1e-5)
+    # more rows than one gathered block (and fewer than a quarter of the index), in any order
+    big = _data(1_300, 24, seed=4)
+    idx = DenseIndex(24)
+    idx.add(big)
+    picked = np.random.default_rng(5).choice(1_300, 320, replace=True)
+    np.testing.assert_allclose(idx.score(picked, big[9]), big[picked] @ big[9], rtol=1e-5)
 
 
 def test_half_precision_rows_search_like_float32_and_take_fewer_bytes():

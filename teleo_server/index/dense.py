@@ -25,6 +25,8 @@ from teleo_server.compute.dense import dense_scores
 from teleo_server.index.catalog import value_dtype
 
 log = structlog.get_logger(__name__)
+# rows gathered per block when scoring given rows (256 x 384 float32 = 384 KB, an L2's worth)
+GATHER_BLOCK = 256
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -242,7 +244,12 @@ class DenseIndex:
         # pass over all of it is cheaper (and is free when the exact search already made it).
         if 4 * rows.size > self.n:
             return self.full_scores(query)[rows]
-        return (self._rows(rows) @ query).astype(np.float32, copy=False)
+        # gathered in blocks that stay in the cache for their product (one pass over the rows
+        # rather than a copy of all of them written out and read back: 7,500 rows 3.4 -> 2.2 ms)
+        out = np.empty(rows.size, np.float32)
+        for i in range(0, rows.size, GATHER_BLOCK):
+            out[i:i + GATHER_BLOCK] = self._rows(rows[i:i + GATHER_BLOCK]) @ query
+        return out
 
     # ---- Matryoshka calibration ------------------------------------------------------------------
     def calibrate(self, ops: Any, threshold: float, k: int = 10, n_queries: int = 64, seed: int = 0) -> int:
