@@ -52,9 +52,9 @@ def test_image_is_gpu_ready_non_root_and_probed_by_teleo_health():
     assert re.search(r"^FROM \$\{CUDA_IMAGE\}", DOCKERFILE, re.M)
     # the extra follows the image's CUDA major
     assert "extra=gpu " in DOCKERFILE and '[ "${CUDA_VERSION%%.*}" = 13 ]; then extra=gpu-cuda13; fi' in DOCKERFILE
-    assert '-e ".[$extra]"' in DOCKERFILE
+    assert '-e ".[$extra,e5]"' in DOCKERFILE
     installs = [a for run in re.findall(r"^RUN ((?:.*\\\n)*.*)", DOCKERFILE, re.M) for a in project_pip_installs(run)]
-    assert sorted(w for a in installs for w in a if PROJECT_SPEC.match(w)) == [".[gpu-cuda13]", ".[gpu]"]
+    assert sorted(w for a in installs for w in a if PROJECT_SPEC.match(w)) == [".[gpu,e5]", ".[gpu-cuda13,e5]"]
     user = re.findall(r"^USER (\S+)", DOCKERFILE, re.M)
     assert user and user[-1] not in ("root", "0")
     assert re.search(r"^HEALTHCHECK .*\n?.*teleo\", \"health", DOCKERFILE, re.M)
