@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from teleo_server.compute.sets import distinct, member
+from teleo_server.compute.sets import distinct, group_max, member
 from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import Candidates, State
 from teleo_server.spaces.base import lookup
@@ -70,7 +70,7 @@ def keywords(state: State) -> str:
         state.cands = Candidates.empty()
         return "no keywords" if lex is not None else "no lexical space"
     space = state.spaces[lex]
-    best = np.zeros(ctx.catalog.n_rows, dtype=np.float32)
+    hit_rows, hit_scores = [np.zeros(0, np.int64)], [np.zeros(0, np.float32)]
     searched = 0
     for word in words:
         # a keyword that is already an index term (a CJK bigram, a Korean stem) is searched as it
@@ -79,13 +79,17 @@ def keywords(state: State) -> str:
         if not ids.size:
             ids, weights = space.query_terms(word)
         if ids.size:
-            np.maximum(best, space.all_scores(ctx, (ids, weights)), out=best)
+            r, sc = space.reached_scores(ctx, (ids, weights))
+            hit_rows.append(r)
+            hit_scores.append(sc)
             searched += 1
-    rows, _ = ctx.ops.topk(best, state.arm(cfg.max_candidates), mask=ctx.mask & (best > 0))
-    rows = np.sort(rows)
+    reached, best = group_max(np.concatenate(hit_rows), np.concatenate(hit_scores))
+    pos, _ = ctx.ops.topk(best, state.arm(cfg.max_candidates), mask=ctx.mask[reached])
+    pos = np.sort(np.asarray(pos, np.int64))
+    rows, best = reached[pos], best[pos]
     c = Candidates(rows)
-    c.set_space(lex, best[rows], np.ones(rows.size, dtype=bool))
-    c.content = (best[rows] / (1.0 + best[rows])).astype(np.float32)
+    c.set_space(lex, best, np.ones(rows.size, dtype=bool))
+    c.content = (best / (1.0 + best)).astype(np.float32)
     c.score = c.content.copy()
     state.cands = c
     return f"keywords={len(words)} known={searched}: " + " ".join(words[:12])
