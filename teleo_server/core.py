@@ -651,7 +651,7 @@ class MemoryCore:
     async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float],
                       matrix: str = "") -> tuple[dict[str, float], float, float | None]:
         await self.get(principal, [a, b])
-        return await self._on_index(self.retriever.compare, a, b, aggregation, weights, matrix)
+        return await self._on_index(self.retriever.compare, a, b, aggregation, weights, matrix, principal)
 
     async def discover(self, query: Query, min_similarity: float, precomputed: bool) -> list[EntryPoint]:
         """Each whole-corpus space's best match (DiscoverEntryPoints), admitted like a retrieval."""

@@ -114,3 +114,27 @@ def test_float32_ranks_sorted_as_keys_match_the_stable_sort():
         idx = np.flatnonzero(~np.isnan(s))
         want[idx[np.argsort(-s[idx].astype(np.float64), kind="stable")]] = np.arange(1, idx.size + 1)
         np.testing.assert_array_equal(ranks(s), want)
+
+
+def test_compare_ranks_among_what_the_caller_may_read_only():
+    # another tenant's copies of m0 would outrank every memory in m0's pool; a caller who cannot
+    # read them gets the rrf aggregate of a store that never held them
+    import dataclasses
+
+    def build(with_other_tenant: bool):
+        r = make_retriever(PipelineSettings(), "numpy")
+        items = syn.corpus(60, dim=32, topics=3, seed=8, tokens=4)
+        for m, e in items:
+            r.add(dataclasses.replace(m, namespace="mine"), e)
+        if with_other_tenant:
+            first_m, first_e = items[0]
+            for i in range(30):
+                r.add(dataclasses.replace(first_m, id=f"theirs{i}", namespace="theirs"), first_e)
+        return r
+
+    me = syn.admin(frozenset({"mine"}))
+    alone = build(False).compare("m0", "m1", "rrf", {}, principal=me)[1]
+    shared = build(True)
+    assert shared.compare("m0", "m1", "rrf", {}, principal=me)[1] == pytest.approx(alone)
+    # every reader counts the copies: the aggregate moves, so the test can tell
+    assert shared.compare("m0", "m1", "rrf", {})[1] != pytest.approx(alone)

@@ -432,16 +432,18 @@ class TeleologicalRetriever:
         return out
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float],
-                matrix: str = "") -> tuple[dict[str, float], float, float | None]:
+                matrix: str = "", principal: Principal | None = None) -> tuple[dict[str, float], float, float | None]:
         """Per-space similarities, their aggregate, and the cosine of the two purpose vectors (None
-        unless both memories lie in one partition that has goals)."""
+        unless both memories lie in one partition that has goals). ``rrf`` ranks b among the
+        memories ``principal`` may read (every live one when None)."""
         ra, rb = self.catalog.row_of.get(a), self.catalog.row_of.get(b)
         if ra is None or rb is None:
             raise NotFound(f"memory {a if ra is None else b} is not indexed")
         if matrix:
             base = matrix_weights(self.settings, matrix, "search_matrix")
             weights = {**{n: float(base.get(n, 0.0)) for n in self.spaces}, **weights}
-        sims, agg = compare_rows(self.spaces, self.catalog.alive, self.settings.roles.get("dense"), ra, rb,
+        pool = self.catalog.alive if principal is None else self.catalog.readable(principal)
+        sims, agg = compare_rows(self.spaces, pool, self.settings.roles.get("dense"), ra, rb,
                                  aggregation, weights)
         purpose = None
         keys = self.catalog.partitions

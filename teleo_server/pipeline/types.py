@@ -150,9 +150,10 @@ class Retriever(Protocol):
         ...
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float],
-                matrix: str = "") -> tuple[dict[str, float], float, float | None]:
+                matrix: str = "", principal: Principal | None = None) -> tuple[dict[str, float], float, float | None]:
         """Per-space similarity in [0, 1], their aggregate (``weights`` over a named search
-        ``matrix``'s), and the purpose vectors' cosine (None when not comparable)."""
+        ``matrix``'s), and the purpose vectors' cosine (None when not comparable); ``rrf`` ranks
+        among the memories ``principal`` may read."""
         ...
 
     def discover(self, query: Query, min_similarity: float = 0.0) -> list[EntryPoint]:
