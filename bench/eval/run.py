@@ -219,7 +219,9 @@ def environment() -> dict[str, Any]:
     except OSError:
         sha = ""
     import os
-    return {"git": sha, "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+    from bench.harness.env import cpu_model
+
+    return {"git": sha, "cpu": cpu_model() or platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "python": platform.python_version(), "numpy": np.__version__, "backend": "numpy"}
 
 
