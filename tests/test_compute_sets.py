@@ -72,3 +72,9 @@ def test_group_max_takes_each_keys_largest_value(shuffled):
     assert got_keys.tolist() == sorted(want) and maxima.dtype == np.float32
     np.testing.assert_array_equal(maxima, [want[k] for k in got_keys.tolist()])
     assert group_max(np.zeros(0, np.int64), np.zeros(0, np.float32))[0].size == 0
+
+
+@pytest.mark.parametrize("n", [10, 2_000, 200_000])
+def test_distinct_within_a_bound_takes_either_path_alike(n):
+    x = np.random.default_rng(n).integers(0, 1_000, n)
+    np.testing.assert_array_equal(distinct(x, 1_000), np.unique(x))

@@ -215,3 +215,21 @@ def test_candidate_extend_appends_only_new_rows_and_returns_positions():
     assert pos.tolist() == [2, 4, 3, 4, 1]
     assert np.isnan(c.spaces["E6_lexical"][3:]).all() and not c.found["E6_lexical"][3:].any()
     assert c.extend(np.array([12, 2])).tolist() == [4, 0] and c.size == 5, "present rows are not added twice"
+
+
+def test_sparse_recall_ranks_alike_over_the_reached_rows_and_over_every_row(monkeypatch):
+    # queries whose terms reach a few memories join the spaces' lists; those reaching most score
+    # every memory at once: the two ways give the same candidates, scores and results
+    import teleo_server.pipeline.recall as recall
+
+    r, items = _retriever(n=300, seed=3)
+    outcomes = {}
+    for share in (0.0, 10.0**9):  # 0: always every row; huge: always the joined lists
+        monkeypatch.setattr(recall, "WHOLE_CORPUS_SHARE", share)
+        runs = []
+        for i in (0, 7, 42):
+            q = _query(items, i, principal=syn.admin(frozenset({"ns0", "ns1"})), profile="hybrid", top_k=20)
+            _, hits, _ = _run(r, q)
+            runs.append([(h.memory.id, round(h.score, 6), tuple(sorted(h.breakdown.spaces.items()))) for h in hits])
+        outcomes[share] = runs
+    assert outcomes[0.0] == outcomes[10.0**9] and all(outcomes[0.0])

@@ -21,9 +21,16 @@ def _first_flags(s: np.ndarray) -> np.ndarray:
     return keep
 
 
-def distinct(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of ``values`` (as ``np.unique(values)``)."""
-    s = np.sort(np.asarray(values).ravel())
+def distinct(values: np.ndarray, bound: int | None = None) -> np.ndarray:
+    """The sorted distinct values of ``values`` (as ``np.unique(values)``). With ``bound`` (the
+    values are integers in [0, bound)), many values against the bound are marked in one pass of
+    flags instead of sorted."""
+    v = np.asarray(values).ravel()
+    if bound is not None and v.size * 16 >= bound:
+        seen = np.zeros(bound, bool)
+        seen[v] = True
+        return np.flatnonzero(seen)
+    s = np.sort(v)
     return s[_first_flags(s)]
 
 

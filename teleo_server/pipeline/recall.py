@@ -16,12 +16,16 @@ def _max_norm(x: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
     return x / m if m > 0 else x
 
 
+# sparse recall blends over every memory once the spaces' lists together reach this share of them
+WHOLE_CORPUS_SHARE = 0.25
+
+
 @stage("sparse_recall")
 def sparse_recall(state: State) -> str:
     """The lexical (BM25) and learned-sparse (SPLADE) spaces scored over the memories their query
     terms reach, blended by ``sparse_weight``; the top ``max_candidates`` by the blend, joined by
     the n-gram space's typo-robust top list, become the candidates. The cost follows the query
-    terms' postings, not the size of the corpus."""
+    terms' postings, not the size of the corpus, until they reach a good share of it."""
     ctx, cfg = state.ctx, state.cfg
     lex, spl, ngram = state.role("lexical"), state.role("learned_sparse"), state.role("ngram")
     lex_f, spl_f, hdc_f = state.feature(lex), state.feature(spl), state.feature(ngram)
@@ -29,7 +33,14 @@ def sparse_recall(state: State) -> str:
     bm25 = state.spaces[lex].reached_scores(ctx, lex_f) if lex_f is not None else empty
     splade = state.spaces[spl].reached_scores(ctx, spl_f) if spl_f is not None else None
     w = cfg.sparse_weight if splade is not None else 0.0
-    reached = distinct(np.concatenate([bm25[0], splade[0]])) if splade is not None else bm25[0]
+    n = ctx.catalog.n_rows
+    lists = [bm25[0]] + ([splade[0]] if splade is not None else [])
+    if sum(r.size for r in lists) >= WHOLE_CORPUS_SHARE * n:
+        # the query's terms reach most memories (common words, SPLADE's expansions): one score
+        # per memory costs less than joining the lists
+        reached = np.arange(n, dtype=np.int64)
+    else:
+        reached = distinct(np.concatenate(lists), n) if splade is not None else bm25[0]
     admitted = ctx.mask[reached]  # each space is scaled by its best admitted row: no other row shapes the blend
     blend = (1.0 - w) * _max_norm(np.nan_to_num(lookup(*bm25, reached)), admitted)
     if splade is not None:
@@ -44,7 +55,7 @@ def sparse_recall(state: State) -> str:
         h_rows = hdc[0][np.asarray(h_pos, np.int64)]
         picked.append(h_rows)
         n_hdc = h_rows.size
-    c = Candidates(distinct(np.concatenate(picked)))
+    c = Candidates(distinct(np.concatenate(picked), ctx.catalog.n_rows))
     in_blend = member(c.rows, picked[0])
     if lex is not None:
         b = lookup(*bm25, c.rows)

@@ -179,9 +179,15 @@ def lookup(reached: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> np.ndar
     their ``scores``, NaN for a row not reached."""
     rows = np.asarray(rows, np.int64)
     out = np.full(rows.size, np.nan, np.float32)
-    if reached.size:
-        pos = np.minimum(np.searchsorted(reached, rows), reached.size - 1)
-        hit = reached[pos] == rows
-        out[hit] = scores[pos[hit]]
+    if not reached.size or not rows.size:
+        return out
+    bound = int(max(reached[-1], rows.max())) + 1
+    if (reached.size + rows.size) * 16 >= bound:  # many against the row range: one scatter, one gather
+        full = np.full(bound, np.nan, np.float32)
+        full[reached] = scores
+        return full[rows]
+    pos = np.minimum(np.searchsorted(reached, rows), reached.size - 1)
+    hit = reached[pos] == rows
+    out[hit] = scores[pos[hit]]
     return out
 
