@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,10 +30,12 @@ pytestmark = pytest.mark.integration
 
 PAYLOADS = Path(__file__).parent / "data" / "hooks"
 SESSION = "b81c4e2a-0f6d-4a3b-8c2e-5d9f1a7b3e64"
+# the recorded payloads name the user's home as $HOME_DIR (the project is $HOME_DIR/shop)
+HOME_DIR = str(Path(tempfile.gettempdir()) / "teleo-hooks-user")
 
 
 def _payload(name: str, **changes) -> str:
-    data = json.loads((PAYLOADS / f"{name}.json").read_text())
+    data = json.loads((PAYLOADS / f"{name}.json").read_text().replace("$HOME_DIR", HOME_DIR))
     data.update(changes)
     return json.dumps(data)
 
@@ -94,7 +97,7 @@ def test_tool_results_are_stored_selectively_and_once(api_server, client):
     assert len(stored) == 2  # the repeated command once; Read is not a selected tool
     edit = next(m for m in stored if m.metadata["tool"] == "Edit")
     assert "AWS_REGION=eu-west-1" in edit.content and "AWS_REGION=us-east-2" in edit.content
-    assert edit.metadata["file"] == "/home/dev/shop/deploy/staging.env" and edit.session_id == SESSION
+    assert edit.metadata["file"] == f"{HOME_DIR}/shop/deploy/staging.env" and edit.session_id == SESSION
     bash = next(m for m in stored if m.metadata["tool"] == "Bash")
     assert bash.content.startswith("Ran `pytest -q tests/test_checkout.py`") and "24 passed" in bash.content
     assert bash.source == "claude-code:Bash" and bash.memory_type == "episodic"
@@ -171,7 +174,7 @@ def test_the_project_directory_names_the_namespace(api_server, client):
     proc = _hook(api_server, "PostToolUse", _payload("post_tool_use_edit"))
     assert proc.returncode == 0
     assert any(m.metadata.get("tool") == "Edit" for m in client.memories(Filters(namespaces=["project:shop"])))
-    assert namespace_for({"cwd": "/home/dev/My Project (2)"}, HookSettings()) == "project:My-Project-2"
+    assert namespace_for({"cwd": f"{HOME_DIR}/My Project (2)"}, HookSettings()) == "project:My-Project-2"
     assert namespace_for({"cwd": "/x"}, HookSettings(namespace="team")) == "team"
 
 
