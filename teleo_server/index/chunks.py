@@ -14,6 +14,15 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(first - np.asarray(starts, dtype=np.int64), lengths)
 
 
+def slices(indptr: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of ``keys`` (rows of a CSR matrix, terms of a CSC index; each < indptr.size - 1)
+    flattened into one gather: each key's length int64 (K,) and the entry positions int64."""
+    keys = np.asarray(keys, np.int64)
+    starts = indptr[keys].astype(np.int64)
+    lengths = indptr[keys + 1].astype(np.int64) - starts
+    return lengths, ranges(starts, lengths)
+
+
 def expand(chunk_start: np.ndarray, chunk_count: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Chunk rows of memory ``rows`` (chunks of a memory are contiguous).
 
@@ -55,4 +64,4 @@ def fold_rows(chunk_scores: np.ndarray, chunk_mem: np.ndarray, n_rows: int) -> n
     return out
 
 
-__all__ = ["expand", "fold_rows", "ranges", "segment_max"]
+__all__ = ["expand", "fold_rows", "ranges", "segment_max", "slices"]

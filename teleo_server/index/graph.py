@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from teleo_server.compute.sets import distinct
-from teleo_server.index.chunks import ranges
+from teleo_server.index.chunks import slices
 
 
 class GrowingMatrix:
@@ -303,14 +303,14 @@ class MemoryGraph:
                 break
             # memory -> entity (not hubs), entity -> memory, memory -> linked memory; the most
             # specific entities first, while the memories they name fit in the budget
-            e_new = _distinct(_row_entries(inc, frontier_m)[1], deg_e.size)
+            e_new = distinct(_row_entries(inc, frontier_m)[1], deg_e.size)
             e_new = e_new[~hub[e_new] & ~ent[e_new]]
             e_new = e_new[np.argsort(deg_e[e_new], kind="stable")]
             e_new = e_new[np.cumsum(deg_e[e_new]) <= left]
             ent[e_new] = True
             e_all = np.concatenate([frontier_e, e_new])
             reached = np.concatenate([_row_entries(inc_t, e_all)[1], _row_entries(links, frontier_m)[1]])
-            cand = _distinct(reached, R.size)
+            cand = distinct(reached, R.size)
             cand = cand[(R[cand] > 0) & ~mem[cand]]
             mem[cand] = True
             n_mem += int(cand.size)
@@ -382,20 +382,8 @@ def _row_entries(m: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.nda
     """The stored entries of ``rows`` of a CSR matrix, without building a sub-matrix: position in
     ``rows`` int64, column int64 and value float64 of each."""
     rows = np.asarray(rows, np.int64)
-    starts = m.indptr[rows].astype(np.int64)
-    lengths = m.indptr[rows + 1].astype(np.int64) - starts
-    pos = ranges(starts, lengths)
+    lengths, pos = slices(m.indptr, rows)
     return np.repeat(np.arange(rows.size), lengths), m.indices[pos].astype(np.int64), m.data[pos].astype(np.float64)
-
-
-def _distinct(values: np.ndarray, n: int) -> np.ndarray:
-    """Sorted distinct values int64 of ``values`` (all in [0, n)): a sort when they are few, one
-    pass over n flags when they are many."""
-    if values.size * 16 < n:
-        return distinct(values)
-    seen = np.zeros(n, bool)
-    seen[values] = True
-    return np.flatnonzero(seen)
 
 
 __all__ = ["GrowingMatrix", "MemoryGraph", "Walk", "WalkSettings"]

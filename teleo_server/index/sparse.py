@@ -23,7 +23,7 @@ import numpy as np
 
 from teleo_server.compute.sets import group_sum
 from teleo_server.index.catalog import Column, value_dtype
-from teleo_server.index.chunks import ranges
+from teleo_server.index.chunks import ranges, slices
 
 Weigh = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -238,7 +238,7 @@ class SparseIndex:
         q_ids = np.asarray(q_ids, dtype=np.int64).ravel()
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         sel = np.flatnonzero((q_ids >= 0) & (q_ids < self.indptr.size - 1))
-        lengths, pos = _slices(self.indptr, q_ids[sel])
+        lengths, pos = slices(self.indptr, q_ids[sel])
         if pos.size:
             parts.append((np.repeat(sel, lengths), self.indices[pos].astype(np.int64), self.raw[pos].astype(np.float32)))
         if self.pending:
@@ -295,7 +295,7 @@ class SparseIndex:
         value_parts: list[np.ndarray] = []
         in_main = np.flatnonzero((q_ids >= 0) & (q_ids < self.indptr.size - 1))
         if in_main.size and self.indices.size:
-            lengths, pos = _slices(self.indptr, q_ids[in_main])
+            lengths, pos = slices(self.indptr, q_ids[in_main])
             rows_parts.append(self.indices[pos])
             value_parts.append(self.data[pos].astype(np.float64) * np.repeat(q_w[in_main], lengths))
         if self.pending:
@@ -314,7 +314,7 @@ class SparseIndex:
         which_parts, rows_parts, raw_parts = [], [], []
         indptr, s_rows, s_raw = self._snapshot()
         in_snap = np.flatnonzero((q_ids >= 0) & (q_ids < indptr.size - 1))
-        lengths, pos = _slices(indptr, q_ids[in_snap])
+        lengths, pos = slices(indptr, q_ids[in_snap])
         if pos.size:
             which_parts.append(np.repeat(in_snap, lengths))
             rows_parts.append(s_rows[pos])
@@ -340,38 +340,12 @@ class SparseIndex:
         return np.concatenate(which_parts), np.concatenate(rows_parts), np.concatenate(raw_parts)
 
     def _score_delta(self, q_ids: np.ndarray, q_weights: np.ndarray, out: np.ndarray) -> None:
-        known = (q_ids >= 0) & (q_ids < self.n_terms)
-        q_ids, q_weights = q_ids[known].astype(np.int64), q_weights[known].astype(np.float32)
-        # snapshot: slice each query term's postings, flattened into one gather
-        indptr, s_rows, s_raw = self._snapshot()
-        in_snap = q_ids < indptr.size - 1
-        lengths, pos = _slices(indptr, q_ids[in_snap])
-        if pos.size:
-            rows, raw = s_rows[pos], s_raw[pos].astype(np.float32)
+        """Add the delta's scores (snapshot and tail, weighed now) to ``out`` float32 (n_rows,)."""
+        which, rows, raw = self._delta_postings(np.asarray(q_ids, np.int64).ravel())
+        if rows.size:
             vals = raw if self._weigh is None else self._weigh(raw, rows)
-            out += np.bincount(rows, weights=np.repeat(q_weights[in_snap], lengths) * vals,
-                               minlength=self.n_rows)[: self.n_rows].astype(np.float32)
-        # tail: the query as a dense term vector, gathered at every newer entry
-        d_rows, d_terms, d_raw = self._delta()
-        t_rows, t_terms, t_raw = d_rows[self._snap_n :], d_terms[self._snap_n :], d_raw[self._snap_n :]
-        if t_rows.size:
-            q_vec = np.zeros(max(self.n_terms, 1), dtype=np.float32)
-            np.add.at(q_vec, q_ids, q_weights)
-            hit = np.flatnonzero(q_vec[t_terms])
-            if hit.size:
-                raw, rows = t_raw[hit].astype(np.float32), t_rows[hit].astype(np.int64)
-                vals = raw if self._weigh is None else self._weigh(raw, rows)
-                out += np.bincount(rows, weights=q_vec[t_terms[hit]] * vals,
-                                   minlength=self.n_rows)[: self.n_rows].astype(np.float32)
-        return out
-
-
-def _slices(indptr: np.ndarray, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Postings of ``terms`` (each < indptr.size - 1) flattened into one gather: the length of
-    each term's slice int64 (T,) and the entry positions int64 (sum of lengths,)."""
-    starts = indptr[terms]
-    lengths = indptr[terms + 1] - starts
-    return lengths, ranges(starts, lengths)
+            weights = np.asarray(q_weights, np.float32).ravel()[which] * vals
+            out += np.bincount(rows, weights=weights, minlength=self.n_rows)[: self.n_rows].astype(np.float32)
 
 
 __all__ = ["SparseIndex"]

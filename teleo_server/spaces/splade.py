@@ -56,13 +56,18 @@ class SpladeSpace(SparseScoredSpace):
             return None
         return np.asarray(v.ids, dtype=np.int32), np.asarray(v.weights, dtype=np.float32)
 
+    def _backend(self, ctx: QueryContext) -> SparseBackend:
+        """The index interface the scores go through (made on first use, with the query's ops)."""
+        if self.backend is None:
+            self.backend = SparseBackend(self.ops or ctx.ops, index=self.index)
+        return self.backend
+
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""
         ids, w = feats
-        if self.backend is None:
-            self.backend = SparseBackend(self.ops or ctx.ops, index=self.index)
+        backend = self._backend(ctx)
         chunk_scores = np.zeros(self.catalog.n_chunks, dtype=np.float32)
-        s = self.backend.score(np.arange(self.backend.n), SparseQuery(ids, w))  # NaN: no overlap
+        s = backend.score(np.arange(backend.n), SparseQuery(ids, w))  # NaN: no overlap
         chunk_scores[: s.size] = np.nan_to_num(s[: chunk_scores.size], nan=0.0)
         out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows)
         return np.maximum(out, 0.0)
@@ -70,9 +75,7 @@ class SpladeSpace(SparseScoredSpace):
     def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
         """The memories whose chunks the query reaches, each by its best chunk."""
         ids, w = feats
-        if self.backend is None:
-            self.backend = SparseBackend(self.ops or ctx.ops, index=self.index)
-        chunks, s = reached(self.backend, SparseQuery(ids, w))
+        chunks, s = reached(self._backend(ctx), SparseQuery(ids, w))
         chunks = chunks[chunks < self.catalog.n_chunks]
         return group_max(self.catalog.chunk_mem[chunks].astype(np.int64), s[: chunks.size])
 
