@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import teleo_server
+from teleo_server.pipeline_settings import DEFAULT_MATRICES
 from tests._server import REPO, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -276,7 +277,8 @@ def test_query_reads_the_question_and_takes_a_matrix_and_a_language(srv, tmp_pat
     table = _ok(_cli(srv, "query", "why did the deploy fail?", "--namespace", "persp"))
     assert "query: causal; weights:" in table and "E5_causal 1" in table
     table = _ok(_cli(srv, "query", "rotate tokens", "--namespace", "persp", "--matrix", "code_focused"))
-    assert "E7_code 1" in table and "E1_semantic 3" in table
+    matrix = DEFAULT_MATRICES["code_focused"]
+    assert f"E7_code {matrix['E7_code']:g}" in table and f"E1_semantic {matrix['E1_semantic']:g}" in table
     assert _found(srv, "rotate tokens", "--namespace", "persp", "--language", "python") == [code]
     assert _found(srv, "rotate tokens", "--namespace", "persp", "--language", "go") == []
     bad = _cli(srv, "query", "x", "--matrix", "nope")

@@ -15,6 +15,7 @@ from teleo_server.extract import causal, code, intent
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline.analyze import classify
 from teleo_server.pipeline.types import Filters, Hit, Overrides, Query, StageReport
+from teleo_server.pipeline_settings import DEFAULT_MATRICES
 from teleo_server.spaces.registry import space_classes
 
 ADMIN = syn.admin()
@@ -98,6 +99,29 @@ def test_code_detection_language_and_tokens():
     assert toks["return"] == code.KEYWORD_WEIGHT  # a keyword counts a quarter
     assert code.detect(CODE["js"]).language == "javascript"
     assert code.detect("Melanie went hiking with her kids on Sunday.") is None
+
+
+def test_code_names_split_compounds_and_docstring_verbs():
+    toks = code.tokens("def iterdir(self):\n    for entry in os.listdir(self.path):\n        yield entry\n")
+    assert {"name:iterdir", "name:iter", "name:directory", "directory"} <= set(toks)
+    assert code.compound_words("readlines") == ["read", "lines"] and code.compound_words("zebra") is None
+    asked = code.query_tokens("Return whether the file name is valid.")
+    assert asked["name:get"] == asked["name:is"] == code.NAME_VERB_WEIGHT
+    assert asked["name:file"] == 1.0 and asked["name:filename"] == 0.5
+
+
+NAMED = {
+    "iterdir": "def iterdir(self):\n    for name in os.listdir(self._path):\n        yield self._make_child(name)\n",
+    "scan": ("def _scan_entries(self, root):\n    found = []\n    for entry in os.scandir(root):\n"
+             "        if entry.is_file() and not entry.name.startswith('.'):\n            found.append(entry.path)\n"
+             "    return found\n"),
+}
+
+
+def test_code_space_ranks_the_function_whose_name_says_it():
+    # the body of the second names files and directories more often; the first is called what was asked
+    r = _retriever(NAMED)
+    assert _run(r, "Iterate over the files in this directory.", "single_space:E7")[0][0] == "iterdir"
 
 
 def test_code_space_reaches_identifiers_from_words_and_code_from_code():
@@ -278,7 +302,8 @@ def test_search_matrix_sets_the_weights_and_keeps_the_analyzer_out():
     events = list(r.retrieve(q))
     done = events[-1]
     assert done.query_types == ["causal"]
-    assert done.space_weights["E1_semantic"] == 3.0 and done.space_weights["E7_code"] == 1.0
+    matrix = DEFAULT_MATRICES["code_focused"]
+    assert done.space_weights["E1_semantic"] == matrix["E1_semantic"] and done.space_weights["E7_code"] == matrix["E7_code"]
     assert "E5_causal" not in done.space_weights and "E12_late" not in done.space_weights
     with pytest.raises(InvalidArgument, match="unknown search matrix"):
         list(r.retrieve(Query(text="x", embedding=None, principal=ADMIN, overrides=Overrides(search_matrix="nope"))))
@@ -304,7 +329,7 @@ def test_analysis_matrix_and_language_filter_over_grpc(stub, auth):
         metadata=auth, timeout=60))
     contents = [e.result.memory.input.content for e in events if e.HasField("result")]
     assert contents == [CODE["py"]]
-    assert events[-1].summary.space_weights["E7_code"] == 1.0
+    assert events[-1].summary.space_weights["E7_code"] == DEFAULT_MATRICES["code_focused"]["E7_code"]
     import grpc
 
     for req in (pb.RetrieveRequest(text="x", filters=pb.RetrieveFilters(languages=["cobol"])),

@@ -3,9 +3,11 @@
 Code is found in fences, backticks, code-shaped prose identifiers or a text that reads as code
 (:mod:`teleo_server.extract.code`). Its tokens split identifiers (``getUserName`` is also ``get``,
 ``user``, ``name``), weigh language keywords down to a quarter and add structure tokens
-(``def:parse``, ``call:open``, ``import:json``). A code query (a snippet) is tokenised the same
+(``def:parse``, ``call:open``, ``import:json``) and name tokens for the parts of what is defined
+(``iterdir`` is ``name:iter``, ``name:directory``). A code query (a snippet) is tokenised the same
 way, structure included, so code finds code that defines and calls the same things; a question in
-words is split and reduced to the same parts, so "get the user name" reaches ``getUserName``.
+words is split and reduced to the same parts, so "get the user name" reaches ``getUserName``, and
+each of its words also asks for a name token, so the function called what was asked ranks first.
 Memories without code are not in this space. ``RetrieveFilters.languages`` keeps memories whose
 code is in one of the named languages.
 

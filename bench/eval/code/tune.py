@@ -22,7 +22,8 @@ log = structlog.get_logger(__name__)
 # (E1, E7, E13, E12 = the MaxSim rerank's share): meaning and code tokens, then how much meaning
 # leads, SPLADE beside them, and the rerank
 VARIANTS = [(1, 1, 0, 0), (2, 1, 0, 0), (1, 1, 0.5, 0), (1, 1, 0, 0.3), (3, 1, 0, 0), (2, 1, 0.5, 0.3), (2, 1, 0, 0.3),
-            (2, 1, 0.5, 0), (3, 1, 0.5, 0.3), (4, 1, 0.5, 0.3), (3, 1.5, 0.5, 0.3)]
+            (2, 1, 0.5, 0), (3, 1, 0.5, 0.3), (4, 1, 0.5, 0.3), (3, 1.5, 0.5, 0.3), (3, 2, 0.5, 0.3), (2, 1.5, 0.5, 0.3),
+            (3, 1.5, 0.5, 0.5), (3, 1.5, 1, 0.3), (3, 1.5, 0, 0.3), (4, 2, 0.5, 0.3)]
 
 
 def main(argv: list[str] | None = None) -> int:
