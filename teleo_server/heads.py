@@ -39,7 +39,8 @@ class HeadKind(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class SparseVector:
-    """Vocabulary terms of one chunk: int32 ids (ascending) and float32 weights, equal lengths."""
+    """Vocabulary terms of one chunk: int32 ids (ascending) and float32 weights (float16 as stored),
+    equal lengths."""
 
     ids: np.ndarray
     weights: np.ndarray

@@ -153,6 +153,26 @@ def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
     assert store._writer.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0] == 0
 
 
+def test_sparse_ids_take_two_bytes_when_they_fit_and_four_when_not(tmp_path):
+    from teleo_server.heads import SparseVector
+
+    rng = np.random.default_rng(13)
+    emb = _emb(rng)
+    wide = SparseVector.of(np.array([5, 70_000, 1_000_000], dtype=np.int32), np.array([0.5, 0.25, 1.0], np.float32))
+    emb.chunks[0].vectors["wide"] = wide
+    store = SQLiteStore(tmp_path / "t.db")
+    m, _ = store.put(_memory("ids"), emb)
+    sizes = dict(store._writer.execute("SELECT head, length(ids) / rows FROM chunk_vectors WHERE kind = 'sparse'"))
+    assert sizes == {"splade": 2, "wide": 4}
+    store.close()
+    [(_, back)] = list(SQLiteStore(tmp_path / "t.db").iter_memories())
+    for head in ("splade", "wide"):
+        got, want = back.chunks[0].vectors[head], emb.chunks[0].vectors[head]
+        assert got.ids.dtype == np.int32
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_array_equal(got.weights, want.weights)
+
+
 def test_delete_cascades_to_chunks(tmp_path):
     rng = np.random.default_rng(2)
     store = SQLiteStore(tmp_path / "t.db")

@@ -136,6 +136,34 @@ def test_stored_tokens_are_the_index_codes_and_a_restart_appends_them_as_they_ar
         second.stop()
 
 
+def test_sentence_vectors_and_sparse_weights_are_stored_as_float16_and_score_the_same_after_a_restart(tmp_path):
+    first = Running(tmp_path)
+    try:
+        ids = first.store(TEXTS)
+        before = {q: first.retrieve(q) for q in QUERIES}
+    finally:
+        first.stop()
+    conn = sqlite3.connect(first.db)
+    try:
+        rows = conn.execute("SELECT head, kind, dtype, rows, cols, length(data), length(ids) FROM chunk_vectors "
+                            "WHERE head IN ('dense', 'splade')").fetchall()
+    finally:
+        conn.close()
+    assert {r[0] for r in rows} == {"dense", "splade"} and len(rows) >= 2 * len(ids)
+    for head, kind, dtype, n, cols, data_len, ids_len in rows:
+        assert dtype == "float16"
+        if kind == "dense":
+            assert (n, cols, data_len) == (1, 384, 768)  # 2 bytes a value, not 4
+        else:
+            assert data_len == 2 * n and ids_len == 2 * n  # float16 weights, uint16 term ids
+    second = Running(tmp_path)
+    try:
+        for q in QUERIES:
+            _same_ranking(second.retrieve(q), before[q], 1e-6)
+    finally:
+        second.stop()
+
+
 def test_a_float16_row_of_an_older_database_still_loads_and_scores_as_codes_do(tmp_path):
     first = Running(tmp_path)
     try:

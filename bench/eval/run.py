@@ -23,6 +23,7 @@ import numpy as np
 import structlog
 
 from teleo_server.domain import AccessLevel, Principal
+from teleo_server.index.precision import half_floats
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline.types import Hit, Overrides, Query
 
@@ -69,7 +70,7 @@ def _runs(quick: bool) -> list[Run]:
 def build(p: Prepared, settings: PipelineSettings):
     r = make_retriever(settings, "numpy")
     for m, e in p.items:
-        r.add(m, e)
+        r.add(m, half_floats(e))  # the values the server stores and indexes (MemoryCore.stored_form)
     r.maintain()  # goals and calibration, as the server's background upkeep does after a load
     return r
 

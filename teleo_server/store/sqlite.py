@@ -579,6 +579,21 @@ def _sql(node: tuple) -> tuple[str, list[Any]]:
     return f"{column} {'=' if op == '==' else op} ?", [value]
 
 
+def _sparse_ids(ids: np.ndarray) -> bytes:
+    """A sparse vector's term ids as stored: two bytes each when every id fits (a vocabulary of up
+    to 65,536 terms, as SPLADE's 30,522), else four. The reader tells them apart by length."""
+    ids = np.asarray(ids)
+    if ids.size and 0 <= int(ids.min()) and int(ids.max()) <= np.iinfo(np.uint16).max:
+        return ids.astype(np.uint16).tobytes()
+    return np.ascontiguousarray(ids, np.int32).tobytes()
+
+
+def _read_sparse_ids(blob: bytes, rows: int) -> np.ndarray:
+    if rows and len(blob) == 2 * rows:
+        return np.frombuffer(blob, dtype=np.uint16).astype(np.int32)
+    return np.frombuffer(blob, dtype=np.int32)
+
+
 def _insert_chunks(conn: sqlite3.Connection, memory_pk: int, emb: EmbeddingSet) -> None:
     chunks, vectors = [], []
     for i, c in enumerate(emb.chunks):
@@ -586,7 +601,7 @@ def _insert_chunks(conn: sqlite3.Connection, memory_pk: int, emb: EmbeddingSet) 
         for head, v in c.vectors.items():
             if isinstance(v, SparseVector):
                 vectors.append((memory_pk, i, head, "sparse", v.weights.dtype.name, v.size, 0,
-                                v.weights.tobytes(), np.ascontiguousarray(v.ids, np.int32).tobytes()))
+                                v.weights.tobytes(), _sparse_ids(v.ids)))
             elif isinstance(v, TokenCodes):
                 # dtype names the codec (schema.py); cols is a token's width in the codec's values
                 vectors.append((memory_pk, i, head, "tokens", v.spec.tag, v.rows, v.spec.width,
@@ -609,8 +624,7 @@ def _load_embeddings(conn: sqlite3.Connection, memory_pk: int, model_version: st
         "WHERE memory_pk = ?", (memory_pk,),
     ):
         if kind == "sparse":
-            v: Vector = SparseVector(np.frombuffer(ids, dtype=np.int32),
-                                     np.frombuffer(data, dtype=dtype))
+            v: Vector = SparseVector(_read_sparse_ids(ids, rows), np.frombuffer(data, dtype=dtype))
         elif CodecSpec.is_tag(dtype):
             v = TokenCodes.of(data, rows, CodecSpec.parse(dtype))
         else:
