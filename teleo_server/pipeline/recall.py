@@ -28,7 +28,9 @@ def sparse_recall(state: State) -> str:
     terms' postings, not the size of the corpus, until they reach a good share of it."""
     ctx, cfg = state.ctx, state.cfg
     lex, spl, ngram = state.role("lexical"), state.role("learned_sparse"), state.role("ngram")
-    lex_f, spl_f, hdc_f = state.feature(lex), state.feature(spl), state.feature(ngram)
+    lex_f, spl_f = state.feature(lex), state.feature(spl)
+    # the n-gram space's query encoding is paid only when its list is wanted
+    hdc_f = state.feature(ngram) if cfg.hdc_candidates > 0 else None
     empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
     bm25 = state.spaces[lex].reached_scores(ctx, lex_f) if lex_f is not None else empty
     splade = state.spaces[spl].reached_scores(ctx, spl_f) if spl_f is not None else None
