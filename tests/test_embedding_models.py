@@ -154,6 +154,22 @@ def test_splade_onnx_graph_matches_numpy_reference(sparse):
     np.testing.assert_array_equal(got > 0, ref > 1e-6)
 
 
+def test_splade_graph_pooling_first_gives_the_bits_of_the_first_graph(sparse, tmp_path):
+    # the model version keeps the vectors' first tag (build_repo.SPLADE_VECTORS) only because the
+    # graph that takes the maximum before the activation computes the very same bits
+    from teleo_server.embedding.build_repo import SPLADE_VECTORS, locate, sha256
+    from teleo_server.embedding.splade_onnx import export_splade
+
+    export_splade(locate("sparse_weights").parent, tmp_path / "first.onnx", reference_pooling=True)
+    first = SparseEncoder(tmp_path / "first.onnx", FILES.sparse_tokenizer, threads=1)
+    long = " ".join(_random_texts(40, seed=12))
+    while len(sparse.tokenizer.encode(long).ids) > 250:  # a nearly full window, beside short texts (padding)
+        long = long[: int(len(long) * 0.9)]
+    texts = SENTENCES + _random_texts(6, seed=11) + [long]
+    np.testing.assert_array_equal(sparse.pooled(texts), first.pooled(texts))
+    assert sha256(locate("sparse_weights")) in SPLADE_VECTORS
+
+
 def test_splade_expands_terms():
     vocab = json.loads(FILES.sparse_tokenizer.read_text())["model"]["vocab"]
     enc = SparseEncoder(FILES.sparse_onnx, FILES.sparse_tokenizer, threads=1)

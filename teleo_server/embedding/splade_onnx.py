@@ -8,9 +8,15 @@ SPLADE pooling, so onnxruntime returns one vocabulary-sized vector per text inst
     output  SPLADE                                       float32 (B, V)
             SPLADE[b, v] = max_t attention_mask[b, t] * log(1 + relu(logits[b, t, v]))
 
+The graph takes the maximum first: log(1 + relu(x)) never decreases as x grows, so the largest
+logit of the text's tokens gives the largest activation, and ``log(1 + relu(max_t logits))`` is
+the same value, computed on (B, V) instead of (B, T, V) — a 256-word-piece chunk computes 7.8
+million activations the other way, and the text is embedded about twice as fast. The outputs are
+the same bits as the activation-first order (``reference_pooling=True``, which the test suite
+compares with it) and close to an independent NumPy forward pass.
+
 Building the graph directly keeps set-up to two small packages (``onnx``, ``safetensors``)
-instead of PyTorch and transformers, and puts the pooling where it is cheapest. The test suite
-checks it against an independent NumPy forward pass.
+instead of PyTorch and transformers, and puts the pooling where it is cheapest.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ class _Graph:
         return self.op("Mul", [self.op("Mul", [x, half]), self.op("Add", [erf, one])])
 
 
-def build_splade_onnx(weights: dict[str, np.ndarray], config: dict):
+def build_splade_onnx(weights: dict[str, np.ndarray], config: dict, *, reference_pooling: bool = False):
     """An ``onnx.ModelProto`` computing SPLADE vectors from BertForMaskedLM weights.
 
     Parameters
@@ -144,9 +150,15 @@ def build_splade_onnx(weights: dict[str, np.ndarray], config: dict):
     logits = g.op("Add", [
         g.op("MatMul", [t, g.op("Transpose", [word], perm=[1, 0])]),
         g.const("decoder.b", w["cls.predictions.bias"])])
-    act = g.op("Log", [g.op("Add", [g.op("Relu", [logits]), "c_onef"])])
-    act = g.op("Mul", [act, g.op("Unsqueeze", [mask_f, g.const("c_ax2", np.array([2], np.int64))])])
-    pooled = g.op("ReduceMax", [act], axes=[1], keepdims=0)
+    if reference_pooling:  # the activation of every token, then the maximum (the first graph's order)
+        act = g.op("Log", [g.op("Add", [g.op("Relu", [logits]), "c_onef"])])
+        act = g.op("Mul", [act, g.op("Unsqueeze", [mask_f, g.const("c_ax2", np.array([2], np.int64))])])
+        pooled = g.op("ReduceMax", [act], axes=[1], keepdims=0)
+    else:  # the maximum of the real tokens' logits (padding pushed far below), then the activation
+        pad = g.op("Mul", [g.op("Sub", ["c_onef", mask_f]), "c_neg"])
+        top = g.op("ReduceMax", [g.op("Add", [logits, g.op("Unsqueeze", [pad, g.const("c_ax2", np.array([2], np.int64))])])],
+                   axes=[1], keepdims=0)
+        pooled = g.op("Log", [g.op("Add", [g.op("Relu", [top]), "c_onef"])])
     g.nodes.append(helper.make_node("Identity", [pooled], ["SPLADE"]))
 
     vocab = w["bert.embeddings.word_embeddings.weight"].shape[0]
@@ -163,13 +175,14 @@ def build_splade_onnx(weights: dict[str, np.ndarray], config: dict):
     return model
 
 
-def export_splade(src_dir: Path, dst: Path) -> None:
+def export_splade(src_dir: Path, dst: Path, *, reference_pooling: bool = False) -> None:
     """Read ``model.safetensors`` + ``config.json`` from ``src_dir``; write the ONNX to ``dst``."""
     import onnx
     from safetensors.numpy import load_file
 
     config = json.loads((src_dir / "config.json").read_text())
-    model = build_splade_onnx(load_file(str(src_dir / "model.safetensors")), config)
+    model = build_splade_onnx(load_file(str(src_dir / "model.safetensors")), config,
+                              reference_pooling=reference_pooling)
     onnx.checker.check_model(model)
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_suffix(".tmp")
