@@ -138,3 +138,30 @@ def test_compare_ranks_among_what_the_caller_may_read_only():
     assert shared.compare("m0", "m1", "rrf", {}, principal=me)[1] == pytest.approx(alone)
     # every reader counts the copies: the aggregate moves, so the test can tell
     assert shared.compare("m0", "m1", "rrf", {})[1] != pytest.approx(alone)
+
+
+def _linked_store(restricted_neighbour: bool):
+    """a -> c and b -> d by relates_to links; c and d say the same thing, a and b nothing alike."""
+    from teleo_server.domain import AccessLevel, Link, LinkType
+
+    axis = np.eye(32, dtype=np.float32)
+    r = make_retriever(PipelineSettings(), "numpy")
+    level_c = AccessLevel.RESTRICTED if restricted_neighbour else AccessLevel.PUBLIC
+    for mid, vec, links, level in (("c", axis[2], (), level_c), ("d", axis[2] + 0.01 * axis[3], (), AccessLevel.PUBLIC),
+                                   ("a", axis[0], (Link("c", LinkType.RELATES_TO),), AccessLevel.PUBLIC),
+                                   ("b", axis[1], (Link("d", LinkType.RELATES_TO),), AccessLevel.PUBLIC)):
+        r.add(syn.memory(mid, f"note {mid}", access_level=level, links=links), syn.embedding(syn.chunk(vec)))
+    return r
+
+
+def test_compare_by_the_graph_reads_the_neighbours_the_caller_may_read():
+    # the memory graph's vectors: a and b share nothing, but what each links to says the same
+    reader = syn.admin()
+    sims, _, _ = _linked_store(False).compare("a", "b", "weighted_average", {}, principal=reader)
+    assert sims["E1_semantic"] == pytest.approx(0.5, abs=1e-6)  # (1 + cos) / 2 of orthogonal vectors
+    assert sims["E8_graph"] > 0.55
+    # c is restricted: a public caller's comparison is that of a store where a links to nothing
+    public = syn.admin(level=syn.AccessLevel.PUBLIC)
+    hidden = _linked_store(True)
+    assert hidden.compare("a", "b", "weighted_average", {}, principal=public)[0]["E8_graph"] == pytest.approx(0.5, abs=1e-6)
+    assert hidden.compare("a", "b", "weighted_average", {}, principal=reader)[0]["E8_graph"] > 0.55

@@ -45,13 +45,14 @@ def compare_rows(spaces: dict[str, Any], alive: np.ndarray, dense: str | None, a
                  aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
     """Per-space similarity of memory rows a and b, and their aggregate.
 
-    spaces: name -> Space; alive: bool (n_rows,) live rows; dense: the space playing the dense
-    role. For ``rrf`` each space ranks b among a pool of a's nearest memories (the dense space's
-    top 200, plus b).
+    spaces: name -> Space; alive: bool (n_rows,) the live rows the caller may read (no other row
+    shapes a similarity or a rank); dense: the space playing the dense role. For ``rrf`` each space
+    ranks b among a pool of a's nearest memories (the dense space's top 200, plus b).
     """
     sims: dict[str, float] = {}
+    readable = alive
     for name, space in spaces.items():
-        v = space.similarity(a, np.array([b], dtype=np.int64))
+        v = space.similarity_among(a, np.array([b], dtype=np.int64), readable)
         if v.size and not np.isnan(v[0]):
             sims[name] = float(np.clip(v[0], 0.0, 1.0))
     ranks = None
@@ -66,7 +67,7 @@ def compare_rows(spaces: dict[str, Any], alive: np.ndarray, dense: str | None, a
         pool = distinct(np.append(pool, b))
         ranks = {}
         for name in sims:
-            s = spaces[name].similarity(a, pool)
+            s = spaces[name].similarity_among(a, pool, readable)
             ranks[name] = 1 + int((s > s[np.searchsorted(pool, b)]).sum())
     return sims, aggregate(sims, aggregation, weights, ranks)
 

@@ -122,6 +122,12 @@ class Space:
         """Similarity in [0, 1] float32 (len(rows),) of memory row ``a`` to each of ``rows``."""
         return np.full(rows.size, np.nan, dtype=np.float32)
 
+    def similarity_among(self, a: int, rows: np.ndarray, readable: np.ndarray) -> np.ndarray:
+        """``similarity`` for a caller who may read only ``readable`` rows (bool (n_rows,)): a space
+        whose comparison reads memories other than the two compared (the memory graph's
+        neighbours) reads only readable ones. By default the two memories' own ``similarity``."""
+        return self.similarity(a, rows)
+
     def unit_score(self, scores: np.ndarray) -> np.ndarray:
         """This space's query scores mapped into [0, 1], comparable across spaces (entry-point
         discovery). Unbounded scores (BM25 and its kin) saturate as s / (1 + s); spaces whose

@@ -98,19 +98,26 @@ class GraphSpace(Space):
 
     # ---- smoothed vectors ----------------------------------------------------------------------------
     def graph_vector(self, ctx: QueryContext, row: int) -> np.ndarray | None:
-        """The memory's smoothed vector float32, over what the caller may read (None when the base
-        space holds no vector for it)."""
+        """The memory's smoothed vector float64 (unit), over what the caller may read and its
+        bi-temporal view holds (None when the base space holds no vector for it)."""
+        return self._graph_vector(row, self._with_vectors(self.walkable(ctx)))
+
+    def _with_vectors(self, readable: np.ndarray) -> np.ndarray:
+        n = self.catalog.n_rows
+        return readable[:n] & (self.catalog.chunk_count[:n] > 0)  # neighbours without a chunk hold no vector
+
+    def _graph_vector(self, row: int, usable: np.ndarray) -> np.ndarray | None:
+        """The memory's smoothed vector float64 (unit), its neighbours' mean taken over ``usable``
+        rows (readable, holding a vector) only; None when the base space holds no vector for it."""
         vectors_of = getattr(self._base, "memory_vectors", None)
         if vectors_of is None or getattr(self._base, "index", None) is None:
             return None
         own = vectors_of(np.array([row], np.int64))[0].astype(np.float64)
         if not own.any():
             return None
-        # neighbours without a chunk hold no vector
-        readable = self.walkable(ctx) & (self.catalog.chunk_count[: ctx.catalog.n_rows] > 0)
-        total, weight = self.graph.neighbour_mean_of(row, vectors_of, readable, self._walk, self.config.entity_share)
+        total, weight = self.graph.neighbour_mean_of(row, vectors_of, usable, self._walk, self.config.entity_share)
         g = self._mix(own, total, weight)
-        return (g / max(float(np.linalg.norm(g)), 1e-12)).astype(np.float32)
+        return g / max(float(np.linalg.norm(g)), 1e-12)
 
     def _mix(self, own: np.ndarray, total: np.ndarray, weight: np.ndarray | float) -> np.ndarray:
         """(1 - smooth) x own + smooth x the neighbours' mean, where a memory has neighbours. (A
@@ -245,8 +252,25 @@ class GraphSpace(Space):
         """Cosine-like (unit query and vectors), clipped into [0, 1]."""
         return np.clip(np.nan_to_num(scores.astype(np.float32), nan=0.0), 0.0, 1.0)
 
+    def similarity_among(self, a: int, rows: np.ndarray, readable: np.ndarray) -> np.ndarray:
+        """The cosine of the two memories' smoothed vectors (the space's own vectors, as search
+        scores them), each smoothed over the neighbours ``readable`` holds, mapped into [0, 1] as
+        the base space maps its cosine ((1 + cos) / 2): two memories whose neighbours agree are
+        alike here even when their texts are not. NaN where a memory has no vector."""
+        out = np.full(rows.size, np.nan, dtype=np.float32)
+        usable = self._with_vectors(readable)
+        ga = self._graph_vector(a, usable)
+        if ga is None:
+            return out
+        for i, r in enumerate(rows.tolist()):
+            g = ga if r == a else self._graph_vector(r, usable)
+            if g is not None:
+                out[i] = float(np.clip((1.0 + ga @ g) / 2.0, 0.0, 1.0))
+        return out
+
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
-        """Jaccard similarity of entity sets; 1 for a memory linked to ``a``."""
+        """Jaccard similarity of entity sets; 1 for a memory linked to ``a`` (what the two memories
+        hold themselves, for comparisons that do not know the caller, such as a goal's members)."""
         inc, _, links = self.graph.matrices(self.catalog.n_rows)
         ea = set(inc[a].indices.tolist())
         linked = set(links[a].indices.tolist())
