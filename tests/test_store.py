@@ -173,6 +173,21 @@ def test_sparse_ids_take_two_bytes_when_they_fit_and_four_when_not(tmp_path):
         np.testing.assert_array_equal(got.weights, want.weights)
 
 
+def test_half_floats_store_float16_unless_a_value_would_not_fit():
+    from teleo_server.heads import SparseVector
+    from teleo_server.index.precision import half_floats
+
+    emb = _emb(np.random.default_rng(14))
+    big = ChunkEmbedding({"dense": np.full(384, 1e6, np.float32),
+                          "splade": SparseVector.of([1, 2], [0.5, 7e4])}, 0, 1)
+    half = half_floats(EmbeddingSet("v1", [emb.chunks[0], big]))
+    kept, wide = half.chunks
+    assert kept.vectors["dense"].dtype == np.float16 and kept.vectors["splade"].weights.dtype == np.float16
+    np.testing.assert_array_equal(kept.vectors["dense"], emb.chunks[0].vectors["dense"].astype(np.float16))
+    assert kept.vectors["tokens"].dtype == np.float16  # per-token vectors are the codecs' business
+    assert wide.vectors["dense"].dtype == np.float32 and wide.vectors["splade"].weights.dtype == np.float32
+
+
 def test_delete_cascades_to_chunks(tmp_path):
     rng = np.random.default_rng(2)
     store = SQLiteStore(tmp_path / "t.db")

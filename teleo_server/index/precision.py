@@ -15,15 +15,23 @@ from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.heads import HeadKind, SparseVector, heads
 
 
+def _fits(values: np.ndarray) -> np.ndarray | None:
+    """``values`` as float16, or None when a value would not survive it (beyond float16's range:
+    a plugin head's unnormalised vector keeps float32)."""
+    if values.size and float(np.abs(values).max()) > float(np.finfo(np.float16).max):
+        return None
+    return values.astype(np.float16)
+
+
 def _half(head: str, v):
-    spec = heads().get(head)
-    kind = spec.kind if spec is not None else None
     if isinstance(v, SparseVector):
-        if v.weights.dtype == np.float32:
-            return SparseVector(v.ids, v.weights.astype(np.float16))
-        return v
-    if kind is HeadKind.DENSE and isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype == np.float32:
-        return v.astype(np.float16)
+        half = _fits(v.weights) if v.weights.dtype == np.float32 else None
+        return v if half is None else SparseVector(v.ids, half)
+    spec = heads().get(head)
+    if spec is not None and spec.kind is HeadKind.DENSE and isinstance(v, np.ndarray) and v.ndim == 1 \
+            and v.dtype == np.float32:
+        half = _fits(v)
+        return v if half is None else half
     return v
 
 

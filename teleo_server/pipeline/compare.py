@@ -41,16 +41,15 @@ def aggregate(sims: dict[str, float], aggregation: str, weights: dict[str, float
     return float((w / (_RRF_K + r)).sum() / (w / (_RRF_K + 1.0)).sum())
 
 
-def compare_rows(spaces: dict[str, Any], alive: np.ndarray, dense: str | None, a: int, b: int,
+def compare_rows(spaces: dict[str, Any], readable: np.ndarray, dense: str | None, a: int, b: int,
                  aggregation: str, weights: dict[str, float]) -> tuple[dict[str, float], float]:
     """Per-space similarity of memory rows a and b, and their aggregate.
 
-    spaces: name -> Space; alive: bool (n_rows,) the live rows the caller may read (no other row
-    shapes a similarity or a rank); dense: the space playing the dense role. For ``rrf`` each space
-    ranks b among a pool of a's nearest memories (the dense space's top 200, plus b).
+    spaces: name -> Space; readable: bool (n_rows,) the live rows the caller may read (no other
+    row shapes a similarity or a rank); dense: the space playing the dense role. For ``rrf`` each
+    space ranks b among a pool of a's nearest memories (the dense space's top 200, plus b).
     """
     sims: dict[str, float] = {}
-    readable = alive
     for name, space in spaces.items():
         v = space.similarity_among(a, np.array([b], dtype=np.int64), readable)
         if v.size and not np.isnan(v[0]):
@@ -58,7 +57,7 @@ def compare_rows(spaces: dict[str, Any], alive: np.ndarray, dense: str | None, a
     ranks = None
     if aggregation == "rrf":
         semantic = spaces.get(dense or "")
-        alive = np.flatnonzero(alive)
+        alive = np.flatnonzero(readable)
         alive = alive[alive != a]
         pool = alive
         if getattr(semantic, "index", None) is not None and alive.size > _POOL:
