@@ -284,6 +284,24 @@ def test_graph_space_never_smooths_over_what_the_caller_cannot_read():
         alone.spaces["E8_graph"].graph_vector(_graph_ctx(alone, reader), alone.catalog.row_of["answer"]) == pytest.approx(1.0)
 
 
+def test_search_then_score_agrees_with_search_and_score_in_every_space():
+    # the perspectives stage reads a space's scores once for both; that must be what each gives alone
+    r = _retriever({**CAUSAL, **CODE})
+    ctx = _graph_ctx(r, ADMIN)
+    ctx.query = Query(text="why did the deploy fail? get the user name", embedding=None, principal=ADMIN)
+    every = np.arange(r.catalog.n_rows, dtype=np.int64)
+    checked = []
+    for name, space in r.spaces.items():
+        feats = space.prepare(ctx)
+        if feats is None:
+            continue
+        rows, score_of = space.search_then_score(ctx, feats, 3)
+        np.testing.assert_array_equal(rows, space.search(ctx, feats, 3)[0])
+        np.testing.assert_array_equal(score_of(every), space.score(ctx, feats, every))
+        checked.append(name)
+    assert {"E5_causal", "E6_lexical", "E7_code"} <= set(checked)
+
+
 # ---- analyzer, matrices -------------------------------------------------------------------------
 def test_classify_reads_the_kinds_of_question():
     assert classify("why did the deploy fail?") == ["causal"]

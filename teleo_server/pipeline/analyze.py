@@ -97,12 +97,11 @@ def perspectives(state: State) -> str:
         feats = state.feature(name)
         if feats is None:
             continue
-        space = state.spaces[name]
-        rows, _ = space.search(state.ctx, feats, k)
+        rows, score_of = state.spaces[name].search_then_score(state.ctx, feats, k)
         pos = c.extend(np.asarray(rows, dtype=np.int64))
         found = np.zeros(c.size, dtype=bool)
         found[pos] = True
-        c.set_space(name, space.score(state.ctx, feats, c.rows), found)
+        c.set_space(name, score_of(c.rows), found)
         joined.append(f"{name.split('_')[0]}:{int(np.asarray(rows).size)}")
     return "joined=" + (",".join(joined) if joined else "none")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -118,6 +119,13 @@ class Space:
         """Scores float32 (len(rows),) of memory ``rows`` for the query."""
         return np.full(rows.size, np.nan, dtype=np.float32)
 
+    def search_then_score(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+        """``search``'s top-``k`` rows, and a function that gives ``score`` of any rows for the same
+        query: a space that computes its scores once per query (its postings' reach) reuses them
+        for both. A space that overrides ``search`` or ``score`` and this together keeps them one."""
+        rows, _ = self.search(ctx, feats, k)
+        return rows, lambda given: self.score(ctx, feats, given)
+
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
         """Similarity in [0, 1] float32 (len(rows),) of memory row ``a`` to each of ``rows``."""
         return np.full(rows.size, np.nan, dtype=np.float32)
@@ -178,6 +186,11 @@ class SparseScoredSpace(Space):
 
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return lookup(*self.reached_scores(ctx, feats), rows)
+
+    def search_then_score(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+        reached, scores = self.reached_scores(ctx, feats)  # the postings are read once for both
+        pos, _ = ctx.ops.topk(scores, k, mask=ctx.mask[reached])
+        return reached[np.asarray(pos, np.int64)], lambda given: lookup(reached, scores, given)
 
 
 def lookup(reached: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
