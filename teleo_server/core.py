@@ -31,8 +31,8 @@ from teleo_server.errors import (
     TeleoError,
     Unavailable,
 )
-from teleo_server.index.precision import half_floats
-from teleo_server.index.tokens import TokenCodec, to_codes
+from teleo_server.index.precision import stored_form
+from teleo_server.index.tokens import TokenCodec
 from teleo_server.index.purpose import Goal
 from teleo_server.pipeline.types import EntryPoint, Filters, Hit, MemoryPurpose, Outcome, Query, Retriever, StageReport
 from teleo_server.store.base import MemoryStore
@@ -199,7 +199,7 @@ class MemoryCore:
     def stored_form(self, emb: EmbeddingSet) -> EmbeddingSet:
         """``emb`` as it is stored and indexed: the heads kept as codes in those codes, sentence
         vectors and sparse weights as float16."""
-        return half_floats(to_codes(emb, self.codecs))
+        return stored_form(emb, self.codecs)
 
     def token_specs(self) -> dict[str, CodecSpec]:
         """Head -> the codec whose codes this server stores and takes (Import) for it as they are."""

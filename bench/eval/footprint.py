@@ -105,8 +105,7 @@ def token_codecs(settings: dict[str, Any]) -> dict[str, Any]:
 
 def write_store(data: Path, cache: Path, path: Path, settings: dict[str, Any]) -> int:
     from bench.eval.corpora import load_all
-    from teleo_server.index.precision import half_floats
-    from teleo_server.index.tokens import to_codes
+    from teleo_server.index.precision import stored_form
     from teleo_server.store import SQLiteStore
 
     prepared = load_all(data, cache, 1, ("scifact",))["scifact"][0]
@@ -114,7 +113,7 @@ def write_store(data: Path, cache: Path, path: Path, settings: dict[str, Any]) -
     store = SQLiteStore(path)
     try:
         for start in range(0, len(prepared.items), 256):
-            store.put_many([(m, half_floats(to_codes(e, codecs))) for m, e in prepared.items[start:start + 256]])
+            store.put_many([(m, stored_form(e, codecs)) for m, e in prepared.items[start:start + 256]])
     finally:
         store.close()
     return len(prepared.items)

@@ -9,10 +9,13 @@ same to three places; the README's "Bytes per memory"). Per-token heads are kept
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.heads import HeadKind, SparseVector, heads
+from teleo_server.index.tokens import TokenCodec, to_codes
 
 
 def _fits(values: np.ndarray) -> np.ndarray | None:
@@ -41,4 +44,10 @@ def half_floats(emb: EmbeddingSet) -> EmbeddingSet:
                                             for ch in emb.chunks])
 
 
-__all__ = ["half_floats"]
+def stored_form(emb: EmbeddingSet, codecs: Mapping[str, TokenCodec]) -> EmbeddingSet:
+    """``emb`` as the database stores it and the index takes it: the per-token heads of ``codecs``
+    as their codes, sentence vectors and sparse weights as float16."""
+    return half_floats(to_codes(emb, codecs))
+
+
+__all__ = ["half_floats", "stored_form"]
