@@ -65,6 +65,26 @@ def test_spmv_scores_match_naive_with_oov_and_repeats(ops):
     np.testing.assert_allclose(got, naive_scores(postings, n_rows, q_ids, q_w), rtol=1e-5, atol=1e-6)
 
 
+def test_spmv_scores_compiled_and_bincount_paths_give_the_same_bits(monkeypatch):
+    # many postings go through SciPy's CSC mat-vec, few through one bincount: the same float64
+    # products in the same order, so the reference gives the same bits either way
+    import teleo_server.compute.sparse as sparse
+
+    rng = np.random.default_rng(12)
+    vocab, n_rows = 60, 2_000
+    index = build_index(random_postings(rng, vocab, n_rows, 0.3), vocab)
+    q_ids = np.array([5, 5, 17, 59, 60, -3, 0, 33], np.int32)  # repeat, OOV, negative
+    q_w = rng.random(q_ids.size).astype(np.float32) + 0.1
+    got = {}
+    for start in (0, 10**12):
+        monkeypatch.setattr(sparse, "COMPILED_FROM", start)
+        got[start] = sparse.spmv_scores(*index, n_rows, q_ids, q_w)
+        with pytest.raises(sparse.InternalValueError, match="outside"):
+            sparse.spmv_scores(*index, n_rows - 1, q_ids, q_w)  # a posting names row n_rows - 1
+    assert got[0].dtype == np.float32 and np.count_nonzero(got[0]) > n_rows // 2
+    np.testing.assert_array_equal(got[0], got[10**12])
+
+
 @pytest.mark.parametrize("k", [0, 1, 5, 299, 300, 1000])
 def test_spmv_topk_orders_ties_by_row_id(ops, k):
     rng = np.random.default_rng(11)

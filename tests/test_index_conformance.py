@@ -18,7 +18,7 @@ from teleo_server.compute.backend import cupy_status, ops
 from teleo_server.gpu import emulator
 from teleo_server.domain import AccessLevel, MemoryType
 from teleo_server.heads import SparseVector
-from teleo_server.index.base import Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, make_backend, reached
+from teleo_server.index.base import Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, every_score, make_backend, reach, reached
 from teleo_server.index.catalog import Catalog
 from teleo_server.query import Filters
 
@@ -157,6 +157,13 @@ def test_backend_matches_the_exact_reference_under_every_filter(name):
             assert rows.dtype == np.int64 and values.dtype == np.float32
             np.testing.assert_array_equal(rows, signal, err_msg=f"{name} reached()")
             np.testing.assert_allclose(values, ref[signal], atol=tol, err_msg=f"{name} reached()")
+            # every row's score at once (0 without a signal or removed), and an upper bound of the
+            # rows reached that is known before scoring
+            every = every_score(backend, query)
+            assert every.dtype == np.float32 and every.shape == (N,)
+            np.testing.assert_allclose(every, np.where(alive, np.nan_to_num(np.maximum(ref, 0.0)), 0.0), atol=tol,
+                                       err_msg=f"{name} every_score()")
+            assert reach(backend, query) >= rows.size, f"{name} reach() is below the rows reached"
     if not info.exact:
         assert np.mean(recalls) >= 0.9, f"{name} recall@k {np.mean(recalls):.3f}"
 

@@ -208,9 +208,14 @@ def test_repeated_entries_of_a_row_are_summed_when_merged():
 
 @pytest.mark.parametrize("min_merge", [pytest.param(10**9, id="delta-only"), pytest.param(300, id="merging")])
 @pytest.mark.parametrize("weighed", [False, True])
-def test_reached_lists_every_row_the_query_scores(min_merge, weighed):
+@pytest.mark.parametrize("many", [pytest.param(0, id="grouped"), pytest.param(10**9, id="every-row")])
+def test_reached_lists_every_row_the_query_scores(min_merge, weighed, many, monkeypatch):
     # the rows a query reaches (CSC, sorted snapshot and unsorted tail alike) with their scores,
-    # exactly the nonzero entries of the full score vector; a repeated query id counts twice
+    # exactly the nonzero entries of the full score vector; a repeated query id counts twice.
+    # Alike whether the postings are grouped by row or (many against the rows) every row is scored.
+    import teleo_server.index.sparse as sparse
+
+    monkeypatch.setattr(sparse, "MANY_POSTINGS", many)
     rng = np.random.default_rng(5)
     weigh = (lambda raw, rows: raw * (1.0 + rows % 3).astype(np.float32)) if weighed else None
     idx = SparseIndex(weigh=weigh, min_merge=min_merge)

@@ -73,6 +73,12 @@ class Removed:
             out[inside] = ~self._dead[ids[inside]]
         return out
 
+    def clear(self, per_row: np.ndarray) -> None:
+        """Set the removed rows of a per-row array (rows 0..len-1) to 0, in place."""
+        dead = self._dead[: per_row.size]
+        if dead.any():
+            per_row[: dead.size][dead] = 0
+
     def alive(self, n: int) -> np.ndarray:
         """bool (n,): rows not removed."""
         alive = np.ones(n, dtype=bool)
@@ -123,6 +129,18 @@ class SparseBackend:
         rows, s = self.index.reached(np.asarray(query.ids, np.int64), np.asarray(query.weights, np.float32))
         keep = (s > 0) & self.removed.kept(rows)
         return rows[keep], s[keep]
+
+    def every_score(self, query: SparseQuery) -> np.ndarray:
+        """float32 (n,): every row's score, 0 where ``score`` would give NaN (no overlap, removed);
+        see :func:`teleo_server.index.base.every_score`."""
+        out = self.all_scores(query)
+        np.maximum(out, 0.0, out=out)
+        self.removed.clear(out)
+        return out
+
+    def reach(self, query: SparseQuery) -> int:
+        """The entries of the query terms' postings: an upper bound of the rows it reaches."""
+        return self.index.postings_count(np.asarray(query.ids, np.int64))
 
     def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)

@@ -196,6 +196,24 @@ def reached(index: VectorIndex, query: Any) -> tuple[np.ndarray, np.ndarray]:
     return rows[hit], scores[hit]
 
 
+def every_score(index: VectorIndex, query: Any) -> np.ndarray:
+    """float32 (index.n,): the score of every row for ``query``, clipped at 0 (a row with no signal,
+    or removed, scores 0). A backend that scores every row at once provides ``every_score(query)``;
+    any other is asked for ``score`` of every row."""
+    own = getattr(index, "every_score", None)
+    if own is not None:
+        return np.asarray(own(query), np.float32)
+    scores = np.asarray(index.score(np.arange(index.n, dtype=np.int64), query), np.float32)
+    return np.where(scores > 0, scores, np.float32(0.0))
+
+
+def reach(index: VectorIndex, query: Any) -> int:
+    """An upper bound, known before scoring, of the rows :func:`reached` would list for ``query``:
+    the backend's own ``reach(query)`` (an inverted index counts its postings), else every row."""
+    own = getattr(index, "reach", None)
+    return int(own(query)) if own is not None else index.n
+
+
 @dataclass(frozen=True, slots=True)
 class BackendInfo:
     name: str
@@ -258,7 +276,9 @@ __all__ = [
     "VectorIndex",
     "backends",
     "evaluate",
+    "every_score",
     "make_backend",
+    "reach",
     "reached",
     "register_backend",
     "render",

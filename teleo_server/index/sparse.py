@@ -21,11 +21,17 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.backend import ops as backend_ops
 from teleo_server.compute.sets import group_sum
 from teleo_server.index.catalog import Column, value_dtype
 from teleo_server.index.chunks import ranges, slices
 
 Weigh = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+# the host path of :meth:`SparseIndex.reached` scores every row once the query's postings reach
+# 1/MANY_POSTINGS of the rows (as the grouping it replaces would then count over every row anyway)
+MANY_POSTINGS = 8
+HOST_OPS = backend_ops("numpy")
 
 
 class SparseIndex:
@@ -247,6 +253,19 @@ class SparseIndex:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
         return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
 
+    def postings_count(self, q_ids: np.ndarray) -> int:
+        """How many stored entries the given terms hold (CSC and delta): an upper bound, known
+        before scoring, of the rows a query of these terms reaches. Ids outside the index hold
+        none; the delta's unsorted tail counts whole."""
+        q_ids = np.asarray(q_ids, dtype=np.int64).ravel()
+        main = q_ids[(q_ids >= 0) & (q_ids < self.indptr.size - 1)]
+        count = int((self.indptr[main + 1] - self.indptr[main]).sum())
+        if self.pending:
+            indptr, _, _ = self._snapshot()
+            snap = q_ids[(q_ids >= 0) & (q_ids < indptr.size - 1)]
+            count += int((indptr[snap + 1] - indptr[snap]).sum()) + self.pending - self._snap_n
+        return count
+
     def scores(self, ops: Any, q_ids: np.ndarray, q_weights: np.ndarray) -> np.ndarray:
         """Scores of every row for one query.
 
@@ -285,7 +304,8 @@ class SparseIndex:
 
         Returns rows int64 (ascending) whose score is not 0 and their scores float32: the nonzero
         entries of :meth:`scores`, up to float32 rounding (the CSC and the delta are summed
-        together here, once). Ids outside the index are ignored; a repeated id counts once per
+        together here, once), or exactly, read off :meth:`scores`, when the postings are many
+        against the rows. Ids outside the index are ignored; a repeated id counts once per
         occurrence.
         """
         self._fresh_weights()
@@ -294,8 +314,15 @@ class SparseIndex:
         rows_parts: list[np.ndarray] = []
         value_parts: list[np.ndarray] = []
         in_main = np.flatnonzero((q_ids >= 0) & (q_ids < self.indptr.size - 1))
+        main_ids = q_ids[in_main]
+        if MANY_POSTINGS * self.postings_count(q_ids) >= self.n_rows > 0:
+            # postings many against the rows (common words, SPLADE's expansions): one score per row
+            # costs less than grouping the postings by row
+            out = self.scores(HOST_OPS, q_ids.astype(np.int32), np.asarray(q_weights, np.float32))
+            rows = np.flatnonzero(out)
+            return rows, out[rows]
         if in_main.size and self.indices.size:
-            lengths, pos = slices(self.indptr, q_ids[in_main])
+            lengths, pos = slices(self.indptr, main_ids)
             rows_parts.append(self.indices[pos])
             value_parts.append(self.data[pos].astype(np.float64) * np.repeat(q_w[in_main], lengths))
         if self.pending:

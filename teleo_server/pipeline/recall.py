@@ -16,6 +16,16 @@ def _max_norm(x: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
     return x / m if m > 0 else x
 
 
+def _at(reached: tuple[np.ndarray, np.ndarray] | None, full: np.ndarray | None, rows: np.ndarray) -> np.ndarray:
+    """The scores of ``rows``, NaN where the query does not reach them: from the reached rows and
+    their scores, or from the scores of every row (0 where not reached)."""
+    if full is None:
+        assert reached is not None
+        return lookup(*reached, rows)
+    got = full[rows]
+    return np.where(got > 0, got, np.nan).astype(np.float32)
+
+
 # sparse recall blends over every memory once the spaces' lists together reach this share of them
 WHOLE_CORPUS_SHARE = 0.25
 
@@ -32,23 +42,34 @@ def sparse_recall(state: State) -> str:
     # the n-gram space's query encoding is paid only when its list is wanted
     hdc_f = state.feature(ngram) if cfg.hdc_candidates > 0 else None
     empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
-    bm25 = state.spaces[lex].reached_scores(ctx, lex_f) if lex_f is not None else empty
-    splade = state.spaces[spl].reached_scores(ctx, spl_f) if spl_f is not None else None
-    w = cfg.sparse_weight if splade is not None else 0.0
+    w = cfg.sparse_weight if spl_f is not None else 0.0
     n = ctx.catalog.n_rows
-    lists = [bm25[0]] + ([splade[0]] if splade is not None else [])
-    if sum(r.size for r in lists) >= WHOLE_CORPUS_SHARE * n:
-        # the query's terms reach most memories (common words, SPLADE's expansions): one score
-        # per memory costs less than joining the lists
-        reached = np.arange(n, dtype=np.int64)
+    sparse = [(state.spaces[name], f) for name, f in ((lex, lex_f), (spl, spl_f)) if f is not None]
+    if sum(space.reach(ctx, f) for space, f in sparse) >= WHOLE_CORPUS_SHARE * n:
+        # the query terms' postings cover a good share of the memories (common words, SPLADE's
+        # expansions): one score per memory costs less than listing the rows they reach and
+        # joining the lists
+        full = [state.spaces[lex].all_scores(ctx, lex_f) if lex_f is not None else np.zeros(n, np.float32),
+                state.spaces[spl].all_scores(ctx, spl_f) if spl_f is not None else None]
+        bm25 = splade = None
+        reached = None
+        admitted = ctx.mask
+        values = full
     else:
-        reached = distinct(np.concatenate(lists), n) if splade is not None else bm25[0]
-    admitted = ctx.mask[reached]  # each space is scaled by its best admitted row: no other row shapes the blend
-    blend = (1.0 - w) * _max_norm(np.nan_to_num(lookup(*bm25, reached)), admitted)
-    if splade is not None:
-        blend = blend + w * _max_norm(np.nan_to_num(lookup(*splade, reached)), admitted)
+        bm25 = state.spaces[lex].reached_scores(ctx, lex_f) if lex_f is not None else empty
+        splade = state.spaces[spl].reached_scores(ctx, spl_f) if spl_f is not None else None
+        reached = distinct(np.concatenate([bm25[0], splade[0]]), n) if splade is not None else bm25[0]
+        full = [None, None]
+        admitted = ctx.mask[reached]
+        values = [np.nan_to_num(lookup(*bm25, reached)),
+                  np.nan_to_num(lookup(*splade, reached)) if splade is not None else None]
+    # each space is scaled by its best admitted row: no other row shapes the blend
+    blend = (1.0 - w) * _max_norm(values[0], admitted)
+    if values[1] is not None:
+        blend = blend + w * _max_norm(values[1], admitted)
     pos, _ = ctx.ops.topk(blend, state.arm(cfg.max_candidates), mask=admitted & (blend > 0))
-    picked = [reached[np.asarray(pos, np.int64)]]
+    pos = np.asarray(pos, np.int64)
+    picked = [pos if reached is None else reached[pos]]
     hdc = None
     n_hdc = 0
     if hdc_f is not None and cfg.hdc_candidates > 0:
@@ -60,15 +81,16 @@ def sparse_recall(state: State) -> str:
     c = Candidates(distinct(np.concatenate(picked), ctx.catalog.n_rows))
     in_blend = member(c.rows, picked[0])
     if lex is not None:
-        b = lookup(*bm25, c.rows)
+        b = _at(bm25, full[0], c.rows)
         c.set_space(lex, b, in_blend & ~np.isnan(b))
-    if splade is not None:
-        sc = lookup(*splade, c.rows)
+    if spl_f is not None:
+        sc = _at(splade, full[1], c.rows)
         c.set_space(spl, sc, in_blend & ~np.isnan(sc))
     if hdc is not None:
         c.set_space(ngram, lookup(*hdc, c.rows), member(c.rows, picked[1]))
     state.cands = c
-    return f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if splade is not None else 'off'} hdc={n_hdc}"
+    return (f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if spl_f is not None else 'off'} "
+            f"hdc={n_hdc} scored={'every row' if reached is None else 'reached rows'}")
 
 
 @stage("keywords")

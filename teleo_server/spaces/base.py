@@ -170,6 +170,13 @@ class SparseScoredSpace(Space):
         if self.index.pending:
             self.index.merge()
 
+    def reach(self, ctx: QueryContext, feats: Any) -> int:
+        """An upper bound, known before scoring, of the rows :meth:`reached_scores` lists (an
+        inverted index's postings of the query terms): a recall stage compares it with the corpus
+        to choose between joining the reached rows and :meth:`all_scores` over every row. By
+        default every row."""
+        return self.catalog.n_rows
+
     def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
         """The memory rows the query reaches with a positive score (ascending, int64) and their
         scores float32; every other row scores 0. A space whose index lists them from the query

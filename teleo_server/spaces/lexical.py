@@ -90,6 +90,9 @@ class LexicalSpace(SparseScoredSpace):
         readable = None if ctx.sees_all else ctx.readable
         return self.field.scores(ctx.ops, ids, w, self.catalog.n_rows, readable)
 
+    def reach(self, ctx: QueryContext, feats: Any) -> int:
+        return self.field.index.postings_count(feats[0])
+
     def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
         ids, w = feats
         return self.field.reached(ids, w, None if ctx.sees_all else ctx.readable)

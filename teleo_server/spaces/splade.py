@@ -12,7 +12,7 @@ from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.index.backends import SparseBackend
-from teleo_server.index.base import SparseQuery, reached
+from teleo_server.index.base import SparseQuery, every_score, reach, reached
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
@@ -65,12 +65,15 @@ class SpladeSpace(SparseScoredSpace):
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""
         ids, w = feats
-        backend = self._backend(ctx)
-        chunk_scores = np.zeros(self.catalog.n_chunks, dtype=np.float32)
-        s = backend.score(np.arange(backend.n), SparseQuery(ids, w))  # NaN: no overlap
-        chunk_scores[: s.size] = np.nan_to_num(s[: chunk_scores.size], nan=0.0)
+        s = every_score(self._backend(ctx), SparseQuery(ids, w))
+        n_chunks = self.catalog.n_chunks
+        chunk_scores = s[:n_chunks] if s.size >= n_chunks else np.concatenate([s, np.zeros(n_chunks - s.size, np.float32)])
         out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows)
         return np.maximum(out, 0.0)
+
+    def reach(self, ctx: QueryContext, feats: Any) -> int:
+        ids, w = feats
+        return reach(self._backend(ctx), SparseQuery(ids, w))
 
     def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
         """The memories whose chunks the query reaches, each by its best chunk."""
