@@ -55,9 +55,9 @@ def topk(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np
     if k == 0 or n == 0:
         return np.empty(0, np.int32), np.empty(0, np.float32)
     if k < n:
-        # argpartition leaves ties at the k-th value in arbitrary order; keep every row strictly
-        # above it, then the lowest ids among those equal to it (``ids`` is ascending).
-        kth = sub[np.argpartition(sub, n - k)[n - k]]
+        # keep every row strictly above the k-th best value, then the lowest ids among those equal
+        # to it (``ids`` is ascending), so ties at the cut are decided by row id.
+        kth = np.partition(sub, n - k)[n - k]  # the value alone: half the cost of argpartition
         above = np.flatnonzero(sub > kth)
         tied = np.flatnonzero(sub == kth)[: k - above.shape[0]]
         keep = np.concatenate([above, tied])

@@ -113,8 +113,10 @@ class SparseBackend:
         self.removed.remove(rows, self.n)
 
     def all_scores(self, query: SparseQuery) -> np.ndarray:
-        out = np.zeros(self.n, dtype=np.float32)
         s = self.index.scores(self.ops, np.asarray(query.ids, np.int32), np.asarray(query.weights, np.float32))
+        if s.size == self.n:
+            return s
+        out = np.zeros(self.n, dtype=np.float32)
         out[: s.size] = s[: self.n]
         return out
 

@@ -121,6 +121,8 @@ class Bm25Field:
             out += np.bincount(rows, weights=part, minlength=n_rows)[:n_rows].astype(np.float32)
             return out
         s = self.index.scores(ops, ids, w)
+        if s.size == n_rows:
+            return s
         out[: s.size] = s[:n_rows]
         return out
 

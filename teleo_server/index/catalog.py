@@ -104,6 +104,7 @@ class Catalog:
         self._chunk_start = Column(np.int64)
         self._chunk_count = Column(np.int32)
         self._chunk_mem = Column(np.int32)
+        self._not_one_chunk = 0  # memory rows whose chunk count is not 1
         self.dead = 0
         self.version = 0  # changes whenever rows are added, removed or renumbered
         self._partition_keys: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))  # (version, keys)
@@ -116,6 +117,11 @@ class Catalog:
     @property
     def n_chunks(self) -> int:
         return self._chunk_mem.n
+
+    @property
+    def one_chunk_each(self) -> bool:
+        """Whether every memory row has exactly one chunk row (then chunk row r is memory row r)."""
+        return self._not_one_chunk == 0
 
     @property
     def alive(self) -> np.ndarray:
@@ -204,6 +210,7 @@ class Catalog:
         self._chunk_start.append(first)
         self._chunk_count.append(n_chunks)
         self._chunk_mem.extend(np.full(n_chunks, row, dtype=np.int32))
+        self._not_one_chunk += n_chunks != 1
         for kv in memory.metadata.items():
             self._metadata.setdefault(kv, set()).add(row)
         return row, np.arange(first, first + n_chunks, dtype=np.int64)
@@ -249,6 +256,7 @@ class Catalog:
             starts[1:] = np.cumsum(self.chunk_count)[:-1]
         self._chunk_start = Column(np.int64)
         self._chunk_start.extend(starts)
+        self._not_one_chunk = int(np.count_nonzero(self.chunk_count != 1))
         self.memories = [self.memories[r] for r in keep]
         self.row_of = {m.id: i for i, m in enumerate(self.memories) if m is not None}
         self._metadata = {kv: {int(new_of_old[r]) for r in rows} for kv, rows in self._metadata.items() if rows}

@@ -55,11 +55,18 @@ def segment_max(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
     return out, arg
 
 
-def fold_rows(chunk_scores: np.ndarray, chunk_mem: np.ndarray, n_rows: int) -> np.ndarray:
-    """Max over each memory's chunks of a full chunk-score vector: float32 (n_rows,), -inf where none."""
+def fold_rows(chunk_scores: np.ndarray, chunk_mem: np.ndarray, n_rows: int, one_each: bool | None = None) -> np.ndarray:
+    """Max over each memory's chunks of a full chunk-score vector: float32 (n_rows,), -inf where none.
+
+    ``one_each``: whether every memory has exactly one chunk (the catalog tracks it), so that the
+    chunk scores are the memory scores; worked out from ``chunk_mem`` when not given.
+    """
+    if chunk_mem.size == n_rows and n_rows:
+        if one_each is None:
+            one_each = bool(chunk_mem[-1] == n_rows - 1 and np.all(np.diff(chunk_mem) == 1))
+        if one_each:
+            return chunk_scores.astype(np.float32, copy=False)
     out = np.full(n_rows, -np.inf, dtype=np.float32)
-    if chunk_mem.size == n_rows and n_rows and chunk_mem[-1] == n_rows - 1 and np.all(np.diff(chunk_mem) == 1):
-        return chunk_scores.astype(np.float32, copy=False)
     np.maximum.at(out, chunk_mem, chunk_scores)
     return out
 

@@ -322,25 +322,29 @@ class MemoryGraph:
         ents = np.flatnonzero(ent)
         ents = ents[deg_e[ents] > 0]
         nm = rows.size
-        pos_m = np.full(R.size, -1, np.int64)
-        pos_m[rows] = np.arange(nm)
-        pos_e = np.full(deg_e.size, -1, np.int64)
-        pos_e[ents] = np.arange(ents.size)
+        # positions in the neighbourhood by search among its (sorted) rows and entities: no array
+        # over the whole corpus per walk
+        def pos_m(x: np.ndarray) -> np.ndarray:
+            return _position(rows, x)
+
+        def pos_e(x: np.ndarray) -> np.ndarray:
+            return _position(ents, x)
+
         # the neighbourhood's entries: memory i names entity e (value iv), memory i links to j (lv),
         # read from whichever side of the incidence holds fewer entries
         by_row = int((inc.indptr[rows + 1] - inc.indptr[rows]).sum())
         by_entity = int((inc_t.indptr[ents + 1] - inc_t.indptr[ents]).sum())
         if by_entity < by_row:
             ej, mi, iv = _row_entries(inc_t, ents)
-            mi = pos_m[mi]
+            mi = pos_m(mi)
             keep = mi >= 0
         else:
             mi, ej, iv = _row_entries(inc, rows)
-            ej = pos_e[ej]
+            ej = pos_e(ej)
             keep = ej >= 0
         mi, ej, iv = mi[keep], ej[keep], iv[keep]
         li, lj, lv = _row_entries(links, rows)
-        lj = pos_m[lj]
+        lj = pos_m(lj)
         keep = lj >= 0
         li, lj, lv = li[keep], lj[keep], lv[keep]
         w_e = entity_weights[ents]
@@ -358,9 +362,9 @@ class MemoryGraph:
             np.concatenate([lv * (a * inv_out[lj]), iv * (a * inv_deg_e[ej]), iv * (a * w_e[ej] * inv_out[mi])]),
             (np.concatenate([li, mi, nm + ej]), np.concatenate([lj, nm + ej, mi]))), shape=(size, size))
         p = np.zeros(nm + ents.size)
-        np.add.at(p, pos_m[seed_rows], seed_weights)
+        np.add.at(p, pos_m(seed_rows), seed_weights)
         if seed_entities.size:
-            p[nm + pos_e[seed_entities]] = float(seed_weights.mean()) if seed_weights.size else 1.0
+            p[nm + pos_e(seed_entities)] = float(seed_weights.mean()) if seed_weights.size else 1.0
         p *= (1.0 - a) / p.sum()
         x = p / (1.0 - a)
         it = 0
@@ -376,6 +380,16 @@ class MemoryGraph:
         top = top[np.argsort(-xm[top], kind="stable")]
         top = top[xm[top] > 0]
         return Walk(rows[top].astype(np.int64), xm[top].astype(np.float32), it, int(rows.size), int(ents.size))
+
+
+def _position(sorted_keys: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """int64 (len(x),): where each of ``x`` sits in ``sorted_keys`` (distinct, ascending), -1 where
+    it is not there."""
+    x = np.asarray(x, np.int64)
+    if not sorted_keys.size:
+        return np.full(x.size, -1, np.int64)
+    pos = np.minimum(np.searchsorted(sorted_keys, x), sorted_keys.size - 1)
+    return np.where(sorted_keys[pos] == x, pos, -1)
 
 
 def _row_entries(m: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

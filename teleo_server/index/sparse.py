@@ -280,13 +280,20 @@ class SparseIndex:
         float32 (n_rows,), host memory.
         """
         self._fresh_weights()
-        out = np.zeros(self.n_rows, dtype=np.float32)
+        out = None
         n_main_terms = self.indptr.size - 1
         in_main = q_ids < n_main_terms
         if in_main.any() and self.indices.size:
-            main = ops.spmv_scores(self.indptr, self.indices, self.data, self.n_rows,
-                                   q_ids[in_main].astype(np.int32), q_weights[in_main].astype(np.float32))
-            out += np.asarray(main, dtype=np.float32)[: self.n_rows]
+            main = np.asarray(ops.spmv_scores(self.indptr, self.indices, self.data, self.n_rows,
+                                              q_ids[in_main].astype(np.int32), q_weights[in_main].astype(np.float32)),
+                              dtype=np.float32)
+            # the scorer's own fresh array is the result (no second pass over every row)
+            out = main if main.shape == (self.n_rows,) and main.base is None and main.flags.writeable else None
+            if out is None:
+                out = np.zeros(self.n_rows, dtype=np.float32)
+                out += main[: self.n_rows]
+        if out is None:
+            out = np.zeros(self.n_rows, dtype=np.float32)
         if self.pending:
             self._score_delta(q_ids, q_weights, out)
         return out

@@ -143,7 +143,8 @@ class DenseHeadSpace(Space):
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk cosine of every memory row, float32 (n_rows,)."""
         assert self.index is not None
-        return fold_rows(self.index.full_scores(feats), self.catalog.chunk_mem[: self.index.n], self.catalog.n_rows)
+        return fold_rows(self.index.full_scores(feats), self.catalog.chunk_mem[: self.index.n], self.catalog.n_rows,
+                         self.catalog.one_chunk_each)
 
 
 __all__ = ["DenseHeadSettings", "DenseHeadSpace"]

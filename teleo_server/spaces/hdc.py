@@ -8,6 +8,7 @@ stored sparsely (only touched coordinates), which is the same vector as a dense 
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import Counter
 from typing import Any
@@ -64,9 +65,10 @@ class HyperdimensionalSpace(SparseScoredSpace):
             w = f"#{word}#"
             grams.update(w[i : i + self.n] for i in range(max(len(w) - self.n + 1, 1)))
         acc: dict[int, float] = {}
+        coord = self._coord
         for gram, count in grams.items():
-            c, sign = self._coord(gram)
-            acc[c] = acc.get(c, 0.0) + sign * (1.0 + np.log(count))
+            c, sign = coord(gram)
+            acc[c] = acc.get(c, 0.0) + sign * (1.0 + math.log(count))
         ids = np.fromiter(acc.keys(), dtype=np.int64, count=len(acc))
         vals = np.fromiter(acc.values(), dtype=np.float32, count=len(acc))
         norm = float(np.linalg.norm(vals))

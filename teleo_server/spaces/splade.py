@@ -68,7 +68,7 @@ class SpladeSpace(SparseScoredSpace):
         s = every_score(self._backend(ctx), SparseQuery(ids, w))
         n_chunks = self.catalog.n_chunks
         chunk_scores = s[:n_chunks] if s.size >= n_chunks else np.concatenate([s, np.zeros(n_chunks - s.size, np.float32)])
-        out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows)
+        out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows, self.catalog.one_chunk_each)
         return np.maximum(out, 0.0)
 
     def reach(self, ctx: QueryContext, feats: Any) -> int:
