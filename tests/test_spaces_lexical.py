@@ -10,6 +10,7 @@ import pytest
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from bench.harness import memories as syn
 from teleo_server.pipeline.types import Hit, Query
+from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import resolve_name, space_classes
 from teleo_server.spaces.text import tokenize
 
@@ -149,3 +150,27 @@ def test_document_frequencies_follow_deletes_in_bm25_and_e9():
     for d in live:
         want[hdc.encode(d)[0]] += 1
     np.testing.assert_array_equal(hdc.df, want)
+
+
+def test_e9_reads_at_most_its_posting_budget_rarest_n_grams_first():
+    # a query's n-grams are kept rarest first while their postings fit max_postings: a common
+    # n-gram is left out once the budget is spent, and the budget never drops the rarest one
+    docs = [f"sourdough starter note {i}" for i in range(40)] + ["a kubernetes canary deployment"]
+    wide = make_retriever({"spaces": {"E9_hdc": {"max_df": 1000, "max_df_fraction": 1.0}}}, "numpy")
+    tight = make_retriever({"spaces": {"E9_hdc": {"max_df": 1000, "max_df_fraction": 1.0, "max_postings": 12}}}, "numpy")
+    for r in (wide, tight):
+        for i, d in enumerate(docs):
+            r.add(syn.memory(f"d{i}", d), syn.embedding())
+    query = "kubernetes sourdough"
+    feats = {}
+    for name, r in (("wide", wide), ("tight", tight)):
+        n = r.catalog.n_rows
+        ctx = QueryContext(query=Query(text=query, embedding=None, principal=syn.admin()), ops=r.ops, catalog=r.catalog,
+                           mask=np.ones(n, bool), chunk_mask=np.ones(r.catalog.n_chunks, bool), now=0.0)
+        feats[name] = r.spaces["E9_hdc"].prepare(ctx)
+    wide_ids, tight_ids = (set(feats[n][0].tolist()) for n in ("wide", "tight"))
+    hdc = wide.spaces["E9_hdc"]
+    assert tight_ids < wide_ids
+    assert int(hdc.df[list(tight_ids)].sum()) <= 12
+    assert max(hdc.df[list(tight_ids)]) < max(hdc.df[list(wide_ids)]), "the common n-grams went first"
+    assert min(hdc.df[list(wide_ids)]) in hdc.df[list(tight_ids)], "the rarest n-gram stays"

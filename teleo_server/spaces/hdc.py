@@ -30,6 +30,9 @@ class HdcSettings(SpaceSettings):
     query_grams: int = Field(48, ge=1)           # rarest query n-grams scored (bounds posting work)
     max_df: int = Field(5000, ge=1)              # n-grams in more documents than this (and than
     max_df_fraction: float = Field(0.05, gt=0, le=1)  # this share of them) are not scored
+    # postings a query reads at most, rarest n-grams first: query_grams n-grams of max_df documents
+    # each, so a corpus past max_df / max_df_fraction memories costs no more than one that size
+    max_postings: int = Field(240_000, ge=1)
     merge_fraction: float = Field(0.1, gt=0)
 
 
@@ -105,6 +108,7 @@ class HyperdimensionalSpace(SparseScoredSpace):
         order = np.argsort(-idf, kind="stable")
         order = order[df[order] <= max(self.config.max_df_fraction * n_docs, self.config.max_df)]
         keep = order[: self.config.query_grams]
+        keep = keep[np.cumsum(df[keep]) <= self.config.max_postings]
         if keep.size == 0:
             return None
         w = vals[keep] * idf[keep]
