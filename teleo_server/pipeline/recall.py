@@ -26,7 +26,8 @@ def _at(reached: tuple[np.ndarray, np.ndarray] | None, full: np.ndarray | None, 
     return np.where(got > 0, got, np.nan).astype(np.float32)
 
 
-# sparse recall blends over every memory once the spaces' lists together reach this share of them
+# sparse recall scores every memory once the query terms' postings (counted before scoring,
+# ``Space.reach``) reach this share of them, and joins the rows they reach otherwise
 WHOLE_CORPUS_SHARE = 0.25
 
 
