@@ -10,7 +10,7 @@ import numpy as np
 from teleo_server.heads import SparseVector
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
 from teleo_server.index.dense import DenseIndex
-from teleo_server.index.sparse import SparseIndex
+from teleo_server.index.sparse import SparseIndex, rows_sized
 from teleo_server.index.tokens import TokenStore
 
 
@@ -113,12 +113,8 @@ class SparseBackend:
         self.removed.remove(rows, self.n)
 
     def all_scores(self, query: SparseQuery) -> np.ndarray:
-        s = self.index.scores(self.ops, np.asarray(query.ids, np.int32), np.asarray(query.weights, np.float32))
-        if s.size == self.n:
-            return s
-        out = np.zeros(self.n, dtype=np.float32)
-        out[: s.size] = s[: self.n]
-        return out
+        return rows_sized(self.index.scores(self.ops, np.asarray(query.ids, np.int32),
+                                            np.asarray(query.weights, np.float32)), self.n)
 
     def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         scores = self.all_scores(query)

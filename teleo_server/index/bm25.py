@@ -17,7 +17,7 @@ import numpy as np
 
 from teleo_server.compute.sets import group_sum
 from teleo_server.index.catalog import Catalog, Column
-from teleo_server.index.sparse import SparseIndex
+from teleo_server.index.sparse import SparseIndex, rows_sized
 
 
 class Bm25Field:
@@ -115,16 +115,10 @@ class Bm25Field:
     def scores(self, ops, ids: np.ndarray, w: np.ndarray, n_rows: int, readable: np.ndarray | None = None) -> np.ndarray:
         """BM25 float32 (n_rows,) of every memory row; 0 where no query term occurs. With
         ``readable`` (a caller who may not read every row) N, df and avgdl are taken over it."""
-        out = np.zeros(n_rows, dtype=np.float32)
         if readable is not None:
             rows, part = self._within(ids, readable)
-            out += np.bincount(rows, weights=part, minlength=n_rows)[:n_rows].astype(np.float32)
-            return out
-        s = self.index.scores(ops, ids, w)
-        if s.size == n_rows:
-            return s
-        out[: s.size] = s[:n_rows]
-        return out
+            return np.bincount(rows, weights=part, minlength=n_rows)[:n_rows].astype(np.float32)
+        return rows_sized(self.index.scores(ops, ids, w), n_rows)
 
     def reached(self, ids: np.ndarray, w: np.ndarray, readable: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The memory rows the query terms occur in (ascending) and their BM25 float32: the

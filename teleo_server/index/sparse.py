@@ -34,6 +34,18 @@ MANY_POSTINGS = 8
 HOST_OPS = backend_ops("numpy")
 
 
+def rows_sized(scores: np.ndarray, n: int) -> np.ndarray:
+    """float32 (n,): a per-row score vector cut or zero-padded to ``n`` rows (an index can hold
+    fewer rows than the catalog, whose newest memories may carry no terms); the array itself when
+    it already has ``n``."""
+    if scores.size == n:
+        return scores
+    out = np.zeros(n, dtype=np.float32)
+    m = min(n, scores.size)
+    out[:m] = scores[:m]
+    return out
+
+
 class SparseIndex:
     """Rows are documents (memory or chunk rows); columns are term ids in ``[0, n_terms)``.
 
@@ -382,4 +394,4 @@ class SparseIndex:
             out += np.bincount(rows, weights=weights, minlength=self.n_rows)[: self.n_rows].astype(np.float32)
 
 
-__all__ = ["SparseIndex"]
+__all__ = ["SparseIndex", "rows_sized"]

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
-from teleo_server.index.sparse import SparseIndex
+from teleo_server.index.sparse import SparseIndex, rows_sized
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
@@ -115,10 +115,7 @@ class HyperdimensionalSpace(SparseScoredSpace):
         return ids[keep].astype(np.int32), (w / max(float(np.linalg.norm(w)), 1e-12)).astype(np.float32)
 
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
-        out = np.zeros(self.catalog.n_rows, dtype=np.float32)
-        s = self.index.scores(ctx.ops, feats[0], feats[1])
-        out[: s.size] = s
-        return out
+        return rows_sized(self.index.scores(ctx.ops, feats[0], feats[1]), self.catalog.n_rows)
 
     def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
         rows, s = self.index.reached(feats[0], feats[1])
