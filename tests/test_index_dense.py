@@ -99,6 +99,13 @@ def test_candidate_scores_are_the_same_whether_gathered_or_from_one_full_pass():
     idx.add(big)
     picked = np.random.default_rng(5).choice(1_300, 320, replace=True)
     np.testing.assert_allclose(idx.score(picked, big[9]), big[picked] @ big[9], rtol=1e-5)
+    # after an exact search, a few rows are read from its full pass; a write retires that pass
+    idx.search(OPS, big[9], 5)
+    np.testing.assert_allclose(idx.score(few, big[9]), big[few] @ big[9], rtol=1e-5)
+    idx.remove(np.array([3]))
+    idx.add(unit(np.ones((1, 24), np.float32)))
+    np.testing.assert_allclose(idx.score(np.array([3, 1_300]), big[9]),
+                               [big[3] @ big[9], unit(np.ones(24, np.float32)) @ big[9]], rtol=1e-5)
 
 
 def test_half_precision_rows_search_like_float32_and_take_fewer_bytes():

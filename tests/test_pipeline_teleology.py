@@ -186,6 +186,20 @@ def test_mmr_pushes_near_duplicates_down():
     assert sum(m.startswith("dup") for m in diverse) == 1
 
 
+@pytest.mark.parametrize("k", [1, 3, 7, 12, 20])
+def test_final_order_selects_as_a_stable_sort_would(k):
+    """The final top k is selected, not sorted in full: same positions, equal scores in candidate
+    order, and a NaN score (never expected, but possible) still last."""
+    from teleo_server.pipeline.finalize import _best
+
+    score = np.array([0.5, 0.9, 0.5, 0.1, 0.9, 0.0, -0.0, 0.5, 0.3, 0.9, 0.2, 0.5], np.float32)
+    want = np.argsort(-score, kind="stable")[:k]
+    assert _best(score, k).tolist() == want.tolist()
+    with_nan = score.copy()
+    with_nan[1] = np.nan
+    assert _best(with_nan, k).tolist() == np.argsort(-with_nan, kind="stable")[:k].tolist()
+
+
 def test_min_score_applies_to_the_normalised_score():
     r, _, _ = _clustered()
     q = Query(text="garden tomato", embedding=None, principal=syn.admin(), top_k=50)

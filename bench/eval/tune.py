@@ -4,11 +4,13 @@ The objective is the mean nDCG@10 over both (LoCoMo averaged over its conversati
 queries are never looked at. Prints the best settings as JSON, ready for ``--settings``.
 
 ``--recall-sweep`` instead scores a few settings for deep recall: SciFact train nDCG@10 and
-Recall@100 over every train query, with LoCoMo dev nDCG@10 beside them so a recall gain is never
-bought with precision; written to ``bench/results/tuning_recall.json``.
+Recall@100 over every train query, with LoCoMo dev nDCG@10 and Recall@10 beside them so a recall
+gain is never bought with precision, for each profile named by ``--profiles`` (the default
+profile when none is); written to ``bench/results/tuning_recall.json``.
 
     python -m bench.eval.tune --data ../shared/data
     python -m bench.eval.tune --recall-sweep '{}' '{"rerank_depth": 150}'
+    python -m bench.eval.tune --recall-sweep '{}' '{"max_candidates": 1000}' --profiles teleological hybrid
 """
 
 from __future__ import annotations
@@ -55,12 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-train", type=int, default=400, help="SciFact train queries used (seeded sample)")
     ap.add_argument("--out", type=Path, default=None, help="default bench/results/tuning.json (tuning_recall.json for a sweep)")
     ap.add_argument("--recall-sweep", nargs="+", metavar="JSON", help="settings to score for Recall@100 instead of tuning")
+    ap.add_argument("--profiles", nargs="+", default=["teleological"], help="profiles the recall sweep scores")
     args = ap.parse_args(argv)
     base = PipelineSettings()
     data = load_all(args.data, args.cache, 2)
     if args.recall_sweep:
         return recall_sweep(data, base, [json.loads(a) for a in args.recall_sweep],
-                            args.out or REPO / "bench" / "results" / "tuning_recall.json")
+                            args.out or REPO / "bench" / "results" / "tuning_recall.json", args.profiles)
     args.out = args.out or REPO / "bench" / "results" / "tuning.json"
     sci = data["scifact"][0]
     train = sci.queries["train"]
@@ -98,29 +101,43 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(settings: PipelineSettings, r_sci: Any, sci: Any, r_loc: list[tuple[Any, Any]], run: Run) -> tuple[dict[str, Any], float]:
     """SciFact train results ("all") and LoCoMo dev nDCG@10 (query-weighted over conversations) under ``settings``."""
+    sci_res, locomo = measure_all(settings, r_sci, sci, r_loc, run)
+    return sci_res, locomo["ndcg@10"]
+
+
+def measure_all(settings: PipelineSettings, r_sci: Any, sci: Any, r_loc: list[tuple[Any, Any]],
+                run: Run) -> tuple[dict[str, Any], dict[str, float]]:
+    """SciFact train results ("all") and LoCoMo dev nDCG@10 and Recall@10, each query-weighted over
+    the conversations, under ``settings``."""
     r_sci.settings = settings
     sci_res = evaluate(r_sci, sci, "train", run)["all"]
-    total = n = 0.0
+    totals = {"ndcg@10": 0.0, "recall@10": 0.0}
+    n = 0.0
     for p, r in r_loc:
         r.settings = settings
         res = evaluate(r, p, "dev", run)["all"]
-        total += res["ndcg@10"] * res["n"]
+        for key in totals:
+            totals[key] += res[key] * res["n"]
         n += res["n"]
-    return sci_res, total / n
+    return sci_res, {key: v / n for key, v in totals.items()}
 
 
-def recall_sweep(data: dict[str, Any], base: PipelineSettings, trials: list[dict[str, Any]], out: Path) -> int:
+def recall_sweep(data: dict[str, Any], base: PipelineSettings, trials: list[dict[str, Any]], out: Path,
+                 profiles: list[str]) -> int:
     sci = data["scifact"][0]
     r_sci = build(sci, base)
     r_loc = [(p, build(p, base)) for p in data["locomo"]]
-    run = Run("teleological", "teleological")
     rows = []
-    for params in trials:
-        res, locomo = measure(apply(base, params), r_sci, sci, r_loc, run)
-        rows.append({"params": params, "scifact_train_queries": res["n"], "scifact_train_ndcg10": res["ndcg@10"],
-                     "scifact_train_recall100": res["recall@100"], "locomo_dev_ndcg10": locomo})
-        log.info("recall_sweep", params=params, ndcg10=round(res["ndcg@10"], 4), recall100=round(res["recall@100"], 4),
-                 locomo=round(locomo, 4))
+    for profile in profiles:
+        run = Run(profile, profile)
+        for params in trials:
+            res, locomo = measure_all(apply(base, params), r_sci, sci, r_loc, run)
+            rows.append({"profile": profile, "params": params, "scifact_train_queries": res["n"],
+                         "scifact_train_ndcg10": res["ndcg@10"], "scifact_train_recall100": res["recall@100"],
+                         "locomo_dev_ndcg10": locomo["ndcg@10"], "locomo_dev_recall10": locomo["recall@10"]})
+            log.info("recall_sweep", profile=profile, params=params, ndcg10=round(res["ndcg@10"], 4),
+                     recall100=round(res["recall@100"], 4), locomo_ndcg10=round(locomo["ndcg@10"], 4),
+                     locomo_recall10=round(locomo["recall@10"], 4))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"split": "scifact train (all queries), locomo dev", "trials": rows}, indent=2))
     print(json.dumps(rows, indent=2))  # noqa: T201 - the command's report

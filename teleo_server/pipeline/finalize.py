@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from teleo_server.analysis import DEFAULT as DEFAULT_ANALYZER
+from teleo_server.compute.topk import topk
 from teleo_server.analysis import Analyzer
 from teleo_server.domain import Memory, MemoryType
 from teleo_server.pipeline.alignment import johari_filter
@@ -80,14 +81,13 @@ def mmr(state: State, k: int) -> np.ndarray:
     """
     c, cfg = state.cands, state.cfg
     assert c.score is not None
-    order = np.argsort(-c.score, kind="stable")
     lam = cfg.mmr_lambda
     dense = state.role("dense")
     semantic = state.spaces[dense] if dense is not None else None
     jaccard = cfg.mmr_similarity == "jaccard"
     if lam >= 1.0 or c.size <= 1 or (not jaccard and (semantic is None or getattr(semantic, "index", None) is None)):
-        return order[:k]
-    pool = order[: max(cfg.mmr_depth, k)]
+        return _best(c.score, k)
+    pool = _best(c.score, max(cfg.mmr_depth, k))
     rel = c.score[pool].astype(np.float64)
     if jaccard:
         sims = jaccard_matrix([state.ctx.catalog.memory(int(r)).content for r in c.rows[pool]], state.cfg.analyzer.build())
@@ -104,8 +104,15 @@ def mmr(state: State, k: int) -> np.ndarray:
         chosen.append(j)
         available[j] = False
         max_sim = np.maximum(max_sim, sims[j])
-    rest = order[pool.size :] if k > pool.size else np.zeros(0, dtype=np.int64)
-    return np.concatenate([pool[chosen], rest])[:k]
+    return pool[chosen]
+
+
+def _best(score: np.ndarray, k: int) -> np.ndarray:
+    """Positions int64 of the ``k`` highest scores, best first, equal scores in position order and
+    NaN last, as a stable descending sort orders them; selected, not sorted, when k is small."""
+    if k < score.size and not np.isnan(score).any():
+        return topk(score, k)[0].astype(np.int64)
+    return np.argsort(-score, kind="stable")[:k]
 
 
 def importance(state: State) -> None:
