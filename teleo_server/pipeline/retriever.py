@@ -290,7 +290,7 @@ class TeleologicalRetriever:
             yield from self._hits(state, attempt_query)
             # the conflicts that touch what is delivered (deeper candidates' pairs say nothing)
             conflicts = [c for c in state.report.get("conflicts", ()) if c.id_a in returned or c.id_b in returned]
-            yield Outcome(corpus_size=int(state.ctx.readable.sum()) if state.ctx.readable is not None else 0,
+            yield Outcome(corpus_size=int(np.count_nonzero(state.ctx.readable)) if state.ctx.readable is not None else 0,
                           degraded=bool(state.degraded), degraded_reason=state.degraded,
                           route=state.report.get("route", ""), skip_reason=state.report.get("skip_reason", ""),
                           retry_count=attempt - 1, retrieval_confidence=confidence,
@@ -308,11 +308,9 @@ class TeleologicalRetriever:
         cat = self.catalog
         readable = cat.readable(query.principal)
         mask = cat.mask(query.principal, query.filters, readable=readable)
-        n_readable = int(readable.sum())
+        n_readable = int(np.count_nonzero(readable))
         ctx = QueryContext(query=query, ops=self.ops, catalog=cat, mask=mask, readable=readable,
-                           sees_all=n_readable == len(cat),
-                           chunk_mask=mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool),
-                           now=clock(query))
+                           sees_all=n_readable == len(cat), chunk_mask=None, now=clock(query))
         state = State(ctx=ctx, cfg=cfg, spaces=self.spaces, purpose=goals,
                       top_k=query.top_k or cfg.default_top_k, params=dict(params), breakers=self.breakers)
         if query.embedding is None:

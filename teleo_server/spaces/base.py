@@ -22,7 +22,8 @@ from teleo_server.query import Query
 class QueryContext:
     """One retrieval's shared state: resolved ops, the ACL/filter mask and query features.
 
-    mask: bool (n_rows,) memory rows the caller may see after filters; chunk_mask: bool (n_chunks,).
+    mask: bool (n_rows,) memory rows the caller may see after filters; chunk_mask: bool (n_chunks,)
+    their chunk rows, or None to make them on first use (:meth:`visible_chunks`).
     readable: bool (n_rows,) live rows the caller may read (before filters); ``sees_all`` when that is
     every live row. Corpus statistics a score depends on (BM25's N, df and avgdl, n-gram rarity) are
     taken over ``readable``, so another tenant's documents never move a caller's scores.
@@ -32,11 +33,22 @@ class QueryContext:
     ops: Any
     catalog: Catalog
     mask: np.ndarray
-    chunk_mask: np.ndarray
+    chunk_mask: np.ndarray | None
     now: float
     features: dict[str, Any] = field(default_factory=dict)
     readable: np.ndarray | None = None
     sees_all: bool = True
+
+    def visible_chunks(self) -> np.ndarray:
+        """bool (n_chunks,): the chunk rows of the memory rows in ``mask`` (made once, when a
+        space first searches chunks: a gather over every chunk costs ~2 ms at 1M)."""
+        if self.chunk_mask is None:
+            cat = self.catalog
+            if cat.one_chunk_each and cat.n_chunks == self.mask.size:
+                self.chunk_mask = self.mask  # chunk row r is memory row r
+            else:
+                self.chunk_mask = self.mask[cat.chunk_mem] if cat.n_chunks else np.zeros(0, dtype=bool)
+        return self.chunk_mask
 
 
 class SpaceSettings(BaseModel):

@@ -99,7 +99,7 @@ class DenseHeadSpace(Space):
         assert self.backend is not None
         multi = self.catalog.n_chunks != self.catalog.n_rows
         fetch = k * 2 if multi else k
-        chunks, scores = self.backend.search(DenseQuery(feats, dim), fetch, Bitmask(ctx.chunk_mask))
+        chunks, scores = self.backend.search(DenseQuery(feats, dim), fetch, Bitmask(ctx.visible_chunks()))
         rows = self.catalog.chunk_mem[chunks].astype(np.int64)
         if multi:
             # chunks arrive best first, so the first occurrence of each memory is its best chunk

@@ -1,0 +1,54 @@
+"""Per-query masks of the catalog: readable rows for each access table, kept until a write."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teleo_server.domain import AccessLevel
+from teleo_server.index.catalog import Catalog
+from teleo_server.query import Query
+from teleo_server.spaces.base import QueryContext
+from bench.harness.memories import admin, memory
+
+LEVELS = (AccessLevel.PUBLIC, AccessLevel.INTERNAL, AccessLevel.CONFIDENTIAL, AccessLevel.RESTRICTED)
+
+
+def _expected(cat: Catalog, principal) -> np.ndarray:
+    """Row by row, as the access rules say."""
+    out = np.zeros(cat.n_rows, dtype=bool)
+    for row, m in enumerate(cat.memories):
+        out[row] = m is not None and principal.can_read(m.namespace, m.access_level)
+    return out
+
+
+def test_readable_rows_follow_every_write_for_each_access_table():
+    cat = Catalog()
+    for i in range(40):
+        cat.add(memory(f"m{i}", f"note {i}", namespace=("a", "b", "c")[i % 3], access_level=LEVELS[i % 4]), 1)
+    readers = [admin(), admin(frozenset({"a"})), admin(frozenset({"a", "c"}), AccessLevel.INTERNAL),
+               admin(level=AccessLevel.PUBLIC)]
+    for step in range(4):
+        for p in readers:
+            got = cat.readable(p)
+            np.testing.assert_array_equal(got, _expected(cat, p))
+            got[:] = True  # a caller changing its copy changes nothing kept
+            np.testing.assert_array_equal(cat.readable(p), _expected(cat, p))
+        # each write changes what the next reads must see: a removal, a new row, a new namespace
+        cat.remove(f"m{step * 5}")
+        cat.add(memory(f"new{step}", "later", namespace=("a", "d")[step % 2], access_level=LEVELS[step]), 2)
+    keep, _ = cat.compact()
+    assert keep.size == cat.n_rows
+    for p in readers:
+        np.testing.assert_array_equal(cat.readable(p), _expected(cat, p))
+
+
+def test_chunk_mask_is_made_from_the_memory_mask_when_first_asked():
+    for chunks in ((1, 1, 1, 1), (1, 3, 1, 2)):
+        cat = Catalog()
+        for i, n in enumerate(chunks):
+            cat.add(memory(f"m{i}", f"note {i}"), n)
+        mask = np.array([True, False, True, False])
+        ctx = QueryContext(Query(text="", embedding=None, principal=admin()), None, cat, mask, None, 0.0)
+        want = np.repeat(mask, chunks)
+        np.testing.assert_array_equal(ctx.visible_chunks(), want)
+        assert ctx.visible_chunks() is ctx.visible_chunks()
