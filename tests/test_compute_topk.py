@@ -84,3 +84,34 @@ def test_topk_large_random_matches_full_sort(ops):
 def test_topk_rejects_negative_k(ops):
     with pytest.raises(ValueError):
         ops.topk(np.ones(3, np.float32), -1)
+
+
+@pytest.mark.parametrize("pattern", ["few_valid", "minus_inf", "sampled_rows_best", "ties_everywhere", "k_large"])
+def test_topk_over_many_rows_is_exact_whatever_the_sample_sees(ops, pattern):
+    """Past SAMPLED_FROM rows the host selection starts from a sampled threshold; the answer must
+    be the exact top k whatever the layout of the scores."""
+    n = 200_003
+    rng = np.random.default_rng(7)
+    scores = rng.random(n).astype(np.float32)
+    mask = None
+    k = 1_000
+    if pattern == "few_valid":  # fewer qualifying rows than the sample can place
+        mask = np.zeros(n, bool)
+        mask[rng.integers(0, n, 1_500)] = True
+    elif pattern == "minus_inf":  # -inf is a score like any other
+        scores[rng.random(n) < 0.995] = -np.inf
+    elif pattern == "sampled_rows_best":  # the best rows are exactly the ones a stride would sample
+        scores[:] = 0.25
+        scores[:: n // (1 << 14)] = 1.0
+        scores[5] = 2.0
+    elif pattern == "ties_everywhere":
+        scores = rng.integers(0, 3, n).astype(np.float32)
+        mask = rng.random(n) < 0.5
+    elif pattern == "k_large":
+        k = 90_000
+    ids, vals = ops.topk(scores, k, mask=mask)
+    keyed = np.where(mask, scores, np.nan) if mask is not None else scores
+    valid = ~np.isnan(keyed)
+    order = np.flatnonzero(valid)[np.lexsort((np.flatnonzero(valid), -keyed[valid]))][:k]
+    assert ids.tolist() == order.tolist()
+    np.testing.assert_array_equal(vals, scores[order])

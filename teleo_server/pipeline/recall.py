@@ -11,8 +11,11 @@ from teleo_server.spaces.base import lookup
 
 
 def _max_norm(x: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
-    """``x`` over its largest value (among ``where``), unchanged when that is not positive."""
-    m = float(x.max(initial=0.0, where=True if where is None else where))
+    """``x`` (no NaN) over its largest value (among ``where``), unchanged when that is not positive.
+
+    The masked maximum is taken as the maximum of ``x * where``: NumPy's ``max(where=...)`` costs
+    6-13 ms over a million scores, the product about 1 ms."""
+    m = float((x if where is None else x * where).max(initial=0.0))
     return x / m if m > 0 else x
 
 
