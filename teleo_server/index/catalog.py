@@ -299,7 +299,7 @@ class Catalog:
         if kept is None or kept[0] != self.version or kept[1].size != self.n_rows:
             kept = (self.version, self.alive & table[self.ns, self.level])
             if len(self._readable) >= _READABLE_KEPT:
-                self._readable.pop(next(iter(self._readable)), None)
+                self._readable = {}  # (a new dict: readers on other threads may be using the old one)
             self._readable[key] = kept
         return kept[1].copy()
 
