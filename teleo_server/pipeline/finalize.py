@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from teleo_server.analysis import DEFAULT as DEFAULT_ANALYZER
-from teleo_server.compute.topk import topk
 from teleo_server.analysis import Analyzer
+from teleo_server.compute.topk import topk
 from teleo_server.domain import Memory, MemoryType
 from teleo_server.pipeline.alignment import johari_filter
 from teleo_server.query import RECENCY_SCALES
