@@ -55,9 +55,12 @@ class SparseVector:
         return int(self.ids.size)
 
 
-# "code{bits}x{dim}:{dim_in}:s{seed}", e.g. "code2x128:384:s0"
-_CODEC_TAG = re.compile(r"code(\d+)x(\d+):(\d+):s(\d+)")
+# "code{bits}x{dim}:{dim_in}:s{seed}[:p{pool}[m{keep}]]", e.g. "code2x128:384:s0:p3m32"
+# ("code2x128:384:s0": pool 1; "...:p3": pool 3 with no floor)
+_CODEC_TAG = re.compile(r"code(\d+)x(\d+):(\d+):s(\d+)(?::p(\d+)(?:m(\d+))?)?")
 CODEC_BITS = (1, 2, 4, 8, 16)
+MAX_POOL = 8
+MAX_POOL_KEEP = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,25 +68,37 @@ class CodecSpec:
     """A per-token codec, named completely: ``dim_in``-wide vectors rotated by the seeded random
     orthonormal matrix of ``seed`` to ``dim`` dimensions, re-normalised, then each coordinate as a
     ``bits``-bit Gaussian code packed little-endian into bytes (``bits = 16``: float16 values).
+    ``pool`` > 1: a text's T tokens are first clustered into max(ceil(T / pool), min(T, keep))
+    groups of similar vectors and each group kept as its mean (``index.tokens.pool_tokens``): a
+    text of at most ``keep`` tokens keeps them all. The rows are then those means, so codes made
+    with another ``pool`` or ``keep`` are other vectors even where the bytes would fit.
 
-    ``tag`` (``"code2x128:384:s0"``) is how the store's ``dtype`` column and an export name it;
-    ``width`` values of ``dtype`` make one token's row.
+    ``tag`` (``"code2x128:384:s0:p3m32"``; no ``:p`` part for pool 1, no ``m`` for keep 0) is how
+    the store's ``dtype`` column and an export name it; ``width`` values of ``dtype`` make one
+    token's row.
     """
 
     bits: int
     dim: int
     dim_in: int
     seed: int = 0
+    pool: int = 1
+    keep: int = 0
 
     def __post_init__(self) -> None:
         if self.bits not in CODEC_BITS:
             raise ValueError(f"codec bits must be one of {CODEC_BITS}, got {self.bits}")
         if not 0 < self.dim <= self.dim_in or (self.bits < 16 and self.dim % (8 // self.bits)):
             raise ValueError(f"codec of {self.bits} bits cannot map {self.dim_in} to {self.dim} dimensions")
+        if not 1 <= self.pool <= MAX_POOL:
+            raise ValueError(f"codec pool factor must be 1 to {MAX_POOL}, got {self.pool}")
+        if not 0 <= self.keep <= MAX_POOL_KEEP or (self.keep and self.pool == 1):
+            raise ValueError(f"codec pool floor must be 0 to {MAX_POOL_KEEP}, and 0 without pooling; got {self.keep}")
 
     @property
     def tag(self) -> str:
-        return f"code{self.bits}x{self.dim}:{self.dim_in}:s{self.seed}"
+        pooled = (f":p{self.pool}" + (f"m{self.keep}" if self.keep else "")) if self.pool > 1 else ""
+        return f"code{self.bits}x{self.dim}:{self.dim_in}:s{self.seed}{pooled}"
 
     @property
     def dtype(self) -> np.dtype:
@@ -103,9 +118,14 @@ class CodecSpec:
         """The codec a tag names; ValueError when it names none."""
         m = _CODEC_TAG.fullmatch(tag)
         if m is None:
-            raise ValueError(f"{tag[:64]!r} is not a token codec (expected e.g. 'code2x128:384:s0')")
-        bits, dim, dim_in, seed = (int(g) for g in m.groups())
-        return cls(bits, dim, dim_in, seed)
+            raise ValueError(f"{tag[:64]!r} is not a token codec (expected e.g. 'code2x128:384:s0:p3m32')")
+        bits, dim, dim_in, seed = (int(g) for g in m.groups()[:4])
+        pool = int(m.group(5)) if m.group(5) is not None else 1
+        keep = int(m.group(6)) if m.group(6) is not None else 0
+        spec = cls(bits, dim, dim_in, seed, pool, keep)
+        if spec.tag != tag:  # one tag a codec: no ":p1", no "m0", no leading zeros
+            raise ValueError(f"{tag[:64]!r} is not a token codec: it is written {spec.tag!r}")
+        return spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +265,8 @@ __all__ = [
     "Encode",
     "Head",
     "HeadKind",
+    "MAX_POOL",
+    "MAX_POOL_KEEP",
     "SPLADE",
     "SparseVector",
     "TOKENS",

@@ -7,7 +7,8 @@ import pytest
 
 from teleo_server.compute.backend import ops
 from teleo_server.compute.maxsim import maxsim
-from teleo_server.index.tokens import TokenCodec, TokenStore, gaussian_levels, projection
+from teleo_server.heads import CodecSpec
+from teleo_server.index.tokens import TokenCodec, TokenStore, gaussian_levels, pool_tokens, projection
 from bench.harness.memories import unit
 
 
@@ -106,3 +107,79 @@ def test_coded_tokens_keep_the_maxsim_order_of_near_and_far_documents():
         s = store.maxsim(ops("numpy"), store.transform(q), np.array([0, 1]))
         wins += int(s[1] > s[0])
     assert wins == 20
+
+
+def test_pooling_merges_near_duplicate_tokens_into_their_mean_in_first_seen_order():
+    rng = np.random.default_rng(6)
+    distinct = unit(rng.standard_normal((5, 48)).astype(np.float32))
+    # each vector twice (a word's pieces, a repeated word), slightly apart, interleaved
+    order = [0, 1, 0, 2, 3, 1, 4, 2, 3, 4]
+    tokens = unit(distinct[order] + 0.01 * rng.standard_normal((10, 48)).astype(np.float32))
+    pooled = pool_tokens(tokens, 2)
+    assert pooled.shape == (5, 48) and pooled.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(pooled, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(pooled, distinct, atol=0.06)  # the pairs' means, by first appearance
+    pairs = [unit(tokens[[i for i, o in enumerate(order) if o == k]].sum(axis=0, keepdims=True))[0] for k in range(5)]
+    np.testing.assert_allclose(pooled, np.stack(pairs), atol=1e-5)
+    np.testing.assert_array_equal(pool_tokens(tokens, 2), pooled)  # a function of its input
+
+
+@pytest.mark.parametrize("n,factor,rows", [(0, 2, 0), (1, 2, 1), (2, 2, 1), (3, 2, 2), (7, 3, 3), (9, 1, 9), (30, 4, 8)])
+def test_pooling_keeps_ceil_t_over_factor_rows(n, factor, rows):
+    rng = np.random.default_rng(n)
+    tokens = unit(rng.standard_normal((n, 16)).astype(np.float32)) if n else np.zeros((0, 16), np.float32)
+    pooled = pool_tokens(tokens, factor)
+    assert pooled.shape == (rows, 16)
+    if rows == n:
+        np.testing.assert_array_equal(pooled, tokens)
+
+
+def test_a_pooling_codec_stores_fewer_rows_under_its_own_tag_and_keeps_the_maxsim_order():
+    codec = TokenCodec(96, 32, 2, pool=2)
+    assert codec.spec.tag == "code2x32:96:s0:p2" and CodecSpec.parse(codec.spec.tag) == codec.spec
+    assert TokenCodec.of(codec.spec).pool == 2 and not TokenCodec(96, None, 16, pool=2).identity
+    rng = np.random.default_rng(7)
+    q = unit(rng.standard_normal((8, 96)).astype(np.float32))
+    wins = 0
+    for trial in range(20):
+        # a document that holds the query's tokens (each with a near copy) beside one that does not
+        near = unit(np.repeat(q, 2, axis=0) + 0.03 * rng.standard_normal((16, 96)).astype(np.float32))
+        far = unit(rng.standard_normal((16, 96)).astype(np.float32))
+        pooled, plain = TokenStore(dim_out=32, bits=2, seed=trial, pool=2), TokenStore(dim_out=32, bits=2, seed=trial)
+        for store in (pooled, plain):
+            store.add(0, far)
+            store.add(1, near)
+        assert pooled.n_tokens == 16 and plain.n_tokens == 32
+        s = pooled.maxsim(ops("numpy"), pooled.transform(q), np.array([0, 1]))
+        wins += int(s[1] > s[0])
+        # near copies pooled into one row lose little of the best match
+        full = plain.maxsim(ops("numpy"), plain.transform(q), np.array([1]))
+        assert abs(s[1] - full[0]) < 0.05 * full[0]
+    assert wins == 20
+
+
+def test_a_bad_pool_factor_is_refused():
+    for bad in (0, 9):
+        with pytest.raises(ValueError, match="pool"):
+            TokenCodec(32, 16, 2, pool=bad)
+        with pytest.raises(ValueError, match="pool"):
+            CodecSpec(2, 16, 32, 0, bad)
+    for other in ("code2x128:384:s0:p1", "code2x128:384:s0:p3m0", "code2x128:384:s0:p03"):
+        with pytest.raises(ValueError, match="it is written"):  # one tag a codec
+            CodecSpec.parse(other)
+    with pytest.raises(ValueError, match="floor"):
+        CodecSpec(2, 16, 32, 0, 1, 32)  # a floor without pooling would be a second name for pool 1
+    assert CodecSpec.parse("code2x128:384:s0") == CodecSpec(2, 128, 384, 0, 1)
+    assert CodecSpec.parse("code2x128:384:s0:p3m32") == CodecSpec(2, 128, 384, 0, 3, 32)
+
+
+def test_a_text_of_at_most_keep_tokens_keeps_them_all_and_a_longer_one_keeps_at_least_keep():
+    rng = np.random.default_rng(8)
+    codec = TokenCodec(64, 32, 2, pool=3, keep=8)
+    assert codec.spec.tag == "code2x32:64:s0:p3m8"
+    for n, rows in ((5, 5), (8, 8), (9, 8), (24, 8), (30, 10)):
+        tokens = unit(rng.standard_normal((n, 64)).astype(np.float32))
+        assert codec.encode(tokens).shape == (rows, codec.width)
+        assert pool_tokens(codec.transform(tokens), 3, 8).shape[0] == rows
+    short = unit(rng.standard_normal((6, 64)).astype(np.float32))
+    np.testing.assert_array_equal(codec.encode(short), TokenCodec(64, 32, 2).encode(short))  # as if unpooled

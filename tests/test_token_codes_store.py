@@ -37,7 +37,9 @@ TEXTS = [
     "Vitamin D supplements did not lower the fracture risk of older adults in the trial.",
 ]
 QUERIES = ["what caused the billing outage", "where is the offsite", "vitamin D and fractures"]
-DEFAULT_TAG, DEFAULT_WIDTH = "code2x128:384:s0", 32  # late_interaction_dim 128, 2 bits
+# late_interaction_dim 128, 2 bits; a chunk's tokens pooled by 3, one of at most 64 tokens kept whole
+DEFAULT_TAG, DEFAULT_WIDTH = "code2x128:384:s0:p3m64", 32
+UNPOOLED = {"spaces": {"E12_late": {"pool": 1}}}
 
 
 class Running:
@@ -69,11 +71,16 @@ class Running:
                 for e in events if e.WhichOneof("event") == "result"]
 
     def index_codes(self, memory_id: str) -> list[np.ndarray]:
-        """The index's codes of each chunk of a memory."""
+        """The index's codes of each chunk of a memory, read where index calls run (a background
+        compaction may be moving rows)."""
         r = self.core.retriever
-        store, row = r.spaces["E12_late"].store, r.catalog.row_of[memory_id]
-        start, count = int(r.catalog.chunk_start[row]), int(r.catalog.chunk_count[row])
-        return [store.codes[store.offsets[c]:store.offsets[c + 1]].copy() for c in range(start, start + count)]
+
+        def read() -> list[np.ndarray]:
+            store, row = r.spaces["E12_late"].store, r.catalog.row_of[memory_id]
+            start, count = int(r.catalog.chunk_start[row]), int(r.catalog.chunk_count[row])
+            return [store.codes[store.offsets[c]:store.offsets[c + 1]].copy() for c in range(start, start + count)]
+
+        return self.srv.call(self.core._on_index(read))
 
     def stop(self) -> None:
         self.channel.close()
@@ -134,6 +141,35 @@ def test_stored_tokens_are_the_index_codes_and_a_restart_appends_them_as_they_ar
             _same_ranking(second.retrieve(q), before[q], 1e-6)
     finally:
         second.stop()
+
+
+LONG = ("Our incident review for the March billing outage found that a stale cache entry in the Redis "
+        "cluster kept serving old invoice totals after the pricing service had been redeployed. The on-call "
+        "engineer first suspected the payment gateway, rolled it back, and only then noticed that the cache "
+        "keys carried no version. We now version every cache key with the pricing release, expire entries "
+        "after ten minutes, and page the billing team when the invoice totals drift from the ledger by more "
+        "than one percent over an hour. The runbook links the dashboards that would have shown it sooner.")
+
+
+def test_a_long_memory_is_stored_as_fewer_pooled_rows_and_is_found_by_them(tmp_path):
+    server = Running(tmp_path)
+    try:
+        (long_id,) = server.store([LONG])
+        short_ids = server.store(TEXTS[2:])
+        (emb,) = server.srv.call(server.core.embedder.embed([LONG], TextRole.DOCUMENT))
+        words = [ch.vectors["tokens"].shape[0] for ch in emb.chunks]
+        rows = _token_rows(server.db)
+        # max(ceil(T / 3), min(T, 64)) rows a chunk of T tokens: fewer than T once T > 64
+        pooled = [max(-(-t // 3), min(t, 64)) for t in words]
+        assert min(words) > 64 and [r[1] for r in rows[long_id]] == pooled and sum(pooled) < sum(words)
+        assert [c.shape[0] for c in server.index_codes(long_id)] == [r[1] for r in rows[long_id]]
+        for memory_id, text in zip(short_ids, TEXTS[2:], strict=True):  # at most 64 tokens: all kept
+            (short,) = server.srv.call(server.core.embedder.embed([text], TextRole.DOCUMENT))
+            assert [r[1] for r in rows[memory_id]] == [ch.vectors["tokens"].shape[0] for ch in short.chunks]
+        hits = server.retrieve("why did invoices show old totals after the pricing redeploy")
+        assert hits[0][0] == long_id and hits[0][2] > 0.5  # its late-interaction score, from the pooled rows
+    finally:
+        server.stop()
 
 
 def test_sentence_vectors_and_sparse_weights_are_stored_as_float16_and_score_the_same_after_a_restart(tmp_path):
@@ -205,24 +241,38 @@ def _wait_for(what, timeout: float = 120.0):
     raise AssertionError(f"not done after {timeout} s")
 
 
-def test_a_changed_codec_at_restart_rewrites_the_rows_and_the_memories_are_still_found(tmp_path):
-    first = Running(tmp_path)
+@pytest.mark.parametrize("before,after,tag,cols", [
+    ({}, {"late_interaction_bits": 4}, "code4x128:384:s0:p3m64", 64),
+    # a database written before tokens were pooled: its rows are re-derived, pooled, at the upgrade
+    (UNPOOLED, {}, DEFAULT_TAG, DEFAULT_WIDTH),
+    (UNPOOLED, {"spaces": {"E12_late": {"pool": 2, "pool_keep": 4}}}, "code2x128:384:s0:p2m4", DEFAULT_WIDTH),
+])
+def test_a_changed_codec_at_restart_rewrites_the_rows_and_the_memories_are_still_found(tmp_path, before, after, tag, cols):
+    first = Running(tmp_path, **before)
     try:
         ids = first.store(TEXTS)
+        counts = {i: [r[1] for r in rs] for i, rs in _token_rows(first.db).items()}
+        old_tag = first.core.token_specs()["tokens"].tag
     finally:
         first.stop()
-    assert {r[0] for rs in _token_rows(first.db).values() for r in rs} == {DEFAULT_TAG}
+    assert old_tag != tag and {r[0] for rs in _token_rows(first.db).values() for r in rs} == {old_tag}
 
-    second = Running(tmp_path, late_interaction_bits=4)
+    second = Running(tmp_path, **after)
     try:
-        assert second.core.token_specs()["tokens"].tag == "code4x128:384:s0"
-        # the 2-bit codes are never read as 4-bit ones: re-derived from the text, rows rewritten
-        _wait_for(lambda: {r[0] for rs in _token_rows(second.db).values() for r in rs} == {"code4x128:384:s0"})
+        assert second.core.token_specs()["tokens"].tag == tag
+        # the old codes are never read as the new codec's: re-derived from the text, rows rewritten
+        _wait_for(lambda: {r[0] for rs in _token_rows(second.db).values() for r in rs} == {tag})
         _wait_for(lambda: not second.core._recode)
         rows = _token_rows(second.db)
         for memory_id in ids:
-            for (_, n, cols, data), codes in zip(rows[memory_id], second.index_codes(memory_id), strict=True):
-                assert cols == 64 and len(data) == n * 64 and data == codes.tobytes()
+            for (_, n, width, data), codes in zip(rows[memory_id], second.index_codes(memory_id), strict=True):
+                assert width == cols and len(data) == n * cols and data == codes.tobytes()
+        spec, old = CodecSpec.parse(tag), CodecSpec.parse(old_tag)
+        for memory_id in ids:  # max(ceil(T / pool), min(T, keep)) rows a chunk of T tokens
+            for was, now in zip(counts[memory_id], (r[1] for r in rows[memory_id]), strict=True):
+                assert now == (max(-(-was // spec.pool), min(was, spec.keep)) if old.pool == 1 else was)
+        if spec.keep < 16:  # these short texts are pooled only below the default floor
+            assert sum(r[1] for rs in rows.values() for r in rs) < sum(map(sum, counts.values()))
         for q, want in zip(QUERIES, (ids[0], ids[3], ids[4]), strict=True):
             hits = second.retrieve(q)
             assert hits[0][0] == want and hits[0][2] > 0
@@ -268,7 +318,7 @@ def test_export_carries_codes_that_import_reuses_only_under_the_same_codec(tmp_p
         assert (there.stored, there.failed, there.vectors_reused) == (3, 0, 0)
         rows = _token_rows(other.db)
         for item in there.items:
-            assert {(r[0], r[2]) for r in rows[item.id]} == {("code1x128:384:s0", 16)}
+            assert {(r[0], r[2]) for r in rows[item.id]} == {("code1x128:384:s0:p3m64", 16)}
         assert other.retrieve(QUERIES[0])[0][0] == there.items[0].id
 
         # codes that do not fit their codec are refused; a query may not give codes
@@ -291,7 +341,7 @@ def test_export_carries_codes_that_import_reuses_only_under_the_same_codec(tmp_p
 
 def test_codes_round_trip_through_the_store_and_a_row_naming_no_codec_is_quarantined(tmp_path):
     rng = np.random.default_rng(3)
-    codec = TokenStore(128, bits=2).codec_for(384)
+    codec = TokenStore(128, bits=2, pool=3, keep=64).codec_for(384)
     assert CodecSpec.parse(codec.spec.tag) == codec.spec and codec.spec.tag == DEFAULT_TAG
 
     def memory(text: str) -> tuple[Memory, EmbeddingSet]:
@@ -311,6 +361,8 @@ def test_codes_round_trip_through_the_store_and_a_row_naming_no_codec_is_quarant
     np.testing.assert_array_equal(got.data, want.data)
     assert "vectors do not decode" in store.quarantined()["bad"]
     # another codec's codes never join a store: they would be read as other vectors
-    with pytest.raises(ValueError, match="code2x128:384:s0 cannot join a store of code4x128:384:s0"):
-        TokenStore(128, bits=4).add(0, got)
+    with pytest.raises(ValueError, match="code2x128:384:s0:p3m64 cannot join a store of code4x128:384:s0:p3m64"):
+        TokenStore(128, bits=4, pool=3, keep=64).add(0, got)
+    with pytest.raises(ValueError, match="code2x128:384:s0:p3m64 cannot join a store of code2x128:384:s0$"):
+        TokenStore(128, bits=2).add(0, got)  # the same bytes a token, but other vectors: not pooled
     store.close()

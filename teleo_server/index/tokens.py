@@ -12,12 +12,19 @@ at 384 float16 dimensions that is 270 KB a memory). They are kept compact instea
    at the late-interaction space's defaults, 128 dimensions and 2 bits: 24x less than float16 at
    384 dimensions).
 
+Before the codes, a text's tokens may be pooled (``pool`` > 1): Ward's hierarchical clustering
+groups its T vectors into max(ceil(T / pool), min(T, keep)) clusters of similar tokens, and each
+cluster is kept as its re-normalised mean (:func:`pool_tokens`; the "token pooling" of Clavie et
+al., 2024). Tokens that say nearly the same thing (a word's pieces, repeated words, punctuation)
+then cost one row, and MaxSim, which takes each query token's best match, loses little; a short
+text (at most ``keep`` tokens), which has few such repeats and few bytes to save, keeps them all.
+
 Scoring decodes only the candidates' tokens (a 256-entry table per byte) and re-normalises them, so
 MaxSim still compares unit vectors; the query keeps full precision (asymmetric). ``bits = 16``
 keeps float16 tokens (no codes) and ``dim = None`` keeps the model's width.
 
 A codec is named completely by its :class:`~teleo_server.heads.CodecSpec` (bits, dim, input dim,
-seed). The database stores a memory's tokens as the same codes (:func:`to_codes`), tagged with
+seed, pool, keep). The database stores a memory's tokens as the same codes (:func:`to_codes`), tagged with
 that spec, so a start-up appends them here as they are (:meth:`TokenStore.add` of
 :class:`~teleo_server.heads.TokenCodes`); codes of another spec are refused, never decoded as if
 they were this store's.
@@ -33,16 +40,61 @@ import numpy as np
 
 from teleo_server.compute.maxsim import CODE_BITS, decode_codes
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
-from teleo_server.heads import CodecSpec, TokenCodes
+from teleo_server.heads import MAX_POOL, MAX_POOL_KEEP, CodecSpec, TokenCodes
 from teleo_server.index.chunks import ranges
 
 RAW_BITS = 16
 
 
-def codec_spec(dim_in: int, dim: int | None, bits: int, seed: int = 0) -> CodecSpec:
-    """The spec of the codec that ``TokenCodec(dim_in, dim, bits, seed)`` makes (a ``dim`` of
-    None, or not below ``dim_in``, keeps the input's width)."""
-    return CodecSpec(bits, dim if dim and dim < dim_in else dim_in, dim_in, seed)
+def codec_spec(dim_in: int, dim: int | None, bits: int, seed: int = 0, pool: int = 1, keep: int = 0) -> CodecSpec:
+    """The spec of the codec that ``TokenCodec(dim_in, dim, bits, seed, pool, keep)`` makes (a
+    ``dim`` of None, or not below ``dim_in``, keeps the input's width)."""
+    return CodecSpec(bits, dim if dim and dim < dim_in else dim_in, dim_in, seed, pool, keep if pool > 1 else 0)
+
+
+def pool_tokens(tokens: np.ndarray, factor: int, keep: int = 0) -> np.ndarray:
+    """One text's unit token vectors float (T, D) pooled to float32 (max(ceil(T / factor),
+    min(T, keep)), D).
+
+    Ward's linkage (SciPy's, over Euclidean distances from one matrix product) merges the two
+    clusters whose union adds the least squared distance to their means, until that many clusters
+    are left; each cluster becomes its mean, re-normalised. Rows come in the order of each
+    cluster's first token, so the result is a function of the input alone. ``factor`` 1, or T at
+    most ``keep`` (or 1), returns the tokens as float32.
+    """
+    t = np.asarray(tokens, dtype=np.float32)
+    n = t.shape[0]
+    keep = max(-(-n // max(factor, 1)), min(n, keep))
+    if keep >= n:
+        return t
+    # only writers pool: keep SciPy's clustering off the import path
+    from scipy.cluster.hierarchy import linkage
+    from scipy.spatial.distance import squareform
+
+    x = t.astype(np.float64)
+    sq = np.einsum("ij,ij->i", x, x)
+    dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0))  # BLAS, not pdist
+    np.fill_diagonal(dist, 0.0)
+    merges = linkage(squareform(dist, checks=False), method="ward")[: n - keep, :2].astype(np.int64)
+    parent = np.arange(2 * n - keep)  # clusters n.. are the merges, in order; each is merged once
+    parent[merges[:, 0]] = parent[merges[:, 1]] = np.arange(n, 2 * n - keep)
+    # a token's cluster is the last merge above it: follow parents to the top (depth <= n - keep)
+    root = parent[:n]
+    while True:
+        up = parent[root]
+        if np.array_equal(up, root):
+            break
+        root = up
+    _, first, label = np.unique(root, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")          # clusters by their first token
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    label = rank[label]
+    by_label = np.argsort(label, kind="stable")
+    starts = np.searchsorted(label[by_label], np.arange(order.size))
+    means = np.add.reduceat(t[by_label], starts, axis=0)
+    means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
+    return means
 
 
 def projection(dim_in: int, dim_out: int, seed: int = 0) -> np.ndarray:
@@ -77,18 +129,27 @@ def gaussian_levels(bits: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class TokenCodec:
-    """Rotation to ``dim`` dimensions, then ``bits``-bit Gaussian codes per coordinate.
+    """Rotation to ``dim`` dimensions, pooling (``pool`` > 1), then ``bits``-bit Gaussian codes per
+    coordinate.
 
-    ``encode`` float (T, D_in) -> codes uint8 (T, width) (float16 (T, dim) when bits = 16);
+    ``encode`` float (T, D_in) -> codes uint8 (T', width) (float16 (T', dim) when bits = 16), T' =
+    ceil(T / pool);
     ``decode`` codes -> float32 (T, dim), L2-normalised; ``transform`` is the query side (rotation
     and re-normalisation only).
     """
 
-    def __init__(self, dim_in: int, dim: int | None = None, bits: int = RAW_BITS, seed: int = 0) -> None:
+    def __init__(self, dim_in: int, dim: int | None = None, bits: int = RAW_BITS, seed: int = 0,
+                 pool: int = 1, keep: int = 0) -> None:
         if bits not in CODE_BITS and bits != RAW_BITS:
             raise ValueError(f"bits must be one of {CODE_BITS} or {RAW_BITS}, got {bits}")
+        if not 1 <= pool <= MAX_POOL:
+            raise ValueError(f"pool must be 1 to {MAX_POOL}, got {pool}")
+        if not 0 <= keep <= MAX_POOL_KEEP:
+            raise ValueError(f"pool floor (keep) must be 0 to {MAX_POOL_KEEP}, got {keep}")
         self.dim_in = dim_in
         self.seed = seed
+        self.pool = pool
+        self.keep = keep if pool > 1 else 0
         self.proj = projection(dim_in, dim, seed) if dim and dim < dim_in else None
         self.dim = self.proj.shape[1] if self.proj is not None else dim_in
         self.bits = bits
@@ -109,16 +170,17 @@ class TokenCodec:
     @functools.lru_cache(maxsize=16)
     def of(cls, spec: CodecSpec) -> TokenCodec:
         """The codec ``spec`` names (shared: a codec holds no state once made)."""
-        return cls(spec.dim_in, spec.dim, spec.bits, spec.seed)
+        return cls(spec.dim_in, spec.dim, spec.bits, spec.seed, spec.pool, spec.keep)
 
     @property
     def spec(self) -> CodecSpec:
-        return CodecSpec(self.bits, self.dim, self.dim_in, self.seed)
+        return CodecSpec(self.bits, self.dim, self.dim_in, self.seed, self.pool, self.keep)
 
     @property
     def identity(self) -> bool:
-        """Codes equal the float16 input (16 bits, no rotation): nothing to gain by storing them."""
-        return self.bits == RAW_BITS and self.proj is None
+        """Codes equal the float16 input (16 bits, no rotation, no pooling): nothing to gain by
+        storing them."""
+        return self.bits == RAW_BITS and self.proj is None and self.pool == 1
 
     @property
     def bytes_per_token(self) -> int:
@@ -133,7 +195,10 @@ class TokenCodec:
         return t
 
     def encode(self, tokens: np.ndarray) -> np.ndarray:
+        """One text's tokens (the document side: a query is only transformed) as stored rows."""
         t = self.transform(tokens)
+        if self.pool > 1:
+            t = pool_tokens(t, self.pool, self.keep)
         if self.bits == RAW_BITS:
             return t.astype(np.float16)
         codes = np.searchsorted(self._thresholds, t).astype(np.uint8)          # (T, dim)
@@ -154,9 +219,12 @@ class TokenStore:
     at the first non-empty add, when the model's width is known.
     """
 
-    def __init__(self, dim_out: int | None = None, seed: int = 0, bits: int = RAW_BITS) -> None:
+    def __init__(self, dim_out: int | None = None, seed: int = 0, bits: int = RAW_BITS, pool: int = 1,
+                 keep: int = 0) -> None:
         self.dim_out = dim_out
         self.bits = bits
+        self.pool = pool
+        self.keep = keep
         self._seed = seed
         self.codec: TokenCodec | None = None
         self.dim: int | None = None
@@ -166,8 +234,8 @@ class TokenStore:
         self.n_tokens = 0
         self._offsets_view: np.ndarray | None = None
         self._codes_view: np.ndarray | None = None
-        if bits != RAW_BITS:
-            TokenCodec(max(dim_out or 8, 8), dim_out, bits)  # reject a bad (dim, bits) pair now
+        if bits != RAW_BITS or pool != 1:
+            TokenCodec(max(dim_out or 8, 8), dim_out, bits, pool=pool, keep=keep)  # reject a bad codec now
 
     @property
     def offsets(self) -> np.ndarray:
@@ -212,7 +280,7 @@ class TokenStore:
         """The codec this store keeps tokens of width ``dim_in`` in."""
         if self.codec is not None and self.codec.dim_in == dim_in:
             return self.codec.spec
-        return codec_spec(dim_in, self.dim_out, self.bits, self._seed)
+        return codec_spec(dim_in, self.dim_out, self.bits, self._seed, self.pool, self.keep)
 
     def codec_for(self, dim_in: int) -> TokenCodec:
         """The codec this store keeps tokens of width ``dim_in`` in (its own once it has one)."""
@@ -318,5 +386,5 @@ def to_codes(emb: EmbeddingSet, codecs: Mapping[str, TokenCodec]) -> EmbeddingSe
     return EmbeddingSet(emb.model_version, chunks)
 
 
-__all__ = ["CODE_BITS", "RAW_BITS", "TokenCodec", "TokenStore", "codec_spec", "gaussian_levels", "projection",
-           "to_codes"]
+__all__ = ["CODE_BITS", "RAW_BITS", "TokenCodec", "TokenStore", "codec_spec", "gaussian_levels", "pool_tokens",
+           "projection", "to_codes"]

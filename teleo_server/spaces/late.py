@@ -9,7 +9,7 @@ from pydantic import Field
 
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.catalog import Catalog
-from teleo_server.heads import get_head
+from teleo_server.heads import MAX_POOL, MAX_POOL_KEEP, get_head
 from teleo_server.index.tokens import TokenCodec, TokenStore
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
@@ -21,6 +21,10 @@ class LateSettings(SpaceSettings):
     dim: int | None = Field(128, ge=8)
     # bits per stored coordinate: 1, 2, 4 or 8 (Gaussian codes), 16 (float16, no codes)
     bits: Literal[1, 2, 4, 8, 16] = 2
+    # a text's tokens pooled into max(ceil(T / pool), min(T, pool_keep)) means of similar tokens
+    # before the codes (pool 1: none); chosen on SciFact train and LoCoMo dev (README, "Compact storage")
+    pool: int = Field(3, ge=1, le=MAX_POOL)
+    pool_keep: int = Field(64, ge=0, le=MAX_POOL_KEEP)
 
 
 @register
@@ -38,7 +42,8 @@ class LateInteractionSpace(Space):
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.store = TokenStore(self.config.dim, bits=self.config.bits)
+        self.store = TokenStore(self.config.dim, bits=self.config.bits, pool=self.config.pool,
+                                keep=self.config.pool_keep)
 
     def storage_codec(self) -> TokenCodec:
         """The codec of this space's tokens, which the database stores them in too (as codes), so

@@ -182,7 +182,9 @@ ALTER TABLE chunk_vectors_v6 RENAME TO chunk_vectors;
 # in the codec's values (dim * bits / 8 bytes; dim when bits = 16) and `data` rows * cols of them:
 # the very codes the late-interaction index holds. Rows written as float16 before stay valid, so
 # this needed no migration; MemoryCore.load_indexes re-derives rows of a codec the configuration no
-# longer uses.
+# longer uses. A tag may end in ":p{pool}" ("code2x128:384:s0:p2"): the chunk's tokens were pooled
+# into ceil(T / pool) means of similar tokens before the codes (teleo_server.index.tokens.pool_tokens),
+# so `rows` counts those means; no ":p" part means pool 1 (every token kept).
 
 # Append new migrations; never edit a released one.
 MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
