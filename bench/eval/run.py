@@ -226,10 +226,11 @@ def environment() -> dict[str, Any]:
             "python": platform.python_version(), "numpy": np.__version__, "backend": "numpy"}
 
 
-def markdown(res: dict[str, Any]) -> str:
+def markdown(res: dict[str, Any], split: str = "test") -> str:
     lines = []
     if "scifact" in res:
-        lines += ["### SciFact test (300 queries)", "", "| run | nDCG@10 | Recall@100 | p50 ms |", "| --- | --- | --- | --- |"]
+        n = next((v["all"]["n"] for v in res["scifact"].values()), 0)
+        lines += [f"### SciFact {split} ({n} queries)", "", "| run | nDCG@10 | Recall@100 | p50 ms |", "| --- | --- | --- | --- |"]
         for name, v in res["scifact"].items():
             lines.append(f"| {name} | {v['all']['ndcg@10']:.3f} | {v['all']['recall@100']:.3f} | {v['latency_ms_p50']:.1f} |")
         lines.append("")
@@ -294,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = f"-{args.tag}" if args.tag else "" if args.split == "test" and not args.settings and not args.runs else f"-{args.split}"
     (args.out / f"eval{suffix}.json").write_text(json.dumps(res, indent=2))
-    (args.out / f"eval{suffix}.md").write_text(markdown(res))
-    print(markdown(res))  # noqa: T201 - the command's report
+    (args.out / f"eval{suffix}.md").write_text(markdown(res, args.split))
+    print(markdown(res, args.split))  # noqa: T201 - the command's report
     return 0
 
 
