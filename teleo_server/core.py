@@ -201,6 +201,13 @@ class MemoryCore:
         vectors and sparse weights as float16."""
         return stored_form(emb, self.codecs)
 
+    async def stored_forms(self, sets: list[EmbeddingSet]) -> list[EmbeddingSet]:
+        """:meth:`stored_form` of each set, off the event loop: pooling a long text's tokens takes
+        milliseconds a chunk, which would hold up every other call."""
+        if not sets:
+            return []
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: [self.stored_form(e) for e in sets])
+
     def token_specs(self) -> dict[str, CodecSpec]:
         """Head -> the codec whose codes this server stores and takes (Import) for it as they are."""
         return {head: c.spec for head, c in self.codecs.items() if not c.identity}
@@ -270,9 +277,9 @@ class MemoryCore:
         for start in range(0, len(ids), 32):
             batch = await self._on_store(self.store.get, ids[start : start + 32])
             memories = list(batch.values())
-            sets = await self.embedder.embed([m.content for m in memories], TextRole.DOCUMENT)
+            sets = await self.stored_forms(await self.embedder.embed([m.content for m in memories], TextRole.DOCUMENT))
             for memory, emb in zip(memories, sets, strict=True):
-                if await self._finish(self._replace(memory.id, self.stored_form(emb))):
+                if await self._finish(self._replace(memory.id, emb)):
                     done += 1
                     recoded += memory.id in recoding
             self._recode.difference_update(ids[start : start + 32])  # done, or gone from the store
@@ -350,7 +357,7 @@ class MemoryCore:
         if len(fresh_sets) != len(missing):
             raise Unavailable("embedder returned a partial result; nothing was stored")
         embedded = dict(zip([m.id for m in missing], fresh_sets, strict=True))
-        sets = [self.stored_form(given[m.id] if m.id in given else embedded[m.id]) for m in to_embed]
+        sets = await self.stored_forms([given[m.id] if m.id in given else embedded[m.id] for m in to_embed])
         stored = await self._finish(self._commit(list(zip(to_embed, sets, strict=True)), dedup))
         by_key = {key(m): stored_dup for m, stored_dup in zip(to_embed, stored, strict=True)}
         out = []
@@ -445,8 +452,7 @@ class MemoryCore:
             raise next(iter(errors.values()))
         emb = None
         if new.content_hash != old.content_hash:
-            (emb,) = await self.embedder.embed([new.content], TextRole.DOCUMENT)
-            emb = self.stored_form(emb)
+            (emb,) = await self.stored_forms(await self.embedder.embed([new.content], TextRole.DOCUMENT))
         stored = await self._finish(self._update(new, emb, previous_id or None))
         if stored is None:
             raise NotFound(f"no memory with id(s) {old.id}", field="id")

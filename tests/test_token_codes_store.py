@@ -9,6 +9,7 @@ carries codes that Import reuses only under the same codec.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -151,10 +152,20 @@ LONG = ("Our incident review for the March billing outage found that a stale cac
         "than one percent over an hour. The runbook links the dashboards that would have shown it sooner.")
 
 
-def test_a_long_memory_is_stored_as_fewer_pooled_rows_and_is_found_by_them(tmp_path):
+def test_a_long_memory_is_stored_as_fewer_pooled_rows_and_is_found_by_them(tmp_path, monkeypatch):
+    threads: list[threading.Thread] = []
+    encode = TokenCodec.encode
+
+    def watched(self, tokens):
+        threads.append(threading.current_thread())
+        return encode(self, tokens)
+
+    monkeypatch.setattr(TokenCodec, "encode", watched)
     server = Running(tmp_path)
     try:
         (long_id,) = server.store([LONG])
+        # pooled and coded off the event loop: milliseconds a chunk would hold up every other call
+        assert threads and server.srv.thread not in threads
         short_ids = server.store(TEXTS[2:])
         (emb,) = server.srv.call(server.core.embedder.embed([LONG], TextRole.DOCUMENT))
         words = [ch.vectors["tokens"].shape[0] for ch in emb.chunks]
