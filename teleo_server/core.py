@@ -215,13 +215,24 @@ class MemoryCore:
     def _indexable(self, emb: EmbeddingSet) -> tuple[EmbeddingSet, bool]:
         """``emb`` without the token codes the index cannot read (another codec made them: they are
         never decoded as if they were its own), and whether a head the index codes lost some (the
-        memory is then re-derived from its text by ``reembed_stale``)."""
-        foreign = {(i, head) for i, ch in enumerate(emb.chunks) for head, v in ch.vectors.items()
-                   if isinstance(v, TokenCodes) and (head not in self.codecs or v.spec != self.codecs[head].spec)}
-        if not foreign:
+        memory is then re-derived from its text by ``reembed_stale``). Codes another codec made
+        that are exactly this one's (unpooled rows of a chunk this codec keeps whole,
+        ``CodecSpec.takes``) are taken as they are."""
+        foreign: set[tuple[int, str]] = set()
+        same: dict[tuple[int, str], TokenCodes] = {}
+        for i, ch in enumerate(emb.chunks):
+            for head, v in ch.vectors.items():
+                if not isinstance(v, TokenCodes):
+                    continue
+                codec = self.codecs.get(head)
+                if codec is None or not codec.spec.takes(v.spec, v.rows):
+                    foreign.add((i, head))
+                elif v.spec != codec.spec:
+                    same[(i, head)] = TokenCodes(v.data, codec.spec)
+        if not foreign and not same:
             return emb, False
-        chunks = [ChunkEmbedding({h: v for h, v in ch.vectors.items() if (i, h) not in foreign}, ch.start, ch.end)
-                  for i, ch in enumerate(emb.chunks)]
+        chunks = [ChunkEmbedding({h: same.get((i, h), v) for h, v in ch.vectors.items() if (i, h) not in foreign},
+                                 ch.start, ch.end) for i, ch in enumerate(emb.chunks)]
         return EmbeddingSet(emb.model_version, chunks), any(head in self.codecs for _, head in foreign)
 
     async def load_indexes(self) -> int:

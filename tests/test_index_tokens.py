@@ -183,3 +183,16 @@ def test_a_text_of_at_most_keep_tokens_keeps_them_all_and_a_longer_one_keeps_at_
         assert pool_tokens(codec.transform(tokens), 3, 8).shape[0] == rows
     short = unit(rng.standard_normal((6, 64)).astype(np.float32))
     np.testing.assert_array_equal(codec.encode(short), TokenCodec(64, 32, 2).encode(short))  # as if unpooled
+
+
+def test_a_pooling_codec_takes_unpooled_codes_only_of_chunks_it_keeps_whole():
+    pooled, plain = CodecSpec(2, 32, 64, 0, 3, 8), CodecSpec(2, 32, 64, 0)
+    assert pooled.takes(pooled, 100) and pooled.takes(plain, 8) and not pooled.takes(plain, 9)
+    assert not plain.takes(pooled, 4)                      # pooled rows are never read as unpooled ones
+    assert not pooled.takes(CodecSpec(2, 32, 64, 1), 4)    # another rotation
+    assert not pooled.takes(CodecSpec(4, 32, 64, 0), 4)    # another code size
+    # what takes() promises: the very bytes this codec makes of a chunk it keeps whole
+    rng = np.random.default_rng(9)
+    for n in (1, 5, 8):
+        tokens = unit(rng.standard_normal((n, 64)).astype(np.float32))
+        np.testing.assert_array_equal(TokenCodec.of(pooled).encode(tokens), TokenCodec.of(plain).encode(tokens))

@@ -254,8 +254,7 @@ def _wait_for(what, timeout: float = 120.0):
 
 @pytest.mark.parametrize("before,after,tag,cols", [
     ({}, {"late_interaction_bits": 4}, "code4x128:384:s0:p3m64", 64),
-    # a database written before tokens were pooled: its rows are re-derived, pooled, at the upgrade
-    (UNPOOLED, {}, DEFAULT_TAG, DEFAULT_WIDTH),
+    # a database written before tokens were pooled, under a pooling that changes these short texts
     (UNPOOLED, {"spaces": {"E12_late": {"pool": 2, "pool_keep": 4}}}, "code2x128:384:s0:p2m4", DEFAULT_WIDTH),
 ])
 def test_a_changed_codec_at_restart_rewrites_the_rows_and_the_memories_are_still_found(tmp_path, before, after, tag, cols):
@@ -290,6 +289,53 @@ def test_a_changed_codec_at_restart_rewrites_the_rows_and_the_memories_are_still
         assert len(second.core.retriever) == len(ids)
     finally:
         second.stop()
+
+
+def test_upgrading_to_pooled_tokens_re_derives_only_the_chunks_the_pooling_changes(tmp_path):
+    first = Running(tmp_path, **UNPOOLED)
+    try:
+        ids = first.store(TEXTS)
+        (long_id,) = first.store([LONG])
+        before = _token_rows(first.db)
+    finally:
+        first.stop()
+    assert {r[0] for rs in before.values() for r in rs} == {"code2x128:384:s0"}
+
+    second = Running(tmp_path)
+    try:
+        # chunks of at most 64 tokens are kept whole: their unpooled codes are this codec's already
+        assert second.core._recode <= {long_id}
+        _wait_for(lambda: {r[0] for r in _token_rows(second.db)[long_id]} == {DEFAULT_TAG})
+        _wait_for(lambda: not second.core._recode)
+        after = _token_rows(second.db)
+        assert after[long_id][0][1] < before[long_id][0][1]  # pooled, rewritten
+        for memory_id in ids:  # read as they were, never embedded again
+            assert after[memory_id] == before[memory_id]
+            assert [c.tobytes() for c in second.index_codes(memory_id)] == [r[3] for r in before[memory_id]]
+        for q, want in zip(QUERIES, (ids[0], ids[3], ids[4]), strict=True):
+            hits = second.retrieve(q)
+            assert hits[0][0] == want and hits[0][2] > 0
+    finally:
+        second.stop()
+
+
+def test_import_reuses_unpooled_codes_of_chunks_a_pooling_server_keeps_whole(tmp_path):
+    source = Running(tmp_path / "a", **UNPOOLED)
+    target = Running(tmp_path / "b")
+    try:
+        ids = source.store(TEXTS[:2] + [LONG])
+        exported = list(source.stub.Export(pb.ExportRequest(filters=pb.RetrieveFilters(namespaces=[NS]),
+                                                            with_embeddings=True), metadata=source.auth, timeout=60))
+        got = target.stub.Import(iter(pb.ImportRequest(item=e) for e in exported), metadata=target.auth, timeout=60)
+        assert (got.stored, got.failed, got.vectors_reused) == (3, 0, 2)  # the long one is embedded again
+        was, now = _token_rows(source.db), _token_rows(target.db)
+        for old, item in zip(ids[:2], got.items[:2], strict=True):
+            assert [(r[0], r[1], r[3]) for r in now[item.id]] == [(DEFAULT_TAG, r[1], r[3]) for r in was[old]]
+        assert {r[0] for r in now[got.items[2].id]} == {DEFAULT_TAG}
+        assert now[got.items[2].id][0][1] < was[ids[2]][0][1]
+    finally:
+        target.stop()
+        source.stop()
 
 
 def test_export_carries_codes_that_import_reuses_only_under_the_same_codec(tmp_path):

@@ -253,8 +253,9 @@ def imported(msg: pb.ExportedMemory, principal: Principal, limits: Limits, now: 
              model_version: str, codecs: Mapping[str, CodecSpec] | None = None) -> tuple[Memory, EmbeddingSet | None]:
     """A new memory (new id) from an exported one, validated and authorised as a Store is, and its
     vectors when they were made by ``model_version``, hold every registered head and give a head
-    as codes only in the codec ``codecs`` names for it, the one this server keeps (else None: it
-    is embedded again; another codec's codes are never read as this server's)."""
+    as codes only in the codec ``codecs`` names for it, the one this server keeps, or in codes
+    that are exactly that codec's (``CodecSpec.takes``; else None: it is embedded again; another
+    codec's codes are never read as this server's)."""
     memory = memory_from_input(msg.memory.input, principal, limits, now, field="item.memory.input")
     if msg.memory.HasField("ingestion_time"):
         memory = replace(memory, ingestion_time=ts_to_float(msg.memory.ingestion_time, "item.memory.ingestion_time"))
@@ -274,9 +275,10 @@ def imported(msg: pb.ExportedMemory, principal: Principal, limits: Limits, now: 
                 vectors[name] = head_vector(hv, get_head(name), at)
                 continue
             codes = token_codes(hv, get_head(name), at)
-            if codes.spec != (codecs or {}).get(name):
+            spec = (codecs or {}).get(name)
+            if spec is None or not spec.takes(codes.spec, codes.rows):
                 return memory, None
-            vectors[name] = codes
+            vectors[name] = TokenCodes(codes.data, spec)  # exactly this server's codes, named as it names them
         chunks.append(ChunkEmbedding(vectors, c.start, c.end))
     return memory, EmbeddingSet(model_version, chunks)
 
