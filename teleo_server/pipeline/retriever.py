@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import wait
-from datetime import datetime, timezone
+from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
@@ -75,12 +76,23 @@ def retrieval_confidence(state: State) -> float:
     return float(np.mean(rel[order]))
 
 
+@functools.lru_cache(maxsize=4096)
+def _utc_day(days: int) -> str:
+    """"YYYY-MM-DD" of the UTC day ``days`` after 1970-01-01 ("undated" outside the calendar).
+    Results share a handful of days: formatting each hit's date cost more than the rest of it."""
+    try:
+        return (_EPOCH + timedelta(days=days)).isoformat()
+    except OverflowError:  # a row stored before times were validated
+        return "undated"
+
+
+_EPOCH = date(1970, 1, 1)
+_JOHARI = {int(j): j for j in Johari}  # an enum call a hit cost more than a lookup
+
+
 def citation(namespace: str, event_time: float, memory_id: str) -> str:
     """"namespace/YYYY-MM-DD (memory 1f5a2b3c...)": where a result can be found again."""
-    try:
-        day = datetime.fromtimestamp(event_time, tz=timezone.utc).strftime("%Y-%m-%d") if event_time else "undated"
-    except (OverflowError, OSError, ValueError):  # a row stored before times were validated
-        day = "undated"
+    day = _utc_day(int(event_time // 86400)) if event_time and math.isfinite(event_time) else "undated"
     return f"{namespace}/{day} (memory {memory_id[:8]}\u2026)"
 
 
@@ -359,7 +371,7 @@ class TeleologicalRetriever:
         rows, scores = c.rows.tolist(), np.clip(c.score, 0.0, 1.0).tolist()
         content = (c.content if c.content is not None else c.score).tolist()
         purpose, goal_score, goal_index = c.purpose.tolist(), c.goal.tolist(), c.goal_index.tolist()
-        misaligned, quadrant = c.misaligned.tolist(), [Johari(q) for q in quadrants.tolist()]
+        misaligned, quadrant = c.misaligned.tolist(), [_JOHARI[q] for q in quadrants.tolist()]
         late_of = None if c.late is None else c.late.tolist()
         temporal_of = None if c.temporal is None else c.temporal.tolist()
         chunk_of = None if c.chunk is None else c.chunk.tolist()
