@@ -55,7 +55,7 @@ class SparseVector:
         return int(self.ids.size)
 
 
-# "code{bits}x{dim}:{dim_in}:s{seed}[:p{pool}[m{keep}]]", e.g. "code2x128:384:s0:p3m32"
+# "code{bits}x{dim}:{dim_in}:s{seed}[:p{pool}[m{keep}]]", e.g. "code2x128:384:s0:p3m64"
 # ("code2x128:384:s0": pool 1; "...:p3": pool 3 with no floor)
 _CODEC_TAG = re.compile(r"code(\d+)x(\d+):(\d+):s(\d+)(?::p(\d+)(?:m(\d+))?)?")
 CODEC_BITS = (1, 2, 4, 8, 16)
@@ -73,7 +73,7 @@ class CodecSpec:
     text of at most ``keep`` tokens keeps them all. The rows are then those means, so codes made
     with another ``pool`` or ``keep`` are other vectors even where the bytes would fit.
 
-    ``tag`` (``"code2x128:384:s0:p3m32"``; no ``:p`` part for pool 1, no ``m`` for keep 0) is how
+    ``tag`` (``"code2x128:384:s0:p3m64"``; no ``:p`` part for pool 1, no ``m`` for keep 0) is how
     the store's ``dtype`` column and an export name it; ``width`` values of ``dtype`` make one
     token's row.
     """
@@ -126,7 +126,7 @@ class CodecSpec:
         """The codec a tag names; ValueError when it names none."""
         m = _CODEC_TAG.fullmatch(tag)
         if m is None:
-            raise ValueError(f"{tag[:64]!r} is not a token codec (expected e.g. 'code2x128:384:s0:p3m32')")
+            raise ValueError(f"{tag[:64]!r} is not a token codec (expected e.g. 'code2x128:384:s0:p3m64')")
         bits, dim, dim_in, seed = (int(g) for g in m.groups()[:4])
         pool = int(m.group(5)) if m.group(5) is not None else 1
         keep = int(m.group(6)) if m.group(6) is not None else 0

@@ -64,8 +64,8 @@ def pool_tokens(tokens: np.ndarray, factor: int, keep: int = 0) -> np.ndarray:
     """
     t = np.asarray(tokens, dtype=np.float32)
     n = t.shape[0]
-    keep = max(-(-n // max(factor, 1)), min(n, keep))
-    if keep >= n:
+    rows = max(-(-n // max(factor, 1)), min(n, keep))
+    if rows >= n:
         return t
     # only writers pool: keep SciPy's clustering off the import path
     from scipy.cluster.hierarchy import linkage
@@ -75,10 +75,10 @@ def pool_tokens(tokens: np.ndarray, factor: int, keep: int = 0) -> np.ndarray:
     sq = np.einsum("ij,ij->i", x, x)
     dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0))  # BLAS, not pdist
     np.fill_diagonal(dist, 0.0)
-    merges = linkage(squareform(dist, checks=False), method="ward")[: n - keep, :2].astype(np.int64)
-    parent = np.arange(2 * n - keep)  # clusters n.. are the merges, in order; each is merged once
-    parent[merges[:, 0]] = parent[merges[:, 1]] = np.arange(n, 2 * n - keep)
-    # a token's cluster is the last merge above it: follow parents to the top (depth <= n - keep)
+    merges = linkage(squareform(dist, checks=False), method="ward")[: n - rows, :2].astype(np.int64)
+    parent = np.arange(2 * n - rows)  # clusters n.. are the merges, in order; each is merged once
+    parent[merges[:, 0]] = parent[merges[:, 1]] = np.arange(n, 2 * n - rows)
+    # a token's cluster is the last merge above it: follow parents to the top (depth <= n - rows)
     root = parent[:n]
     while True:
         up = parent[root]
@@ -133,7 +133,7 @@ class TokenCodec:
     coordinate.
 
     ``encode`` float (T, D_in) -> codes uint8 (T', width) (float16 (T', dim) when bits = 16), T' =
-    ceil(T / pool);
+    max(ceil(T / pool), min(T, keep)) (T without pooling);
     ``decode`` codes -> float32 (T, dim), L2-normalised; ``transform`` is the query side (rotation
     and re-normalisation only).
     """
