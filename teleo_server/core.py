@@ -196,17 +196,13 @@ class MemoryCore:
     async def _on_index(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._index_ex, fn, *args)
 
-    def stored_form(self, emb: EmbeddingSet) -> EmbeddingSet:
-        """``emb`` as it is stored and indexed: the heads kept as codes in those codes, sentence
-        vectors and sparse weights as float16."""
-        return stored_form(emb, self.codecs)
-
     async def stored_forms(self, sets: list[EmbeddingSet]) -> list[EmbeddingSet]:
-        """:meth:`stored_form` of each set, off the event loop: pooling a long text's tokens takes
-        milliseconds a chunk, which would hold up every other call."""
+        """Each set as it is stored and indexed (the heads kept as codes in those codes, sentence
+        vectors and sparse weights as float16), made off the event loop: pooling a long text's
+        tokens takes milliseconds a chunk, which would hold up every other call."""
         if not sets:
             return []
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: [self.stored_form(e) for e in sets])
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: [stored_form(e, self.codecs) for e in sets])
 
     def token_specs(self) -> dict[str, CodecSpec]:
         """Head -> the codec whose codes this server stores and takes (Import) for it as they are."""

@@ -97,7 +97,7 @@ def measure_index(data: Path, cache: Path, settings: dict[str, Any]) -> dict[str
 
 
 def token_codecs(settings: dict[str, Any]) -> dict[str, Any]:
-    """Head -> the codec the server of these settings stores it in (``MemoryCore.stored_form``)."""
+    """Head -> the codec the server of these settings stores it in (``MemoryCore.stored_forms``)."""
     from teleo_server.pipeline import PipelineSettings, make_retriever
 
     return getattr(make_retriever(PipelineSettings(**settings), "numpy"), "token_codecs", dict)()

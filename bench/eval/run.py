@@ -70,7 +70,7 @@ def _runs(quick: bool) -> list[Run]:
 def build(p: Prepared, settings: PipelineSettings):
     r = make_retriever(settings, "numpy")
     for m, e in p.items:
-        r.add(m, half_floats(e))  # the values the server stores and indexes (MemoryCore.stored_form)
+        r.add(m, half_floats(e))  # the values the server stores and indexes (MemoryCore.stored_forms)
     r.maintain()  # goals and calibration, as the server's background upkeep does after a load
     return r
 

@@ -76,6 +76,10 @@ def retrieval_confidence(state: State) -> float:
     return float(np.mean(rel[order]))
 
 
+_EPOCH = date(1970, 1, 1)
+_JOHARI = {int(j): j for j in Johari}  # an enum call a hit cost more than a lookup
+
+
 @functools.lru_cache(maxsize=4096)
 def _utc_day(days: int) -> str:
     """"YYYY-MM-DD" of the UTC day ``days`` after 1970-01-01 ("undated" outside the calendar).
@@ -84,10 +88,6 @@ def _utc_day(days: int) -> str:
         return (_EPOCH + timedelta(days=days)).isoformat()
     except OverflowError:  # a row stored before times were validated
         return "undated"
-
-
-_EPOCH = date(1970, 1, 1)
-_JOHARI = {int(j): j for j in Johari}  # an enum call a hit cost more than a lookup
 
 
 def citation(namespace: str, event_time: float, memory_id: str) -> str:

@@ -61,17 +61,20 @@ def _ids() -> array:
     return array("i")
 
 
-def _shared(grams_of: dict, grams: set[str]) -> Mapping:
-    """Name (or name id) -> how many of ``grams`` it is posted under in ``grams_of``; id postings
-    (arrays of key ids) are counted with NumPy, word postings (lists of words) with a Counter."""
+def _shared(grams_of: dict, grams: set[str], least: int) -> list[tuple]:
+    """(name or name id, how many of ``grams`` it is posted under in ``grams_of``) of every name
+    posted under at least ``least`` of them. A name is posted once under each of its trigrams,
+    so that count is the trigrams it shares with ``grams``. Id postings (arrays of key ids) are
+    counted with NumPy, word postings (lists of words) with a Counter."""
     lists = [grams_of[g] for g in grams if g in grams_of]
     if lists and isinstance(lists[0], array):
-        ids = np.concatenate([np.frombuffer(ids, dtype=np.dtype(ids.typecode)) for ids in lists])
-        return np.bincount(ids) if ids.size else np.zeros(0, np.int64)
-    counts: Counter = Counter()
-    for words in lists:
-        counts.update(words)
-    return counts
+        counts = np.bincount(np.concatenate([np.frombuffer(ids, dtype=np.dtype(ids.typecode)) for ids in lists]))
+        hits = np.flatnonzero(counts >= least)
+        return list(zip(hits.tolist(), counts[hits].tolist()))
+    words: Counter = Counter()
+    for posted in lists:
+        words.update(posted)
+    return [(w, n) for w, n in words.items() if n >= least]
 
 
 def _trigrams(key: str) -> set[str]:
@@ -147,29 +150,20 @@ class EntitySpace(FieldSpace):
                 runs.append(" ".join(run))
         return runs
 
-    def _fuzzy(self, run: str, grams_of: dict, sizes: dict, names: list | None = None) -> dict:
-        """What ``grams_of`` (trigram -> names) holds within ``fuzzy_threshold`` of ``run``, with
-        the trigram Jaccard of each; ``sizes`` gives each name's trigram count, ``names`` the text
-        of a name id (None: the names are the texts).
+    def _fuzzy(self, run: str, grams_of: dict, sizes: dict) -> dict:
+        """What ``grams_of`` (trigram -> names or name ids) holds within ``fuzzy_threshold`` of
+        ``run``, with the trigram Jaccard of each; ``sizes`` gives each name's trigram count.
 
         Exact, and the same whoever else wrote names: a name at Jaccard >= t shares at least
-        ceil(t x |run's trigrams|) of them, so it holds one of the run's rarest
-        |trigrams| - ceil(t |trigrams|) + 1 trigrams (pigeonhole); only those postings are read,
-        and each candidate is then measured."""
+        ceil(t x |run's trigrams|) of them (the Jaccard is at most shared / |run's trigrams|), so
+        only names with that many shared trigrams, counted over the run's postings, are measured.
+        (Re-deriving every candidate's trigrams took 20-40 ms for queries whose trigrams reach
+        thousands of names.)"""
         grams = _trigrams(run)
         need = self.config.fuzzy_threshold
         must = max(int(np.ceil(need * len(grams))), 1)
-        rarest = sorted(grams, key=lambda g: len(grams_of.get(g, ())))[: len(grams) - must + 1]
-        candidates = set().union(*(grams_of.get(g, ()) for g in rarest)) if rarest else set()
-        if not candidates:
-            return {}
-        # trigrams each candidate shares with the run, counted over the run's postings (a name is
-        # posted once under each of its trigrams) rather than by re-deriving every candidate's
-        # trigrams: that took 20-40 ms for queries whose rare trigrams reach thousands of names
-        shared = _shared(grams_of, grams)
         out = {}
-        for hit in candidates:
-            common = int(shared[hit])
+        for hit, common in _shared(grams_of, grams, must):
             jac = common / (len(grams) + sizes[hit] - common)
             if jac >= need:
                 out[hit] = jac
@@ -194,7 +188,7 @@ class EntitySpace(FieldSpace):
         # spelling variants: of the names the query writes, and of its single words
         singles = [r for r in runs if " " not in r and len(r) >= 4 and r not in vocab and r not in self._words]
         for run in [k for k in named if k not in vocab][: cfg.max_fuzzy] + singles[: cfg.max_fuzzy]:
-            for tid, jac in self._fuzzy(run, self._grams, self._key_grams, self.field.terms).items():
+            for tid, jac in self._fuzzy(run, self._grams, self._key_grams).items():
                 take(tid, jac)
         if cfg.partial_weight > 0:
             for word in dict.fromkeys(r for r in runs if " " not in r):
