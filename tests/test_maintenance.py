@@ -82,3 +82,32 @@ def test_the_server_maintains_in_the_background_and_off_the_index_thread(tmp_pat
     finally:
         srv.stop()
     assert threads and not any(name.startswith("teleo-index") for name in threads)
+
+
+def test_a_round_that_clustered_hands_the_freed_memory_back(tmp_path, monkeypatch):
+    """The clustering's temporaries (a copy of every memory vector) stay with the allocator of the
+    thread that ran it unless released; a round without it releases nothing."""
+    import asyncio
+
+    from teleo_server import core as core_module
+    from teleo_server.core import MemoryCore
+    from teleo_server.store.sqlite import SQLiteStore
+
+    released: list[str] = []
+    monkeypatch.setattr(core_module, "release_memory", lambda: released.append(threading.current_thread().name) or True)
+    r, _ = _clustered()
+    store = SQLiteStore(tmp_path / "t.db")
+    core = MemoryCore(store, embedder=None, retriever=r)  # type: ignore[arg-type]
+
+    async def rounds() -> tuple[bool, bool]:
+        return await core.maintain(), await core.maintain()
+
+    try:
+        first, second = asyncio.run(rounds())
+    finally:
+        core._index_ex.shutdown()
+        core._store_ex.shutdown()
+        store.close()
+    assert first and r.goal_count() >= 2 and len(released) == 1
+    assert not released[0].startswith("teleo-index")  # off the index thread, like the clustering
+    assert second is False and len(released) == 1  # nothing was due: nothing to hand back
