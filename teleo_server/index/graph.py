@@ -279,9 +279,6 @@ class MemoryGraph:
             return Walk(np.zeros(0, np.int64), np.zeros(0, np.float32), 0, 0, 0)
         n_readable = max(float(R.sum()), 1.0)
         hub = deg_e > max(settings.hub_fraction * n_readable, settings.hub_min)
-        # entity weight: how specific it is among readable memories, in (0, 1]
-        if entity_weights is None:
-            entity_weights = np.log1p(n_readable / np.maximum(deg_e, 1.0)) / np.log1p(n_readable)
         # the neighbourhood: memory rows and non-hub entities within `hops` steps of a seed
         mem = np.zeros(R.size, bool)
         mem[seed_rows] = True
@@ -303,13 +300,12 @@ class MemoryGraph:
                 break
             # memory -> entity (not hubs), entity -> memory, memory -> linked memory; the most
             # specific entities first, while the memories they name fit in the budget
-            e_new = distinct(_row_entries(inc, frontier_m)[1], deg_e.size)
-            e_new = e_new[~hub[e_new] & ~ent[e_new]]
-            e_new = e_new[np.argsort(deg_e[e_new], kind="stable")]
+            e_new = distinct(_row_columns(inc, frontier_m), deg_e.size)
+            e_new = _by_degree(e_new[~hub[e_new] & ~ent[e_new]], deg_e)
             e_new = e_new[np.cumsum(deg_e[e_new]) <= left]
             ent[e_new] = True
             e_all = np.concatenate([frontier_e, e_new])
-            reached = np.concatenate([_row_entries(inc_t, e_all)[1], _row_entries(links, frontier_m)[1]])
+            reached = np.concatenate([_row_columns(inc_t, e_all), _row_columns(links, frontier_m)])
             cand = distinct(reached, R.size)
             cand = cand[(R[cand] > 0) & ~mem[cand]]
             mem[cand] = True
@@ -347,7 +343,12 @@ class MemoryGraph:
         lj = pos_m(lj)
         keep = lj >= 0
         li, lj, lv = li[keep], lj[keep], lv[keep]
-        w_e = entity_weights[ents]
+        # entity weight: how specific it is among readable memories, in (0, 1] (for the
+        # neighbourhood's entities only)
+        if entity_weights is None:
+            w_e = np.log1p(n_readable / np.maximum(deg_e[ents], 1.0)) / np.log1p(n_readable)
+        else:
+            w_e = entity_weights[ents]
         # memory out-weight: entities (by weight) plus links (by weight), over the neighbourhood
         # (bincount of nothing is int64 even with weights: the sums are made float64 explicitly)
         out = np.bincount(mi, iv * w_e[ej], minlength=nm) + np.bincount(li, lv, minlength=nm).astype(np.float64)
@@ -366,20 +367,55 @@ class MemoryGraph:
         if seed_entities.size:
             p[nm + pos_e(seed_entities)] = float(seed_weights.mean()) if seed_weights.size else 1.0
         p *= (1.0 - a) / p.sum()
-        x = p / (1.0 - a)
-        it = 0
-        for it in range(1, settings.max_iter + 1):
-            nx = transition @ x + p
-            delta = float(np.abs(nx - x).sum())
-            x = nx
-            if delta < settings.tol:
-                break
+        x, it = _power_iteration(transition, p, p / (1.0 - a), settings.max_iter, settings.tol)
         xm = x[:nm]
         k = min(k, rows.size)
         top = np.argpartition(-xm, k - 1)[:k] if 0 < k < rows.size else np.arange(rows.size)
         top = top[np.argsort(-xm[top], kind="stable")]
         top = top[xm[top] > 0]
         return Walk(rows[top].astype(np.int64), xm[top].astype(np.float32), it, int(rows.size), int(ents.size))
+
+
+def _csr_matvec() -> Callable[..., None] | None:
+    """SciPy's CSR kernel ``y += A x`` (``scipy.sparse._sparsetools.csr_matvec``), or None where
+    this SciPy does not have it under that name (the walk then multiplies through ``@``)."""
+    try:
+        from scipy.sparse import _sparsetools
+    except ImportError:
+        return None
+    return getattr(_sparsetools, "csr_matvec", None)
+
+
+CSR_MATVEC = _csr_matvec()
+
+
+def _power_iteration(transition: sp.csr_array, p: np.ndarray, x: np.ndarray, max_iter: int,
+                     tol: float) -> tuple[np.ndarray, int]:
+    """x <- transition @ x + p until the L1 change falls below ``tol`` (at most ``max_iter``
+    steps); returns x and the steps taken.
+
+    A walk takes 60-90 steps over a few thousand nodes, where each ``@`` spent more time in
+    SciPy's dispatch and fresh arrays than in the product: the kernel is called directly on two
+    buffers that trade places, with the same sums in the same order as ``@`` (the product into
+    zeros, then ``p`` added), so the result is identical."""
+    matvec = CSR_MATVEC
+    n = transition.shape[0]
+    nx, diff = np.empty_like(x), np.empty_like(x)
+    indptr, indices, data = transition.indptr, transition.indices, transition.data
+    it = 0
+    for it in range(1, max_iter + 1):
+        if matvec is not None:
+            nx.fill(0.0)
+            matvec(n, n, indptr, indices, data, x, nx)
+            nx += p
+        else:
+            nx = transition @ x + p
+        np.subtract(nx, x, out=diff)
+        np.abs(diff, out=diff)
+        x, nx = nx, x
+        if float(diff.sum()) < tol:
+            break
+    return x, it
 
 
 def _position(sorted_keys: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -390,6 +426,24 @@ def _position(sorted_keys: np.ndarray, x: np.ndarray) -> np.ndarray:
         return np.full(x.size, -1, np.int64)
     pos = np.minimum(np.searchsorted(sorted_keys, x), sorted_keys.size - 1)
     return np.where(sorted_keys[pos] == x, pos, -1)
+
+
+def _by_degree(entities: np.ndarray, degrees: np.ndarray) -> np.ndarray:
+    """Distinct ascending entity ids ordered by degree, ties by id (a stable argsort by degree),
+    through one sort of int64 keys: degree counts memories, so it is a whole number."""
+    if entities.size < 2:
+        return entities
+    n = degrees.size
+    key = degrees[entities].astype(np.int64) * n + entities
+    key.sort()
+    return key % n
+
+
+def _row_columns(m: sp.csr_matrix, rows: np.ndarray) -> np.ndarray:
+    """The columns int64 of the stored entries of ``rows`` of a CSR matrix (``_row_entries``'
+    second part alone)."""
+    _, pos = slices(m.indptr, np.asarray(rows, np.int64))
+    return m.indices[pos].astype(np.int64)
 
 
 def _row_entries(m: sp.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
