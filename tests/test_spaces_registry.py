@@ -90,3 +90,18 @@ def test_a_space_built_on_another_is_attached_to_every_space_once_all_are_built(
         assert {h.memory.id: h.breakdown.spaces["E98_echo"] for h in hits} == {m: s / 2 for m, s in base.items()}
     finally:
         unregister("E98_echo")
+
+
+def test_the_registry_answers_in_e_number_order_and_follows_registration():
+    from teleo_server.spaces.registry import resolve_name, space_classes
+
+    before = space_classes()
+    assert list(before)[:3] == ["E1_semantic", "E2_recency", "E3_periodicity"]
+    before.pop("E1_semantic")  # the caller's copy: the registry keeps it
+    assert "E1_semantic" in space_classes()
+    register(ImportanceSpace)
+    try:
+        assert list(space_classes())[-1] == "E99_importance" and resolve_name("importance") == "E99_importance"
+    finally:
+        unregister("E99_importance")
+    assert "E99_importance" not in space_classes()

@@ -18,18 +18,25 @@ from teleo_server.spaces.base import Space
 _REGISTRY: dict[str, type[Space]] = {}
 _NOT_SPACES = {"base", "dense_head", "fielded", "registry", "text"}
 _discovered = False
+# space_classes()'s answer until a space is registered or removed: every request's settings
+# resolve their space names through it, several times a query
+_ordered: dict[str, type[Space]] | None = None
 
 
 def register(cls: type[Space]) -> type[Space]:
+    global _ordered
     if not cls.name or cls.name in _REGISTRY:
         raise ValueError(f"space name {cls.name!r} is empty or registered twice")
     _REGISTRY[cls.name] = cls
+    _ordered = None
     return cls
 
 
 def unregister(name: str) -> None:
     """Remove a space (for plugins and tests); retrievers built earlier keep theirs."""
+    global _ordered
     _REGISTRY.pop(name, None)
+    _ordered = None
 
 
 def _discover() -> None:
@@ -44,9 +51,13 @@ def _discover() -> None:
 
 
 def space_classes() -> dict[str, type[Space]]:
-    """Every registered space class by name, in E-number order."""
+    """Every registered space class by name, in E-number order (a new dict: the caller may keep
+    or change it)."""
+    global _ordered
     _discover()
-    return dict(sorted(_REGISTRY.items(), key=lambda kv: int(kv[0].split("_")[0][1:])))
+    if _ordered is None:
+        _ordered = dict(sorted(_REGISTRY.items(), key=lambda kv: int(kv[0].split("_")[0][1:])))
+    return dict(_ordered)
 
 
 def build_spaces(settings: PipelineSettings, catalog: Catalog, ops: Any = None) -> dict[str, Space]:
