@@ -162,6 +162,7 @@ class MemoryCore:
         codecs = getattr(retriever, "token_codecs", None)  # a retriever may keep no codes
         self.codecs: dict[str, TokenCodec] = dict(codecs()) if codecs is not None else {}
         self._recode: set[str] = set()  # memories whose stored codes another codec made
+        self._retag: set[str] = set()  # heads whose stored codes the running codec took under another tag
 
     @property
     def in_flight(self) -> int:
@@ -225,6 +226,7 @@ class MemoryCore:
                     foreign.add((i, head))
                 elif v.spec != codec.spec:
                     same[(i, head)] = TokenCodes(v.data, codec.spec)
+                    self._retag.add(head)
         if not foreign and not same:
             return emb, False
         chunks = [ChunkEmbedding({h: same.get((i, h), v) for h, v in ch.vectors.items() if (i, h) not in foreign},
@@ -271,7 +273,24 @@ class MemoryCore:
             log.warning("index.codec_changed", memories=len(self._recode),
                         codecs={h: c.spec.tag for h, c in self.codecs.items()},
                         detail="stored token codes of another codec are re-derived from the memories' text")
+        await self._retag_taken()
         return loaded
+
+    async def _retag_taken(self) -> None:
+        """Rename the stored token rows the running codec took as they are (unpooled codes of
+        chunks it keeps whole), so that later starts read them as its own. Best effort: a store
+        that cannot be written now (a full disk, a lock) is retried at the next start."""
+        for head in sorted(self._retag):
+            spec, old = self.codecs[head].spec, self.codecs[head].spec.unpooled
+            if old is None:
+                continue
+            try:
+                renamed = await self._on_store(self.store.retag_tokens, head, old.tag, spec.tag, spec.keep)
+            except TeleoError as exc:
+                log.warning("index.retag_failed", head=head, error=str(exc))
+                continue
+            log.info("index.retagged", head=head, rows=renamed, old=old.tag, new=spec.tag)
+        self._retag.clear()
 
     async def reembed_stale(self) -> int:
         """Re-embed memories written by another model version, and those whose token codes another

@@ -100,13 +100,19 @@ class CodecSpec:
         pooled = (f":p{self.pool}" + (f"m{self.keep}" if self.keep else "")) if self.pool > 1 else ""
         return f"code{self.bits}x{self.dim}:{self.dim_in}:s{self.seed}{pooled}"
 
+    @property
+    def unpooled(self) -> CodecSpec | None:
+        """This codec without pooling, whose codes of a chunk of at most ``keep`` tokens this one
+        takes as they are (``takes``); None when this codec does not pool."""
+        return CodecSpec(self.bits, self.dim, self.dim_in, self.seed) if self.pool > 1 else None
+
     def takes(self, other: CodecSpec, rows: int) -> bool:
         """Whether ``rows`` token rows that ``other`` coded are exactly what this codec makes of the
         same text: the same codec, or the same codec without pooling when this one keeps a chunk of
         ``rows`` tokens whole (``rows`` at most ``keep``), as it does most chat turns."""
         if other == self:
             return True
-        return self.pool > 1 and rows <= self.keep and other == CodecSpec(self.bits, self.dim, self.dim_in, self.seed)
+        return rows <= self.keep and other == self.unpooled
 
     @property
     def dtype(self) -> np.dtype:

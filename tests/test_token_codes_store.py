@@ -309,14 +309,23 @@ def test_upgrading_to_pooled_tokens_re_derives_only_the_chunks_the_pooling_chang
         _wait_for(lambda: not second.core._recode)
         after = _token_rows(second.db)
         assert after[long_id][0][1] < before[long_id][0][1]  # pooled, rewritten
-        for memory_id in ids:  # read as they were, never embedded again
-            assert after[memory_id] == before[memory_id]
+        for memory_id in ids:  # read as they were, never embedded again; renamed once, bytes untouched
+            assert [(r[0], r[1], r[3]) for r in after[memory_id]] == [(DEFAULT_TAG, r[1], r[3]) for r in before[memory_id]]
             assert [c.tobytes() for c in second.index_codes(memory_id)] == [r[3] for r in before[memory_id]]
         for q, want in zip(QUERIES, (ids[0], ids[3], ids[4]), strict=True):
             hits = second.retrieve(q)
             assert hits[0][0] == want and hits[0][2] > 0
     finally:
         second.stop()
+
+    third = Running(tmp_path)  # every row is the running codec's now: nothing is taken or renamed again
+    try:
+        assert not third.core._recode
+        assert _token_rows(third.db) == after
+        hits = third.retrieve(QUERIES[0])
+        assert hits[0][0] == ids[0] and hits[0][2] > 0
+    finally:
+        third.stop()
 
 
 def test_import_reuses_unpooled_codes_of_chunks_a_pooling_server_keeps_whole(tmp_path):
@@ -422,4 +431,31 @@ def test_codes_round_trip_through_the_store_and_a_row_naming_no_codec_is_quarant
         TokenStore(128, bits=4, pool=3, keep=64).add(0, got)
     with pytest.raises(ValueError, match="code2x128:384:s0:p3m64 cannot join a store of code2x128:384:s0$"):
         TokenStore(128, bits=2).add(0, got)  # the same bytes a token, but other vectors: not pooled
+    store.close()
+
+
+def test_retagging_renames_only_the_rows_the_pooled_codec_takes(tmp_path):
+    """Unpooled codes of a chunk of at most ``keep`` tokens are the pooled codec's as they are:
+    renamed, bytes untouched; a longer chunk's, and other codecs' rows, keep their tag."""
+    rng = np.random.default_rng(5)
+    pooled = TokenStore(128, bits=2, pool=3, keep=64).codec_for(384)
+    plain = TokenStore(128, bits=2).codec_for(384)
+    four = TokenStore(128, bits=4).codec_for(384)
+    assert pooled.spec.unpooled == plain.spec and plain.spec.unpooled is None
+
+    def memory(text: str, lengths: tuple[int, ...], codec: TokenCodec) -> tuple[Memory, EmbeddingSet]:
+        chunks = [ChunkEmbedding({"tokens": rng.standard_normal((t, 384)).astype(np.float16)}, 0, len(text))
+                  for t in lengths]
+        return (Memory(id=text, namespace=NS, content=text, content_hash=content_hash(text)),
+                to_codes(EmbeddingSet("v1", chunks), {"tokens": codec}))
+
+    store = SQLiteStore(tmp_path / "t.db")
+    store.put_many([memory("short and long", (10, 64, 65), plain), memory("other codec", (10,), four)])
+    before = _token_rows(tmp_path / "t.db")
+    assert store.retag_tokens("tokens", plain.spec.tag, pooled.spec.tag, pooled.spec.keep) == 2
+    after = _token_rows(tmp_path / "t.db")
+    assert [r[0] for r in after["short and long"]] == [DEFAULT_TAG, DEFAULT_TAG, plain.spec.tag]
+    assert [r[1:] for r in after["short and long"]] == [r[1:] for r in before["short and long"]]
+    assert after["other codec"] == before["other codec"]
+    assert store.retag_tokens("tokens", plain.spec.tag, pooled.spec.tag, pooled.spec.keep) == 0
     store.close()

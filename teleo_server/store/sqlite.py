@@ -398,6 +398,15 @@ class SQLiteStore:
             mem = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE pk = ?", (row[0],)).fetchone()
         return _row_to_memory(mem)
 
+    def retag_tokens(self, head: str, old_tag: str, new_tag: str, max_rows: int) -> int:
+        """Name the token rows of ``head`` coded as ``old_tag`` with at most ``max_rows`` rows as
+        ``new_tag`` (codes another codec takes as they are, ``CodecSpec.takes``); returns how many
+        rows were renamed. The bytes are untouched."""
+        with self._tx() as conn:
+            cur = conn.execute("UPDATE chunk_vectors SET dtype = ? WHERE head = ? AND kind = 'tokens' AND dtype = ? "
+                               "AND rows <= ?", (new_tag, head, old_tag, max_rows))
+            return cur.rowcount
+
     @_guarded
     def count_by_namespace(self) -> dict[tuple[str, AccessLevel], tuple[int, int]]:
         rows = self._reader().execute(
