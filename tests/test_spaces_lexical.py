@@ -174,3 +174,22 @@ def test_e9_reads_at_most_its_posting_budget_rarest_n_grams_first():
     assert int(hdc.df[list(tight_ids)].sum()) <= 12
     assert max(hdc.df[list(tight_ids)]) < max(hdc.df[list(wide_ids)]), "the common n-grams went first"
     assert min(hdc.df[list(wide_ids)]) in hdc.df[list(tight_ids)], "the rarest n-gram stays"
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.3])
+def test_splade_leaves_memory_terms_below_its_floor_out_of_the_index(floor):
+    """Static pruning: a memory's SPLADE terms weighing less than ``min_doc_weight`` are not
+    indexed (the query side keeps every term), so a memory reached only through such a term is not
+    found by the space, and one reached through a heavier term scores as without the floor."""
+    r = make_retriever(PipelineSettings(spaces={"E13_splade": {"min_doc_weight": floor}}), "numpy")
+    rng = np.random.default_rng(2)
+    docs = {"faint": {7: 0.1, 9: 1.5}, "strong": {7: 1.2, 11: 0.8}, "none": {13: 1.0}}
+    for mid, sparse in docs.items():
+        r.add(syn.memory(mid, f"{mid} note"), syn.embedding(syn.chunk(rng.standard_normal(384), sparse, rng=rng)))
+    q = Query(text="", embedding=syn.embedding(syn.chunk(rng.standard_normal(384), {7: 1.0})),
+              principal=syn.admin(), top_k=5, profile="single_space:E13_splade")
+    hits = {h.memory.id: h.breakdown.spaces["E13_splade"] for h in r.retrieve(q) if isinstance(h, Hit)}
+    assert hits["strong"] == pytest.approx(1.2, rel=1e-3)
+    assert ("faint" in hits) == (floor == 0.0) and "none" not in hits
+    nnz = r.spaces["E13_splade"].index.nnz
+    assert nnz == (5 if floor == 0.0 else 4)

@@ -21,6 +21,9 @@ from teleo_server.spaces.registry import register
 
 class SpladeSettings(SpaceSettings):
     merge_fraction: float = Field(0.1, gt=0)  # delta merged into the CSC past this share of entries
+    # a memory's terms weighing less than this are left out of the index (static pruning: the
+    # stored vector keeps them; the query side is never pruned)
+    min_doc_weight: float = Field(0.0, ge=0)
 
 
 @register
@@ -40,9 +43,13 @@ class SpladeSpace(SparseScoredSpace):
         self.backend: SparseBackend | None = None  # scoring goes through the index interface
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
+        floor = self.config.min_doc_weight
         for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
-            self.index.add(chunk_row, np.asarray(v.ids, dtype=np.int64),
-                           np.asarray(v.weights, dtype=np.float32))
+            ids, weights = np.asarray(v.ids, dtype=np.int64), np.asarray(v.weights, dtype=np.float32)
+            if floor > 0:
+                keep = weights >= floor
+                ids, weights = ids[keep], weights[keep]
+            self.index.add(chunk_row, ids, weights)
         if chunk_rows.size:
             self.index.grow_rows(int(chunk_rows[-1]) + 1)
 
