@@ -193,6 +193,29 @@ def test_half_precision_values_score_within_their_rounding_and_take_fewer_bytes(
                                rtol=2e-3, atol=1e-4)
 
 
+def test_a_bounded_vocabulary_keeps_row_major_terms_in_two_bytes():
+    """A model's vocabulary (SPLADE: 30,522 terms) bounds the term ids: the row-major copy keeps
+    them as uint16, reads them back as the same ids, across compaction, and refuses an id past it."""
+    rng = np.random.default_rng(9)
+    wide, narrow = SparseIndex(min_merge=40), SparseIndex(min_merge=40, term_bound=30522)
+    for r in range(100):
+        ids = rng.choice(30522, size=rng.integers(1, 10), replace=False)
+        vals = rng.random(ids.size).astype(np.float32)
+        for idx in (wide, narrow):
+            idx.add(r, ids, vals)
+    assert narrow._r_terms.view.dtype == np.uint16 and wide._r_terms.view.dtype == np.int32
+    assert wide.nbytes - narrow.nbytes == 2 * narrow.nnz
+    for idx in (wide, narrow):
+        idx.compact(np.arange(0, 100, 2))
+    for r in range(50):
+        (a, va), (b, vb) = wide.row_values(r), narrow.row_values(r)
+        assert b.dtype == np.int64 and a.tolist() == b.tolist() and va.tolist() == vb.tolist()
+    with pytest.raises(ValueError, match=r"\[0, 30522\)"):
+        narrow.add(50, np.array([30522]), np.ones(1, np.float32))
+    with pytest.raises(ValueError, match="term_bound"):
+        SparseIndex(term_bound=2**31 + 1)
+
+
 def test_an_unknown_value_type_is_refused():
     with pytest.raises(ValueError, match="float32 or float16"):
         SparseIndex(values="int8")

@@ -66,11 +66,18 @@ class SparseIndex:
     row_major : bool
         Keep the row-major copy that :meth:`row_values` reads (a space that can re-derive a row's
         terms from its text turns it off and saves the bytes).
+    term_bound : int
+        Term ids are below this (a model's vocabulary size); up to 65,536 the row-major copy keeps
+        them in two bytes instead of four.
     """
 
     def __init__(self, weigh: Weigh | None = None, merge_fraction: float = 0.1, min_merge: int = 50_000,
                  weigh_key: Callable[[], float] | None = None, reweigh_tolerance: float = 0.005,
-                 values: str = "float32", row_major: bool = True) -> None:
+                 values: str = "float32", row_major: bool = True, term_bound: int = 2**31) -> None:
+        if not 0 < term_bound <= 2**31:
+            raise ValueError(f"term_bound must be in (0, 2**31], got {term_bound}")
+        self.term_bound = term_bound
+        self._terms = np.dtype(np.uint16 if term_bound <= 1 << 16 else np.int32)
         self._weigh = weigh
         self._weigh_key = weigh_key
         self._weighed_key = weigh_key() if weigh_key is not None else 0.0
@@ -94,7 +101,7 @@ class SparseIndex:
         # row r holds [_r_ptr[r], _r_ptr[r + 1]) of _r_terms / _r_raw
         self._r_ptr = Column(np.int64)
         self._r_ptr.append(0)
-        self._r_terms = Column(np.int32)
+        self._r_terms = Column(self._terms)
         self._r_raw = Column(self._values)
 
     def _new_delta(self) -> tuple[Column, Column, Column]:
@@ -106,7 +113,7 @@ class SparseIndex:
         csc = self.indptr.nbytes + self.indices.nbytes + self.raw.nbytes
         csc += self.data.nbytes if self.data is not self.raw else 0
         delta = self.pending * (8 + self._values.itemsize)
-        rows = self._r_ptr.n * 8 + self._r_terms.n * 4 + self._r_raw.n * self._values.itemsize
+        rows = self._r_ptr.n * 8 + self._r_terms.n * self._terms.itemsize + self._r_raw.n * self._values.itemsize
         return csc + delta + rows
 
     @property
@@ -122,12 +129,12 @@ class SparseIndex:
         """Index ``row`` (must be ``n_rows`` or later) with int term ids and float32 raw values."""
         if row < self.n_rows:
             raise ValueError(f"row {row} already indexed (rows are append-only)")
-        if term_ids.size and (int(term_ids.min()) < 0 or int(term_ids.max()) >= 2**31):
-            raise ValueError("term ids must be in [0, 2**31)")
+        if term_ids.size and (int(term_ids.min()) < 0 or int(term_ids.max()) >= self.term_bound):
+            raise ValueError(f"term ids must be in [0, {self.term_bound})")
         self._pad_rows(row)
         self.n_rows = row + 1
         if self.row_major:
-            self._r_terms.extend(np.asarray(term_ids, dtype=np.int32))
+            self._r_terms.extend(np.asarray(term_ids, dtype=self._terms))
             self._r_raw.extend(np.asarray(values, dtype=self._values))
             self._r_ptr.append(self._r_terms.n)
         if term_ids.size:
@@ -228,7 +235,7 @@ class SparseIndex:
         starts, lengths = ptr[keep_rows], ptr[keep_rows + 1] - ptr[keep_rows]
         take = np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(int(lengths.sum()))
         terms, raw = self._r_terms.view[take], self._r_raw.view[take]
-        self._r_ptr, self._r_terms, self._r_raw = Column(np.int64), Column(np.int32), Column(self._values)
+        self._r_ptr, self._r_terms, self._r_raw = Column(np.int64), Column(self._terms), Column(self._values)
         self._r_ptr.extend(np.r_[0, np.cumsum(lengths)].astype(np.int64))
         self._r_terms.extend(terms)
         self._r_raw.extend(raw)

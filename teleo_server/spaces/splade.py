@@ -9,6 +9,7 @@ from pydantic import Field
 
 from teleo_server.compute.sets import group_max
 from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.heads import get_head
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.index.backends import SparseBackend
@@ -39,7 +40,9 @@ class SpladeSpace(SparseScoredSpace):
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values="float16")
+        # the model's vocabulary bounds the term ids: the row-major copy holds them in two bytes
+        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values="float16",
+                                 term_bound=get_head(self.head).dim)
         self.backend: SparseBackend | None = None  # scoring goes through the index interface
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
