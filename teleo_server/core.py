@@ -209,12 +209,12 @@ class MemoryCore:
         """Head -> the codec whose codes this server stores and takes (Import) for it as they are."""
         return {head: c.spec for head, c in self.codecs.items() if not c.identity}
 
-    def _indexable(self, emb: EmbeddingSet) -> tuple[EmbeddingSet, bool]:
+    def _indexable(self, emb: EmbeddingSet, taken: set[str] | None = None) -> tuple[EmbeddingSet, bool]:
         """``emb`` without the token codes the index cannot read (another codec made them: they are
         never decoded as if they were its own), and whether a head the index codes lost some (the
         memory is then re-derived from its text by ``reembed_stale``). Codes another codec made
         that are exactly this one's (unpooled rows of a chunk this codec keeps whole,
-        ``CodecSpec.takes``) are taken as they are."""
+        ``CodecSpec.takes``) are taken as they are, and their heads added to ``taken``."""
         foreign: set[tuple[int, str]] = set()
         same: dict[tuple[int, str], TokenCodes] = {}
         for i, ch in enumerate(emb.chunks):
@@ -226,7 +226,8 @@ class MemoryCore:
                     foreign.add((i, head))
                 elif v.spec != codec.spec:
                     same[(i, head)] = TokenCodes(v.data, codec.spec)
-                    self._retag.add(head)
+                    if taken is not None:
+                        taken.add(head)
         if not foreign and not same:
             return emb, False
         chunks = [ChunkEmbedding({h: same.get((i, h), v) for h, v in ch.vectors.items() if (i, h) not in foreign},
@@ -256,7 +257,7 @@ class MemoryCore:
                 if emb.model_version != version:
                     stale += 1  # other model's vectors must never be mixed in; re-embedded later
                     continue
-                emb, recode = self._indexable(emb)
+                emb, recode = self._indexable(emb, self._retag)
                 if recode:
                     self._recode.add(memory.id)
                 self.retriever.add(memory, emb)

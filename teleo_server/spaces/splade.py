@@ -44,7 +44,7 @@ class SpladeSpace(SparseScoredSpace):
         super().__init__(settings, catalog)
         # the model's vocabulary bounds the term ids: the row-major copy holds them in two bytes
         self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values="float16",
-                                 term_bound=get_head(self.head).dim)
+                                 term_bound=get_head(self.head).dim or 2**31)
         self.backend: SparseBackend | None = None  # scoring goes through the index interface
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
