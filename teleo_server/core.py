@@ -282,9 +282,9 @@ class MemoryCore:
         chunks it keeps whole), so that later starts read them as its own. Best effort: a store
         that cannot be written now (a full disk, a lock) is retried at the next start."""
         for head in sorted(self._retag):
-            spec, old = self.codecs[head].spec, self.codecs[head].spec.unpooled
-            if old is None:
-                continue
+            spec = self.codecs[head].spec
+            old = spec.unpooled  # a codec takes another's codes only when it pools (CodecSpec.takes)
+            assert old is not None
             try:
                 renamed = await self._on_store(self.store.retag_tokens, head, old.tag, spec.tag, spec.keep)
             except TeleoError as exc:
