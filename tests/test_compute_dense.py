@@ -1,6 +1,9 @@
 import numpy as np
 import pytest
 
+from teleo_server.compute.dense import quantize_rows, quantized_scores
+from teleo_server.compute.errors import InternalValueError, InvalidValue
+
 try:
     from _backends import BACKEND_PARAMS, backend_ops
 except ImportError:  # tests/ imported as a package
@@ -89,3 +92,24 @@ def test_dense_rejects_bad_dim(ops):
     matrix = np.eye(4, dtype=np.float32)
     with pytest.raises(ValueError):
         ops.dense_topk(matrix, np.ones(4, np.float32), 1, dim=5)
+
+
+def test_quantized_scores_are_the_widened_product_in_blocks():
+    """int8 rows: every row of several blocks (and a ragged last one) scores as its decoded float
+    row does, on a prefix too; codes keep each value within half its row's scale."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((600, 40)).astype(np.float32)
+    x[7] = 0.0  # an all-zero row keeps scale 0 and scores 0
+    codes, scales = quantize_rows(x)
+    assert codes.dtype == np.int8 and scales.dtype == np.float32 and scales[7] == 0
+    decoded = codes.astype(np.float32) * scales[:, None]
+    assert np.all(np.abs(decoded - x) <= scales[:, None] / 2 + 1e-6)
+    q = rng.standard_normal(40).astype(np.float32)
+    np.testing.assert_allclose(quantized_scores(codes, scales, q), decoded @ q, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(quantized_scores(codes, scales, q[:12], dim=12), decoded[:, :12] @ q[:12],
+                               rtol=1e-5, atol=1e-5)
+    assert quantized_scores(codes[:0], scales[:0], q).shape == (0,)
+    with pytest.raises(InvalidValue):
+        quantized_scores(codes, scales, q, dim=41)
+    with pytest.raises(InternalValueError):
+        quantized_scores(decoded, scales, q)

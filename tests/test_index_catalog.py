@@ -56,3 +56,23 @@ def test_chunk_mask_is_made_from_the_memory_mask_when_first_asked():
         want = np.repeat(mask, chunks)
         np.testing.assert_array_equal(ctx.visible_chunks(), want)
         assert ctx.visible_chunks() is ctx.visible_chunks()
+
+
+def test_records_share_one_string_per_namespace_version_and_session():
+    """Equal namespaces, model versions and session ids read from separate rows end up as one
+    object in the catalog's records; their values are unchanged."""
+    from dataclasses import replace
+
+    cat = Catalog()
+    for i in range(4):
+        m = memory(f"m{i}", f"text {i}", namespace="".join(["team", "-a"]))
+        m = replace(m, model_version="".join(["v", "1"]), session_id="".join(["s", str(i % 2)]))
+        cat.add(m, 1)
+    records = [m for m in cat.memories if m is not None]
+    assert {m.namespace for m in records} == {"team-a"} and len({id(m.namespace) for m in records}) == 1
+    assert len({id(m.model_version) for m in records}) == 1
+    assert [m.session_id for m in records] == ["s0", "s1", "s0", "s1"]
+    assert records[0].session_id is records[2].session_id
+    updated = replace(records[1], namespace="".join(["team", "-a"]))
+    cat.update(updated)
+    assert cat.memories[1].namespace is records[0].namespace

@@ -129,8 +129,47 @@ def test_half_precision_rows_search_like_float32_and_take_fewer_bytes():
             b_ids, b_s = half.search(ops("numpy"), v, 10, dim=dim)
             assert a_ids[0] == b_ids[0]
             np.testing.assert_allclose(b_s, full.score(b_ids, v), atol=2e-3)
-    with pytest.raises(ValueError, match="float32 or float16"):
-        DenseIndex(8, values="int8")
+    with pytest.raises(ValueError, match="float32, float16, int8"):
+        DenseIndex(8, values="int4")
+
+
+def test_int8_rows_search_like_float32_in_a_quarter_of_the_bytes():
+    """int8 rows with a scale each: the exact scan, the truncated first pass, scoring given rows,
+    decoded vectors and compaction all stay within the codes' rounding of the float32 index."""
+    from teleo_server.compute.backend import ops
+
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((700, 64)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    full, codes = DenseIndex(64, (16,)), DenseIndex(64, (16,), values="int8")
+    for idx in (full, codes):
+        idx.add(x[:300])
+        idx.add(x[300:])  # a second add grows the codes and their scales together
+    assert codes.matrix.dtype == np.int8
+    assert codes.nbytes == 700 * (64 + 4 + 4) + 700 < full.nbytes / 3
+    # each value within half its row's scale (max|x| / 254)
+    half_step = np.abs(x).max(axis=1, keepdims=True) / 254 + 1e-7
+    assert np.all(np.abs(codes.vectors(np.arange(700)) - x) <= half_step)
+    np.testing.assert_allclose(codes.vectors(slice(10, 20)), codes.vectors(np.arange(10, 20)))
+    q = x[:30] + 0.05 * rng.standard_normal((30, 64)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    agree = 0
+    for v in q:
+        for dim in (None, 16):
+            a_ids, _ = full.search(ops("numpy"), v, 10, dim=dim)
+            b_ids, b_s = codes.search(ops("numpy"), v, 10, dim=dim)
+            assert a_ids[0] == b_ids[0]
+            agree += len(set(a_ids.tolist()) & set(b_ids.tolist()))
+            np.testing.assert_allclose(b_s, full.score(b_ids, v), atol=5e-3)
+        rows = rng.choice(700, 50, replace=False)
+        np.testing.assert_allclose(codes.score(rows, v), full.score(rows, v), atol=5e-3)
+    assert agree >= 0.95 * 30 * 2 * 10
+    np.testing.assert_allclose(codes.prefix_scores(16, x[0, :16] / np.linalg.norm(x[0, :16])),
+                               full.prefix_scores(16, x[0, :16] / np.linalg.norm(x[0, :16])), atol=1e-2)
+    before = codes.vectors(np.arange(0, 700, 7))
+    codes.compact(np.arange(0, 700, 7))  # compaction re-quantises decoded rows to the same codes
+    assert codes.n == 100
+    np.testing.assert_array_equal(codes.vectors(np.arange(100)), before)
 
 
 def test_a_truncated_pass_scores_prefixes_in_place_with_stored_norms():
@@ -149,3 +188,30 @@ def test_a_truncated_pass_scores_prefixes_in_place_with_stored_norms():
     np.testing.assert_allclose(idx.prefix_scores(16, q), prefix @ q, rtol=1e-5, atol=1e-6)
     idx.compact(np.arange(0, 300, 3))
     np.testing.assert_allclose(idx.prefix_scores(16, q), prefix[::3] @ q, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("values", ["float32", "int8"])
+def test_fit_shrinks_the_buffers_to_the_rows_and_keeps_every_answer(values):
+    """After a bulk load the doubled buffers are cut to the rows held; searches answer as before
+    and a later add grows them again."""
+    from teleo_server.compute.backend import ops
+
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((330, 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    idx = DenseIndex(32, (8,), values=values)
+    for lo in range(0, 300, 30):
+        idx.add(x[lo : lo + 30])
+    idx.remove(np.array([3, 4]))
+    assert idx._m.shape[0] > 300
+    before = [idx.search(ops("numpy"), v, 5, dim=d) for v in x[:10] for d in (None, 8)]
+    idx.fit()
+    assert idx._m.shape[0] == 300 and idx.alive.size == 300 and idx.n == 300
+    after = [idx.search(ops("numpy"), v, 5, dim=d) for v in x[:10] for d in (None, 8)]
+    for (a_ids, a_s), (b_ids, b_s) in zip(before, after):
+        np.testing.assert_array_equal(a_ids, b_ids)
+        np.testing.assert_array_equal(a_s, b_s)
+    assert 3 not in idx.search(ops("numpy"), x[3], 5)[0].tolist()
+    idx.add(x[300:])
+    ids, _ = idx.search(ops("numpy"), x[320], 1)
+    assert ids.tolist() == [320]

@@ -25,6 +25,28 @@ def test_packed_layout_and_compaction():
     np.testing.assert_allclose(store.tokens[3:8].astype(np.float32), docs[2], atol=1e-3)
 
 
+@pytest.mark.parametrize("bits", [2, 16])
+def test_fit_cuts_the_buffers_to_the_tokens_and_keeps_every_score(bits):
+    """After a bulk load the store's buffers hold exactly its tokens; MaxSim answers as before and
+    later adds grow them again."""
+    rng = np.random.default_rng(3)
+    store = TokenStore(bits=bits)
+    docs = [unit(rng.standard_normal((n, 16)).astype(np.float32)) for n in rng.integers(0, 9, 300)]
+    for r, d in enumerate(docs):
+        store.add(r, d)
+    q = unit(rng.standard_normal((4, 16)).astype(np.float32))
+    chunks = np.arange(300)
+    before = store.maxsim(ops("numpy"), q, chunks)
+    assert store._codes.shape[0] > store.n_tokens
+    store.fit()
+    assert store._codes.shape[0] == store.n_tokens and store._offsets.size == 301
+    np.testing.assert_array_equal(store.maxsim(ops("numpy"), q, chunks), before)
+    extra = unit(rng.standard_normal((6, 16)).astype(np.float32))
+    store.add(300, extra)
+    assert store.offsets[-1] - store.offsets[-2] == 6
+    np.testing.assert_array_equal(store.maxsim(ops("numpy"), q, chunks), before)
+
+
 def test_projection_is_orthonormal_and_roughly_preserves_maxsim_order():
     p = projection(64, 32, seed=1)
     np.testing.assert_allclose(p.T @ p, np.eye(32), atol=1e-5)

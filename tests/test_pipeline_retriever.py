@@ -165,6 +165,33 @@ def test_chunked_memory_folds_to_its_best_chunk():
     assert hits[0].chunk_index == 1
 
 
+def test_a_hit_carries_its_chunk_span_through_deletes_and_compaction():
+    """Each chunk's character span comes back with the hit whose best chunk it is, before and
+    after other memories are deleted and the rows renumbered."""
+    from dataclasses import replace
+
+    r, items = _retriever(n=60)
+    rng = np.random.default_rng(4)
+    vecs = [syn.unit(rng.standard_normal(64).astype(np.float32)) for _ in range(6)]
+    text = "first part. second part. third part."
+    for i in range(2):
+        chunks = [replace(syn.chunk(vecs[3 * i + j], {j + 1: 1.0}, rng=rng), start=12 * j, end=12 * j + 11)
+                  for j in range(3)]
+        r.add(syn.memory(f"long{i}", text, namespace="ns0"), syn.embedding(*chunks))
+
+    def first(v):
+        q = Query(text="", embedding=syn.embedding(syn.chunk(v, rng=rng)), principal=syn.admin(), top_k=3)
+        return _run(r, q)[1][0]
+
+    hit = first(vecs[5])
+    assert (hit.memory.id, hit.chunk_index, hit.chunk_span) == ("long1", 2, (24, 35))
+    r.remove(["long0"] + [m.id for m, _ in items[:30]])
+    r.compact()
+    for j in range(3):
+        hit = first(vecs[3 + j])
+        assert (hit.memory.id, hit.chunk_index, hit.chunk_span) == ("long1", j, (12 * j, 12 * j + 11))
+
+
 def test_make_retriever_accepts_the_servers_plain_mapping():
     r = make_retriever({"bm25_k1": 1.2, "goals": {"max_goals": 4}}, "numpy")
     assert r.spaces["E6_lexical"].config.k1 == 1.2 and r.settings.goals.max_goals == 4 and r.backend == "numpy"

@@ -65,3 +65,24 @@ def test_reachable_only_through_dense_similarity(retriever, engine):
 def test_late_interaction_prefers_the_matching_memory(retriever, engine):
     hits = _top(retriever, engine, "When did astronauts first land on the Moon?", "single_space:E12")
     assert hits[0].memory.id == "moon"
+
+
+def test_the_host_backend_holds_sentence_vectors_as_int8_unless_told(engine):
+    """E1's rows default to int8 codes on the host backend; a configured layout is kept as given,
+    and the same memory is found first either way."""
+    import numpy as np
+
+    sets = engine.embed(list(MEMORIES.values()), [False] * len(MEMORIES))
+    q = engine.embed(["older adults practising a martial art for stability"], [True])[0]
+    firsts = {}
+    for values in ("auto", "float32", "float16"):
+        settings = PipelineSettings() if values == "auto" else PipelineSettings(
+            spaces={"E1_semantic": {"values": values}})
+        r = make_retriever(settings, "numpy")
+        for (mid, text), emb in zip(MEMORIES.items(), sets):
+            r.add(syn.memory(mid, text), emb)
+        index = r.spaces["E1_semantic"].index
+        assert index.matrix.dtype == np.dtype("int8" if values == "auto" else values)
+        query = Query(text="", embedding=q, principal=syn.admin(), top_k=3, profile="single_space:E1_semantic")
+        firsts[values] = [e.memory.id for e in r.retrieve(query) if isinstance(e, Hit)][0]
+    assert set(firsts.values()) == {"elderly"}

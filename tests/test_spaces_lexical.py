@@ -193,3 +193,36 @@ def test_splade_leaves_memory_terms_below_its_floor_out_of_the_index(floor):
     assert ("faint" in hits) == (floor == 0.0) and "none" not in hits
     nnz = r.spaces["E13_splade"].index.nnz
     assert nnz == (5 if floor == 0.0 else 4)
+
+
+def _bm25_vector(doc: str, docs: list[str], k1: float = 0.9, b: float = 0.4) -> dict[str, float]:
+    toks = [tokenize(d) for d in docs]
+    avgdl = sum(map(len, toks)) / len(toks)
+    mine = tokenize(doc)
+    out = {}
+    for t in set(mine):
+        df = sum(t in d for d in toks)
+        tf = mine.count(t)
+        idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+        out[t] = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(mine) / avgdl))
+    norm = math.sqrt(sum(v * v for v in out.values()))
+    return {t: v / norm for t, v in out.items()}
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_bm25_similarity_re_derives_rows_from_their_text(merged):
+    """The lexical index keeps no row-major copy of its postings; a memory's BM25 vector for
+    Compare is rebuilt from its text and equals the formula's cosine, merged or not."""
+    r = _lexical_only(DOCS)
+    if merged:
+        r.settle()
+    space = r.spaces["E6_lexical"]
+    assert not space.field.index.row_major
+    with pytest.raises(RuntimeError):
+        space.field.index.row_values(0)
+    got = space.similarity(4, np.arange(len(DOCS)))
+    a = _bm25_vector(DOCS[4], DOCS)
+    for i, doc in enumerate(DOCS):
+        v = _bm25_vector(doc, DOCS)
+        assert got[i] == pytest.approx(sum(w * v.get(t, 0.0) for t, w in a.items()), abs=1e-5)
+    assert got[4] == pytest.approx(1.0, abs=1e-5) and got[0] > got[2]

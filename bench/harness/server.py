@@ -94,6 +94,12 @@ def store_batch(address: str, metadata: list[tuple[str, str]], inputs: list[pb.M
         return stub.StoreBatch(reqs, metadata=metadata, timeout=timeout)
 
 
+def stats(address: str, metadata: list[tuple[str, str]], timeout: float = 30.0) -> pb.StatsResponse:
+    """One Stats call."""
+    with grpc.insecure_channel(address) as ch:
+        return memory_pb2_grpc.MemoryServiceStub(ch).Stats(pb.StatsRequest(), metadata=metadata, timeout=timeout)
+
+
 @dataclass(slots=True)
 class StreamTiming:
     """One Retrieve stream seen by the client."""

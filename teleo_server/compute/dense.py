@@ -10,6 +10,9 @@ from teleo_server.compute.topk import topk
 
 # Rows widened from float16 to float32 per step, bounding the temporary at ~64 MiB.
 _CHUNK_ELEMENTS = 1 << 24
+# int8 rows widened per step: 256 x 384 float32 is 384 KB, so each block is widened and multiplied
+# while it is still in the cache, and the scan reads a quarter of float32's bytes at its speed
+_CODE_BLOCK = 256
 
 
 def check_query(length: int, width: int, dim: int | None) -> None:
@@ -76,6 +79,64 @@ def dense_scores(
     return out
 
 
+def quantized_scores(codes: np.ndarray, scales: np.ndarray, query: np.ndarray, *, dim: int | None = None,
+                     out: np.ndarray | None = None) -> np.ndarray:
+    """Inner products of int8 rows with a float query: ``(codes[:, :dim] @ query[:dim]) * scales``.
+
+    A row ``x`` is held as ``codes ≈ x / scale`` (symmetric, per row); the product is taken over
+    the widened codes in cache-sized blocks and scaled back. No re-normalisation: a prefix's
+    cosine divides by the prefix's norm, which the caller keeps.
+
+    Parameters
+    ----------
+    codes : np.ndarray int8, shape (N, D), host
+    scales : np.ndarray float32, shape (N,)
+    query : np.ndarray float, shape (D,) or (dim,)
+    dim : int, optional
+        Columns used (the first ``dim``); all D when omitted.
+    out : np.ndarray float32, shape (N,), optional
+
+    Returns
+    -------
+    np.ndarray float32, shape (N,)
+
+    Raises
+    ------
+    teleo_server.compute.errors.InternalValueError
+        ``codes`` is not 2-D int8, or ``scales`` is not (N,).
+    teleo_server.compute.errors.InvalidValue
+        ``dim`` is outside ``[1, D]`` or the query is shorter than it.
+    """
+    if codes.ndim != 2 or codes.dtype != np.int8:
+        raise InternalValueError(f"codes must be 2-D int8, got {codes.dtype} {codes.shape}")
+    n, width = codes.shape
+    if scales.shape != (n,):
+        raise InternalValueError(f"scales shape {scales.shape} != ({n},)")
+    d = width if dim is None else int(dim)
+    q = np.asarray(query, dtype=np.float32).ravel()
+    if not 1 <= d <= width or q.shape[0] < d:
+        raise InvalidValue(f"prefix dim must be in [1, {width}] and within the query's {q.shape[0]} values, got {d}")
+    q = q[:d]
+    out = np.empty(n, dtype=np.float32) if out is None else out
+    buf = np.empty((min(_CODE_BLOCK, max(n, 1)), d), dtype=np.float32)
+    for lo in range(0, n, _CODE_BLOCK):
+        m = min(_CODE_BLOCK, n - lo)
+        np.copyto(buf[:m], codes[lo : lo + m, :d], casting="unsafe")
+        np.matmul(buf[:m], q, out=out[lo : lo + m])
+    np.multiply(out, scales, out=out)
+    return out
+
+
+def quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 codes (B, D) and float32 scales (B,) of float rows (B, D): ``scale = max|x| / 127``, so
+    each row's largest value is exact and every value is within ``scale / 2`` of its own."""
+    x = np.asarray(x, dtype=np.float32)
+    scales = (np.abs(x).max(axis=1, initial=0.0) / 127.0).astype(np.float32)
+    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
+    codes = np.rint(x / safe[:, None]).clip(-127, 127).astype(np.int8)
+    return codes, scales
+
+
 def dense_topk(
     matrix: np.ndarray,
     query: np.ndarray,
@@ -131,4 +192,4 @@ def dense_topk(
     return rows[pos].astype(np.int32), scores
 
 
-__all__ = ["check_query", "dense_scores", "dense_topk"]
+__all__ = ["check_query", "dense_scores", "dense_topk", "quantize_rows", "quantized_scores"]

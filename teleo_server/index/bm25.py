@@ -7,11 +7,16 @@ intent clauses). Doc-side values are BM25's term-frequency part; the query side 
 ``sparse=True`` is for a field most memories leave empty (only some memories hold code or state an
 intent): N and the average length are then taken over the memories that have the field at all, so
 a code token's rarity is judged among code, not among every memory.
+
+The field keeps no row-major copy of its postings: a memory's terms are re-derived from its text
+by the owner's ``row_terms`` when one row's vector is needed (similarity, for Compare and a
+memory's purpose), as they are on removal. A row-major copy would cost about 1.3 KB a SciFact
+memory for reads that touch a few hundred memories at most.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -24,11 +29,13 @@ class Bm25Field:
     """Term ids, document frequencies, document lengths and the SpMV index of one field.
 
     Term frequencies may be fractional (a term weighed down counts as less than one occurrence).
+    ``row_terms(row)`` gives a stored memory's term frequencies again (what ``add`` was given).
     """
 
-    def __init__(self, catalog: Catalog, k1: float = 0.9, b: float = 0.4, merge_fraction: float = 0.1,
-                 sparse: bool = False, values: str = "float16") -> None:
+    def __init__(self, catalog: Catalog, row_terms: Callable[[int], Mapping[str, float]], k1: float = 0.9,
+                 b: float = 0.4, merge_fraction: float = 0.1, sparse: bool = False, values: str = "float16") -> None:
         self.catalog = catalog
+        self.row_terms = row_terms
         self.k1, self.b, self.sparse = k1, b, sparse
         self.vocab: dict[str, int] = {}
         self.terms: list[str] = []
@@ -38,7 +45,7 @@ class Bm25Field:
         self._n_docs = 0  # live rows with at least one term
         # raw values are term frequencies: float16 holds whole ones exactly below 2,048
         self.index = SparseIndex(weigh=self._tf_part, merge_fraction=merge_fraction, weigh_key=self._avgdl,
-                                 values=values)
+                                 values=values, row_major=False)
 
     # ---- statistics ------------------------------------------------------------------------------
     def n_docs(self) -> int:
@@ -153,8 +160,11 @@ class Bm25Field:
 
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Unit-norm BM25-weighted term vector of one memory (term ids int64, weights float32)."""
-        terms, tfp = self.index.row_values(row)
-        w = tfp * self.idf(terms)
+        vocab = self.vocab
+        known = [(vocab[t], float(c)) for t, c in self.row_terms(row).items() if c > 0 and t in vocab]
+        terms = np.fromiter((t for t, _ in known), dtype=np.int64, count=len(known))
+        tf = np.fromiter((c for _, c in known), dtype=np.float32, count=len(known))
+        w = self._tf_part(tf, np.full(terms.size, row, dtype=np.int64)) * self.idf(terms)
         return terms, (w / max(float(np.linalg.norm(w)), 1e-12)).astype(np.float32)
 
     def cosine(self, a: int, rows: np.ndarray) -> np.ndarray:

@@ -88,6 +88,9 @@ class Catalog:
         self._ns_codes: dict[str, int] = {}
         self.ns_names: list[str] = []
         self._session_codes: dict[str, int] = {"": 0}
+        # one string object per distinct namespace, model version and session id, shared by every
+        # memory record that carries it (each record read from the database has its own copy)
+        self._shared: dict[str, str] = {}
         self._metadata: dict[tuple[str, str], set[int]] = {}
         self._alive = Column(np.bool_, False)
         self._ns = Column(np.int32)
@@ -194,6 +197,7 @@ class Catalog:
         """Append a memory; returns its memory row and its chunk rows (int64 (n_chunks,))."""
         row = self.n_rows
         self.version += 1
+        self._share_strings(memory)
         self.memories.append(memory)
         self.row_of[memory.id] = row
         self._alive.append(True)
@@ -218,6 +222,12 @@ class Catalog:
             self._metadata.setdefault(kv, set()).add(row)
         return row, np.arange(first, first + n_chunks, dtype=np.int64)
 
+    def _share_strings(self, memory: Memory) -> None:
+        shared = self._shared
+        memory.namespace = shared.setdefault(memory.namespace, memory.namespace)
+        memory.model_version = shared.setdefault(memory.model_version, memory.model_version)
+        memory.session_id = shared.setdefault(memory.session_id, memory.session_id)
+
     def remove(self, memory_id: str) -> int | None:
         row = self.row_of.pop(memory_id, None)
         if row is None:
@@ -237,6 +247,7 @@ class Catalog:
         row = self.row_of.get(memory.id)
         if row is None:
             return None
+        self._share_strings(memory)
         self.memories[row] = memory
         self._used.view[row] = memory.used_count
         return row

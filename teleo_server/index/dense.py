@@ -8,10 +8,13 @@ third of the full product's. A truncated search over-fetches ``k * oversample`` 
 them at full dimension; ``calibrate`` measures that procedure's recall against a full-dimension
 search and picks the smallest dimension that keeps it above the threshold.
 
-The rows are float32 by default: NumPy widens float16 at about 2.6 ns an element, so an exact
-scan of 10,000 float16 rows of 384 dimensions costs ~10 ms on the host where the float32 product
-costs ~0.8 ms. ``values="float16"`` halves the rows' bytes for deployments that need it (and is
-the layout a device kernel reads natively).
+Rows are held as float32 (the exact reference), float16 (the layout a device kernel reads
+natively) or int8 with a float32 scale per row (``values="int8"``: a quarter of float32's bytes).
+NumPy widens float16 at about 2.6 ns an element, so a host scan of 10,000 float16 rows of 384
+dimensions costs ~10 ms where the float32 product costs ~0.8 ms; int8 rows are widened a
+cache-sized block at a time and scan at float32's speed, because the scan is bound by the bytes it
+reads (``compute.dense.quantized_scores``). An int8 row's values are within half its scale
+(``max|x| / 254``) of the float ones, so cosines move by about 1e-3.
 """
 
 from __future__ import annotations
@@ -21,12 +24,21 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleo_server.compute.dense import dense_scores
-from teleo_server.index.catalog import value_dtype
+from teleo_server.compute.dense import dense_scores, quantize_rows, quantized_scores
 
 log = structlog.get_logger(__name__)
 # rows gathered per block when scoring given rows (256 x 384 float32 = 384 KB, an L2's worth)
 GATHER_BLOCK = 256
+
+
+ROW_VALUES = ("float32", "float16", "int8")
+
+
+def row_dtype(name: str) -> np.dtype:
+    """The dtype dense rows are held in: one of ``ROW_VALUES``."""
+    if name not in ROW_VALUES:
+        raise ValueError(f"values must be one of {', '.join(ROW_VALUES)}, got {name}")
+    return np.dtype(name)
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -41,9 +53,11 @@ class DenseIndex:
                  hnsw_m: int = 16, hnsw_ef_construction: int = 200, hnsw_ef_search: int = 256,
                  oversample: int = 4, values: str = "float32") -> None:
         self.dim = dim
-        # the full-dimension rows: float32 (the exact reference, and the fast host product) or
-        # float16 (half the bytes; every host scan widens them first)
-        self.values = value_dtype(values)
+        # the full-dimension rows: float32 (the exact reference), float16 (half the bytes; every
+        # host scan widens them first) or int8 codes with a scale per row (a quarter)
+        self.values = row_dtype(values)
+        self.quantized = self.values == np.dtype(np.int8)
+        self._scale = np.zeros(64 if self.quantized else 0, dtype=np.float32)
         self.truncations = tuple(d for d in truncations if d < dim)
         self.exact_threshold = exact_threshold
         self._hnsw_params = (hnsw_m, hnsw_ef_construction, hnsw_ef_search)
@@ -64,8 +78,9 @@ class DenseIndex:
 
     @property
     def matrix(self) -> np.ndarray:
-        """float32 or float16 (``values``) (n, dim), host; rows of removed chunks are still present
-        (masked by ``alive``).
+        """The stored rows (n, dim) in ``values``' dtype, host (int8 rows are codes: see
+        :meth:`vectors` for float32 rows); rows of removed chunks are still present (masked by
+        ``alive``).
 
         The same view object is returned until rows are added, so a device backend that mirrors
         host arrays by identity uploads the matrix once, not per query.
@@ -75,11 +90,22 @@ class DenseIndex:
     @property
     def nbytes(self) -> int:
         """Bytes of the stored rows and prefix norms; unwritten capacity excluded."""
-        return self.n * (self.dim * self.values.itemsize + len(self.truncations) * 4) + self.n
+        per_row = self.dim * self.values.itemsize + len(self.truncations) * 4 + (4 if self.quantized else 0)
+        return self.n * per_row + self.n
+
+    def vectors(self, rows: np.ndarray | slice) -> np.ndarray:
+        """float32 rows (len(rows), dim): copies of the stored rows, int8 ones scaled back."""
+        if isinstance(rows, slice):
+            got = self._m[: self.n][rows].astype(np.float32)
+            return got * self._scale[: self.n][rows, None] if self.quantized else got
+        return self._rows(np.asarray(rows, dtype=np.int64))
 
     def prefix_scores(self, d: int, query_prefix: np.ndarray) -> np.ndarray:
         """Cosine float32 (n,) of every row's first ``d`` dims with a unit ``query_prefix`` (d,)."""
-        dots = dense_scores(self.matrix[:, :d], query_prefix)
+        if self.quantized:
+            dots = quantized_scores(self.matrix, self._scale[: self.n], query_prefix, dim=d)
+        else:
+            dots = dense_scores(self.matrix[:, :d], query_prefix)
         norms = self._pnorm[d][: self.n]
         return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
 
@@ -103,14 +129,23 @@ class DenseIndex:
             cap = max(need, 2 * self._m.shape[0])
             self._m = self._grow(self._m, cap)
             self._pnorm = {d: self._grow(t, cap) for d, t in self._pnorm.items()}
+            if self.quantized:
+                self._scale = self._grow(self._scale, cap)
             alive = np.zeros(cap, dtype=bool)
             alive[: self.n] = self.alive[: self.n]
             self.alive = alive
         rows = np.arange(self.n, need, dtype=np.int64)
         self._memo = None
-        self._m[self.n : need] = vectors
+        if self.quantized:
+            codes, scales = quantize_rows(vectors)
+            self._m[self.n : need], self._scale[self.n : need] = codes, scales
+            held = codes.astype(np.float32) * scales[:, None]
+        else:
+            self._m[self.n : need] = vectors
+            held = self._m[self.n : need]
+        # prefix norms of the rows as held (what a prefix scan multiplies)
         for d, t in self._pnorm.items():
-            t[self.n : need] = np.linalg.norm(self._m[self.n : need, :d].astype(np.float32), axis=1)
+            t[self.n : need] = np.linalg.norm(held[:, :d].astype(np.float32), axis=1)
         self.alive[self.n : need] = True
         self.n = need
         if self._hnsw is not None:
@@ -127,15 +162,28 @@ class DenseIndex:
                 self._hnsw.mark_deleted(int(r))
 
     def compact(self, keep_rows: np.ndarray) -> None:
-        kept = self._m[keep_rows].astype(np.float32)
+        kept = self._rows(np.asarray(keep_rows, dtype=np.int64))  # int8 rows re-quantise to the same codes
         self._memo = None
         self.n = 0
         self._m = np.zeros((max(64, kept.shape[0]), self.dim), dtype=self.values)
+        self._scale = np.zeros(self._m.shape[0] if self.quantized else 0, dtype=np.float32)
         self._pnorm = {d: np.zeros(self._m.shape[0], dtype=np.float32) for d in self.truncations}
         self.alive = np.zeros(self._m.shape[0], dtype=bool)
         self._hnsw = None
         if kept.shape[0]:
             self.add(kept)
+
+    def fit(self) -> None:
+        """Shrink the buffers to the rows held (after a bulk load: doubling leaves up to half of
+        them spare, and a buffer the heap handed out is resident whether written or not); the next
+        ``add`` grows them again."""
+        cap = max(self.n, 64)
+        if self._m.shape[0] > cap:
+            self._m = self._m[:cap].copy()
+            self._pnorm = {d: t[:cap].copy() for d, t in self._pnorm.items()}
+            self._scale = self._scale[:cap].copy() if self.quantized else self._scale
+            self.alive = self.alive[:cap].copy()
+            self._views.clear()
 
     @staticmethod
     def _grow(a: np.ndarray, cap: int) -> np.ndarray:
@@ -164,7 +212,7 @@ class DenseIndex:
         need = int(rows.max()) + 1
         if need > self._hnsw.get_max_elements():
             self._hnsw.resize_index(max(2 * need, 1024))
-        self._hnsw.add_items(self._m[rows].astype(np.float32), rows, num_threads=1)
+        self._hnsw.add_items(self._rows(rows), rows, num_threads=1)
 
     # ---- search --------------------------------------------------------------------------------
     def search(self, ops: Any, query: np.ndarray, k: int, mask: np.ndarray | None = None,
@@ -194,13 +242,14 @@ class DenseIndex:
                 # hnswlib refuses when deletions leave fewer reachable items than asked for
                 log.warning("dense_hnsw_fallback_exact", k=k)
         if dim is None or dim >= self.dim or dim not in self._pnorm:
-            if ops.name == "numpy":  # the host scan is memoised for the candidates' scoring
+            # the host scan is memoised for the candidates' scoring; int8 rows are a host layout
+            if ops.name == "numpy" or self.quantized:
                 ids, scores = ops.topk(self.full_scores(query), k, mask=live)
             else:
                 ids, scores = ops.dense_topk(self.matrix, query, k, mask=live)
             return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
         fetch = min(k * self.oversample, self.n)
-        if ops.name == "numpy":
+        if ops.name == "numpy" or self.quantized:
             ids, _ = ops.topk(self.prefix_scores(dim, _normalise(query[:dim])), fetch, mask=live)
         else:  # a device scan re-normalises the prefix in the same pass
             ids, _ = ops.dense_topk(self.matrix, query, fetch, mask=live, dim=dim)
@@ -229,7 +278,8 @@ class DenseIndex:
         query = np.asarray(query, dtype=np.float32)
         got = self._memoised(query)
         if got is None:
-            got = dense_scores(self.matrix, query)
+            got = (quantized_scores(self.matrix, self._scale[: self.n], query) if self.quantized
+                   else dense_scores(self.matrix, query))
             self._memo = (query.tobytes(), got)  # one assignment: a concurrent reader sees a whole pair
         return got
 
@@ -240,8 +290,11 @@ class DenseIndex:
 
     def _rows(self, rows: np.ndarray) -> np.ndarray:
         """float32 copies of ``rows`` (np.take gathers ~3x faster than fancy indexing here, and
-        float32 rows are not copied a second time)."""
-        return np.take(self._m, rows, axis=0).astype(np.float32, copy=False)
+        float32 rows are not copied a second time); int8 rows scaled back."""
+        got = np.take(self._m, rows, axis=0).astype(np.float32, copy=False)
+        if self.quantized:
+            got *= np.take(self._scale, rows)[:, None]
+        return got
 
     def score(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Full-dimension inner products float32 (len(rows),) of ``rows`` with ``query``."""
@@ -275,13 +328,14 @@ class DenseIndex:
         rng = np.random.default_rng(seed)
         queries = rng.choice(live, size=min(n_queries, live.size), replace=False)
         mask = self.alive[: self.n].copy()
-        truth = [set(self.search(ops, self._m[q].astype(np.float32), k + 1, mask)[0].tolist()) - {int(q)} for q in queries]
+        probes = self._rows(np.asarray(queries, dtype=np.int64))
+        truth = [set(self.search(ops, v, k + 1, mask)[0].tolist()) - {int(q)} for q, v in zip(queries, probes)]
         chosen = self.dim
         self.recall_by_dim = {}
         for d in self.truncations:
             hits = total = 0
-            for q, t in zip(queries, truth):
-                got = set(self.search(ops, self._m[q].astype(np.float32), k + 1, mask, dim=d)[0].tolist()) - {int(q)}
+            for q, v, t in zip(queries, probes, truth):
+                got = set(self.search(ops, v, k + 1, mask, dim=d)[0].tolist()) - {int(q)}
                 hits += len(got & t)
                 total += len(t)
             recall = hits / max(total, 1)
@@ -298,4 +352,4 @@ class DenseIndex:
         return bool(self.truncations) and self._hnsw is None and self.n >= 2 * max(self._calibrated_at, 500)
 
 
-__all__ = ["DenseIndex"]
+__all__ = ["ROW_VALUES", "DenseIndex", "row_dtype"]

@@ -328,6 +328,15 @@ class TokenStore:
         self.n += 1
         self._offsets[self.n] = self.n_tokens
 
+    def fit(self) -> None:
+        """Shrink the buffers to what they hold (after a bulk load: growth leaves a spare third, and
+        a buffer the heap handed out is resident whether written or not); the next ``add`` grows
+        them again."""
+        if self._offsets.size > self.n + 1:
+            self._offsets = self._offsets[: self.n + 1].copy()
+        if self._codes is not None and self._codes.shape[0] > max(self.n_tokens, 1):
+            self._codes = self._codes[: max(self.n_tokens, 1)].copy()
+
     def compact(self, keep_chunks: np.ndarray) -> None:
         if self._codes is None:
             self.n = keep_chunks.size

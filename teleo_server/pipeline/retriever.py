@@ -16,7 +16,7 @@ import structlog
 
 from teleo_server.domain import EmbeddingSet, Johari, Memory, Principal
 from teleo_server.errors import InvalidArgument, NotFound
-from teleo_server.index.catalog import Catalog
+from teleo_server.index.catalog import Catalog, Column
 from teleo_server.index.purpose import GoalView, PurposeIndex
 from teleo_server.index.tokens import TokenCodec
 from teleo_server.pipeline import alignment as alignment_stage
@@ -108,7 +108,8 @@ class TeleologicalRetriever:
         self.spaces = build_spaces(settings, self.catalog, self.ops)
         self.purpose = PurposeIndex(settings.goals)
         self.breakers = Breakers(settings.breaker_threshold, settings.breaker_reset_s)
-        self._spans: dict[str, tuple[tuple[int, int], ...]] = {}  # memory id -> its chunks' character spans
+        # each chunk row's character span within its memory's content
+        self._span_start, self._span_end = Column(np.int32), Column(np.int32)
 
     @property
     def backend(self) -> str:
@@ -122,7 +123,8 @@ class TeleologicalRetriever:
         if memory.id in self.catalog.row_of:
             self.remove([memory.id])
         row, chunk_rows = self.catalog.add(memory, len(embeddings.chunks))
-        self._spans[memory.id] = tuple((c.start, c.end) for c in embeddings.chunks)
+        self._span_start.extend(np.fromiter((c.start for c in embeddings.chunks), np.int32, len(embeddings.chunks)))
+        self._span_end.extend(np.fromiter((c.end for c in embeddings.chunks), np.int32, len(embeddings.chunks)))
         for space in self.spaces.values():
             space.add(row, chunk_rows, memory, embeddings)
 
@@ -156,9 +158,7 @@ class TeleologicalRetriever:
         for space in self.spaces.values():
             space.remove(arr, chunks)  # before the catalog forgets them: spaces may read the memories
         for r in rows:
-            memory_id = self.catalog.memory(r).id
-            self._spans.pop(memory_id, None)
-            self.catalog.remove(memory_id)
+            self.catalog.remove(self.catalog.memory(r).id)
 
     def update(self, memory: Memory) -> None:
         self.catalog.update(memory)
@@ -166,6 +166,8 @@ class TeleologicalRetriever:
     def compact(self) -> None:
         """Drop tombstoned rows from every index (renumbering rows densely)."""
         keep, keep_chunks = self.catalog.compact()
+        self._span_start.keep(keep_chunks)
+        self._span_end.keep(keep_chunks)
         for space in self.spaces.values():
             space.compact(keep, keep_chunks)
         self.purpose.compact(keep)
@@ -406,7 +408,7 @@ class TeleologicalRetriever:
             text = explanation(found, goal, goal_score[i], late, misaligned[i], temporal) if query.explain else ""
             memory = self.catalog.memory(rows[i])
             chunk = chunk_of[i] if chunk_of is not None else 0
-            spans = self._spans.get(memory.id, ())
+            first, count = int(self.catalog.chunk_start[rows[i]]), int(self.catalog.chunk_count[rows[i]])
             provenance = Provenance(
                 strategies=tuple(strategy_of.get(n, n) for n in found), fused_score=float(content[i]),
                 validation_passed=checks, confidence=memory.confidence,
@@ -415,7 +417,10 @@ class TeleologicalRetriever:
             yield Hit(memory=memory, score=scores[i], breakdown=breakdown, found_by=found, provenance=provenance,
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk,
                       unique_contribution=unique, primary_space=primary,
-                      relevance=relevance_of[i], chunk_span=spans[chunk] if 0 <= chunk < len(spans) else None)
+                      relevance=relevance_of[i], chunk_span=self._chunk_span(first + chunk) if 0 <= chunk < count else None)
+
+    def _chunk_span(self, chunk_row: int) -> tuple[int, int]:
+        return int(self._span_start.view[chunk_row]), int(self._span_end.view[chunk_row])
 
     def discover(self, query: Query, min_similarity: float = 0.0) -> list[EntryPoint]:
         """Every space that can search the whole corpus, ranked by its best match for the query:

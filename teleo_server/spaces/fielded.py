@@ -36,8 +36,8 @@ class FieldSpace(SparseScoredSpace):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         cfg = self.config
-        self.field = Bm25Field(catalog, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction, sparse=True,
-                               values="float32")
+        self.field = Bm25Field(catalog, lambda row: self.terms(self.catalog.memory(row)), k1=cfg.k1, b=cfg.b,
+                               merge_fraction=cfg.merge_fraction, sparse=True, values="float32")
         self.index = self.field.index
         self.terms_of = settings.analyzer.build().terms
 

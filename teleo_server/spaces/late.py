@@ -57,6 +57,9 @@ class LateInteractionSpace(Space):
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.store.compact(keep_chunks)
 
+    def settle(self) -> None:
+        self.store.fit()
+
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)
         if v is None or v.size == 0 or self.store.n_tokens == 0:

@@ -35,9 +35,9 @@ class LexicalSpace(SparseScoredSpace):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         cfg = self.config
-        self.field = Bm25Field(catalog, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction)
-        self.index = self.field.index
         self.terms_of = settings.analyzer.build().terms
+        self.field = Bm25Field(catalog, self._row_terms, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction)
+        self.index = self.field.index
 
     # the field's statistics, read by goal labels, the keyword stage and the tests
     @property
@@ -55,6 +55,9 @@ class LexicalSpace(SparseScoredSpace):
     @property
     def doc_len(self) -> Column:
         return self.field.doc_len
+
+    def _row_terms(self, row: int) -> Counter[str]:
+        return Counter(self.terms_of(self.catalog.memory(row).content))
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         self.field.add(row, Counter(self.terms_of(memory.content)))
