@@ -76,3 +76,16 @@ def test_records_share_one_string_per_namespace_version_and_session():
     updated = replace(records[1], namespace="".join(["team", "-a"]))
     cat.update(updated)
     assert cat.memories[1].namespace is records[0].namespace
+
+
+def test_shrunk_cuts_in_place_unless_something_else_holds_the_buffer():
+    from teleo_server.index.catalog import shrunk
+
+    a = np.arange(40, dtype=np.int64).reshape(10, 4).copy()
+    out = shrunk(a, 3)
+    assert out is a and a.shape == (3, 4) and a[2].tolist() == [8, 9, 10, 11]
+    b = np.arange(10, dtype=np.int8)
+    view = b[:5]  # a view holds the buffer: it is copied, the view stays valid
+    out = shrunk(b, 4)
+    assert out is not b and out.tolist() == [0, 1, 2, 3] and view.tolist() == [0, 1, 2, 3, 4]
+    assert shrunk(np.zeros(5), 0).shape == (1,)

@@ -205,8 +205,10 @@ def test_fit_shrinks_the_buffers_to_the_rows_and_keeps_every_answer(values):
     idx.remove(np.array([3, 4]))
     assert idx._m.shape[0] > 300
     before = [idx.search(ops("numpy"), v, 5, dim=d) for v in x[:10] for d in (None, 8)]
+    buffer = id(idx._m)
     idx.fit()
     assert idx._m.shape[0] == 300 and idx.alive.size == 300 and idx.n == 300
+    assert id(idx._m) == buffer, "nothing else held the rows: cut in place, never held twice"
     after = [idx.search(ops("numpy"), v, 5, dim=d) for v in x[:10] for d in (None, 8)]
     for (a_ids, a_s), (b_ids, b_s) in zip(before, after):
         np.testing.assert_array_equal(a_ids, b_ids)

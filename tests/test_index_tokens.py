@@ -38,8 +38,10 @@ def test_fit_cuts_the_buffers_to_the_tokens_and_keeps_every_score(bits):
     chunks = np.arange(300)
     before = store.maxsim(ops("numpy"), q, chunks)
     assert store._codes.shape[0] > store.n_tokens
+    buffer = id(store._codes)
     store.fit()
     assert store._codes.shape[0] == store.n_tokens and store._offsets.size == 301
+    assert id(store._codes) == buffer, "nothing else held the codes: cut in place, never held twice"
     np.testing.assert_array_equal(store.maxsim(ops("numpy"), q, chunks), before)
     extra = unit(rng.standard_normal((6, 16)).astype(np.float32))
     store.add(300, extra)

@@ -7,6 +7,8 @@ returns the kept old rows so every index can follow.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from teleo_server.compute.sets import member
@@ -35,6 +37,20 @@ def value_dtype(name: str) -> np.dtype:
     if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         raise ValueError(f"values must be float32 or float16, got {name}")
     return dtype
+
+
+def shrunk(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` cut to its first ``rows`` rows (at least one): in place when only its owner refers to
+    it, so the allocator takes the tail back and a large buffer is never held twice; else a copy.
+
+    Pass the owner's reference itself (``self._m = shrunk(self._m, n)``): a view of the buffer,
+    or any other name for it, adds a reference and the buffer is copied instead."""
+    rows = min(max(rows, 1), a.shape[0])
+    # the owner's reference, this parameter and getrefcount's own argument: nothing else holds it
+    if a.flags.owndata and sys.getrefcount(a) <= 3:
+        a.resize((rows,) + a.shape[1:], refcheck=False)
+        return a
+    return a[:rows].copy()
 
 
 class Column:
@@ -402,4 +418,4 @@ class Catalog:
         return code
 
 
-__all__ = ["Catalog", "Column", "LANGUAGE_CODES", "language_code", "value_dtype"]
+__all__ = ["Catalog", "Column", "LANGUAGE_CODES", "language_code", "shrunk", "value_dtype"]

@@ -25,6 +25,7 @@ import numpy as np
 import structlog
 
 from teleo_server.compute.dense import dense_scores, quantize_rows, quantized_scores
+from teleo_server.index.catalog import shrunk
 
 log = structlog.get_logger(__name__)
 # rows gathered per block when scoring given rows (256 x 384 float32 = 384 KB, an L2's worth)
@@ -179,11 +180,12 @@ class DenseIndex:
         ``add`` grows them again."""
         cap = max(self.n, 64)
         if self._m.shape[0] > cap:
-            self._m = self._m[:cap].copy()
-            self._pnorm = {d: t[:cap].copy() for d, t in self._pnorm.items()}
-            self._scale = self._scale[:cap].copy() if self.quantized else self._scale
-            self.alive = self.alive[:cap].copy()
             self._views.clear()
+            self._memo = None
+            self._m = shrunk(self._m, cap)
+            self._pnorm = {d: shrunk(t, cap) for d, t in self._pnorm.items()}
+            self._scale = shrunk(self._scale, cap) if self.quantized else self._scale
+            self.alive = shrunk(self.alive, cap)
 
     @staticmethod
     def _grow(a: np.ndarray, cap: int) -> np.ndarray:

@@ -41,6 +41,7 @@ import numpy as np
 from teleo_server.compute.maxsim import CODE_BITS, decode_codes
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.heads import CodecSpec, TokenCodes
+from teleo_server.index.catalog import shrunk
 from teleo_server.index.chunks import ranges
 
 RAW_BITS = 16
@@ -332,10 +333,11 @@ class TokenStore:
         """Shrink the buffers to what they hold (after a bulk load: growth leaves a spare third, and
         a buffer the heap handed out is resident whether written or not); the next ``add`` grows
         them again."""
+        self._offsets_view = self._codes_view = None
         if self._offsets.size > self.n + 1:
-            self._offsets = self._offsets[: self.n + 1].copy()
+            self._offsets = shrunk(self._offsets, self.n + 1)
         if self._codes is not None and self._codes.shape[0] > max(self.n_tokens, 1):
-            self._codes = self._codes[: max(self.n_tokens, 1)].copy()
+            self._codes = shrunk(self._codes, self.n_tokens)
 
     def compact(self, keep_chunks: np.ndarray) -> None:
         if self._codes is None:
