@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     store_check_seconds: float = Field(1.0, gt=0)  # how often health re-checks that writes can succeed
     index_probe_seconds: float = Field(10.0, gt=0)  # health `index` fails when the index thread takes longer to answer
     maintenance_seconds: float = Field(0.5, gt=0)  # how often index upkeep (goals, calibration, compaction) looks for work
+    # NumPy's request for transparent huge pages on large arrays: off, because the kernel then fills
+    # whole 2 MB pages around partly written index buffers in the background (teleo_server/heap.py)
+    huge_pages: bool = False
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)

@@ -24,6 +24,7 @@ from teleo_server.config import Settings, invalid_configuration
 from teleo_server.core import Admission, MemoryCore
 from teleo_server.embedding.base import Embedder
 from teleo_server.errors import InvalidArgument, TeleoError, Unavailable
+from teleo_server.heap import huge_pages
 from teleo_server.metrics import Metrics
 from teleo_server.pipeline.types import Retriever
 from teleo_server.plugins import load_plugins
@@ -185,6 +186,7 @@ def _resolve_backend(name: str) -> str:
 def build_server(settings: Settings, *, embedder: Embedder | None = None, retriever: Retriever | None = None) -> App:
     """Open the store, make the embedder and retriever, bind the port; does not start serving."""
     load_plugins(settings.plugins)  # first: they may add heads, spaces and stages
+    huge_pages(settings.huge_pages)  # before the indexes allocate anything
     backend = _resolve_backend(settings.backend)
     log.info("backend.resolved", requested=settings.backend, backend=backend)
     store = SQLiteStore(settings.db_path)

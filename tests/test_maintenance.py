@@ -111,3 +111,34 @@ def test_a_round_that_clustered_hands_the_freed_memory_back(tmp_path, monkeypatc
     assert first and r.goal_count() >= 2 and len(released) == 1
     assert not released[0].startswith("teleo-index")  # off the index thread, like the clustering
     assert second is False and len(released) == 1  # nothing was due: nothing to hand back
+
+
+def _numpy_huge_pages() -> bool:
+    from numpy._core.multiarray import _set_madvise_hugepage
+
+    old = _set_madvise_hugepage(True)
+    _set_madvise_hugepage(old)
+    return bool(old)
+
+
+def test_the_server_turns_numpy_huge_pages_off_unless_configured(tmp_path):
+    """Partly written index buffers must not grow into whole 2 MB pages behind the server's back:
+    NumPy's huge-page request is off once a server is built, and on when the setting says so."""
+    from numpy._core.multiarray import _set_madvise_hugepage
+
+    from teleo_server.config import Settings
+    from teleo_server.heap import huge_pages
+
+    before = _numpy_huge_pages()
+    try:
+        assert huge_pages(True) and _numpy_huge_pages()
+        for wanted in (False, True):
+            settings = Settings(port=0, data_dir=tmp_path / f"data{wanted}", dev_token_file=tmp_path / f"token{wanted}",
+                                **({"huge_pages": True} if wanted else {}))
+            srv = InThreadServer.start(settings)
+            try:
+                assert _numpy_huge_pages() is wanted
+            finally:
+                srv.stop()
+    finally:
+        _set_madvise_hugepage(before)
