@@ -6,7 +6,7 @@ memory at start-up) that slack can outweigh what is kept. ``release_memory`` ask
 
 NumPy also asks the kernel for transparent huge pages on its large arrays. Where the kernel's
 ``khugepaged`` fills a 2 MB page around every used 4 KB one (its default), a buffer that is only
-partly written grows in the background after start: a loaded SciFact server gained 13 MB in the
+partly written grows in the background after start: a loaded SciFact server gained 13-18 MB in the
 first two minutes with no request at all, and its RSS at any one moment depended on how far that
 had got. ``huge_pages(False)`` turns the request off.
 """
