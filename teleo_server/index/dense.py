@@ -94,11 +94,13 @@ class DenseIndex:
         per_row = self.dim * self.values.itemsize + len(self.truncations) * 4 + (4 if self.quantized else 0)
         return self.n * per_row + self.n
 
-    def vectors(self, rows: np.ndarray | slice) -> np.ndarray:
-        """float32 rows (len(rows), dim): copies of the stored rows, int8 ones scaled back."""
+    def vectors(self, rows: np.ndarray | slice, n: int | None = None) -> np.ndarray:
+        """float32 rows (len(rows), dim): copies of the stored rows, int8 ones scaled back (a slice
+        reads the first ``n`` rows, ``self.n`` unless an add is writing more)."""
         if isinstance(rows, slice):
-            got = self._m[: self.n][rows].astype(np.float32)
-            return got * self._scale[: self.n][rows, None] if self.quantized else got
+            n = self.n if n is None else n
+            got = self._m[:n][rows].astype(np.float32)
+            return got * self._scale[:n][rows, None] if self.quantized else got
         return self._rows(np.asarray(rows, dtype=np.int64))
 
     def prefix_scores(self, d: int, query_prefix: np.ndarray) -> np.ndarray:
@@ -138,15 +140,13 @@ class DenseIndex:
         rows = np.arange(self.n, need, dtype=np.int64)
         self._memo = None
         if self.quantized:
-            codes, scales = quantize_rows(vectors)
-            self._m[self.n : need], self._scale[self.n : need] = codes, scales
-            held = codes.astype(np.float32) * scales[:, None]
+            self._m[self.n : need], self._scale[self.n : need] = quantize_rows(vectors)
         else:
             self._m[self.n : need] = vectors
-            held = self._m[self.n : need]
         # prefix norms of the rows as held (what a prefix scan multiplies)
+        held = self.vectors(slice(self.n, need), self.n + b) if self._pnorm else None
         for d, t in self._pnorm.items():
-            t[self.n : need] = np.linalg.norm(held[:, :d].astype(np.float32), axis=1)
+            t[self.n : need] = np.linalg.norm(held[:, :d], axis=1)
         self.alive[self.n : need] = True
         self.n = need
         if self._hnsw is not None:
@@ -163,16 +163,22 @@ class DenseIndex:
                 self._hnsw.mark_deleted(int(r))
 
     def compact(self, keep_rows: np.ndarray) -> None:
-        kept = self._rows(np.asarray(keep_rows, dtype=np.int64))  # int8 rows re-quantise to the same codes
+        """Keep ``keep_rows`` (sorted old row ids) as rows 0..len-1: the stored rows, their scales
+        and prefix norms are carried over as they are (nothing decoded or coded again)."""
+        keep_rows = np.asarray(keep_rows, dtype=np.int64)
+        n, cap = keep_rows.size, max(64, keep_rows.size)
         self._memo = None
-        self.n = 0
-        self._m = np.zeros((max(64, kept.shape[0]), self.dim), dtype=self.values)
-        self._scale = np.zeros(self._m.shape[0] if self.quantized else 0, dtype=np.float32)
-        self._pnorm = {d: np.zeros(self._m.shape[0], dtype=np.float32) for d in self.truncations}
-        self.alive = np.zeros(self._m.shape[0], dtype=bool)
+        self._views.clear()
+        self._m = self._grow(np.take(self._m, keep_rows, axis=0), cap)
+        self._pnorm = {d: self._grow(t[keep_rows], cap) for d, t in self._pnorm.items()}
+        if self.quantized:
+            self._scale = self._grow(self._scale[keep_rows], cap)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.alive[:n] = True
+        self.n = n
         self._hnsw = None
-        if kept.shape[0]:
-            self.add(kept)
+        if n >= self.exact_threshold:
+            self._build_hnsw()
 
     def fit(self) -> None:
         """Shrink the buffers to the rows held (after a bulk load: doubling leaves up to half of
