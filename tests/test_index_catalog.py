@@ -8,6 +8,7 @@ from teleo_server.domain import AccessLevel
 from teleo_server.index.catalog import Catalog
 from teleo_server.query import Query
 from teleo_server.spaces.base import QueryContext
+from bench.harness import memories as syn
 from bench.harness.memories import admin, memory
 
 LEVELS = (AccessLevel.PUBLIC, AccessLevel.INTERNAL, AccessLevel.CONFIDENTIAL, AccessLevel.RESTRICTED)
@@ -89,3 +90,42 @@ def test_shrunk_cuts_in_place_unless_something_else_holds_the_buffer():
     out = shrunk(b, 4)
     assert out is not b and out.tolist() == [0, 1, 2, 3] and view.tolist() == [0, 1, 2, 3, 4]
     assert shrunk(np.zeros(5), 0).shape == (1,)
+
+
+def test_records_the_index_keeps_hold_their_text_deflated_and_read_it_back_unchanged():
+    """A long text is kept compressed once every space has read it (a third of its size for
+    English prose); reading ``content`` gives the same str, and the lexical space still finds
+    and forgets the memory by the words of that text."""
+    import sys
+    from dataclasses import replace
+
+    from teleo_server.domain import _CONTENT_SLOT
+    from teleo_server.index.sparse import HOST_OPS
+    from teleo_server.pipeline import PipelineSettings, make_retriever
+
+    long_text = ("The staging cluster moved from eu-west-1 to us-east-2 in March; the canary stage now "
+                 "runs before every deployment, and rollbacks take under five minutes. ") * 6
+    accented = "Ça coûte 12 € — naïve façade, Müller und Straße, 東京の会議は月曜日です。 " * 12
+    r = make_retriever(PipelineSettings(), "numpy")
+    for mid, text in (("long", long_text), ("accented", accented), ("short", "a short note about kubernetes")):
+        r.add(syn.memory(mid, text), syn.embedding())
+    records = {m.id: m for m in r.catalog.memories if m is not None}
+    assert records["long"].packed and records["accented"].packed and not records["short"].packed
+    assert records["long"].content == long_text and records["accented"].content == accented
+    held = _CONTENT_SLOT.__get__(records["long"])
+    assert isinstance(held, bytes) and sys.getsizeof(held) < 0.5 * sys.getsizeof(long_text)
+    assert replace(records["long"], id="copy").content == long_text  # a copy reads the text, not bytes
+
+
+    ctx = QueryContext(Query(text="canary rollbacks", embedding=None, principal=admin()), HOST_OPS, r.catalog,
+                       r.catalog.alive.copy(), None, 0.0)
+    lexical = r.spaces["E6_lexical"]
+    rows, _ = lexical.search(ctx, lexical.prepare(ctx), 3)
+    assert r.catalog.memory(int(rows[0])).id == "long"
+    r.remove(["long"])  # the lexical space re-derives the removed memory's terms from the packed text
+    assert lexical.field.df.view[lexical.field.vocab["canary"]] == 0
+
+    # a feedback update replaces the record: the new one is packed as well
+    updated = replace(records["accented"], used_count=3)
+    r.catalog.update(updated)
+    assert r.catalog.memory(r.catalog.row_of["accented"]).packed and updated.content == accented

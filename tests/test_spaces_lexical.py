@@ -226,3 +226,19 @@ def test_bm25_similarity_re_derives_rows_from_their_text(merged):
         v = _bm25_vector(doc, DOCS)
         assert got[i] == pytest.approx(sum(w * v.get(t, 0.0) for t, w in a.items()), abs=1e-5)
     assert got[4] == pytest.approx(1.0, abs=1e-5) and got[0] > got[2]
+
+
+def test_hdc_remembers_a_bounded_number_of_ngrams_and_encodes_the_same_past_it(monkeypatch):
+    """Past the bound, n-grams are hashed again instead of remembered: the same vectors either way."""
+    from teleo_server.spaces import hdc
+
+    texts = [f"{w}ing{i} unrelated{i * 7} tokens{i % 13} café{i}" for i, w in enumerate(["alpha", "beta", "gamma"] * 40)]
+    unbounded = make_retriever(PipelineSettings(), "numpy").spaces["E9_hdc"]
+    want = [unbounded.encode(t) for t in texts]
+    monkeypatch.setattr(hdc, "CACHED_GRAMS", 50)
+    bounded = make_retriever(PipelineSettings(), "numpy").spaces["E9_hdc"]
+    for t, (ids, vals) in zip(texts, want):
+        got_ids, got_vals = bounded.encode(t)
+        np.testing.assert_array_equal(got_ids, ids)
+        np.testing.assert_array_equal(got_vals, vals)
+    assert len(bounded._cache) == 50 < len(unbounded._cache)

@@ -264,6 +264,7 @@ class Catalog:
         if row is None:
             return None
         self._share_strings(memory)
+        memory.pack()
         self.memories[row] = memory
         self._used.view[row] = memory.used_count
         return row

@@ -127,6 +127,7 @@ class TeleologicalRetriever:
         self._span_end.extend(np.fromiter((c.end for c in embeddings.chunks), np.int32, len(embeddings.chunks)))
         for space in self.spaces.values():
             space.add(row, chunk_rows, memory, embeddings)
+        memory.pack()  # every space has read the text: the record the catalog keeps holds it deflated
 
     def add_many(self, items: list[tuple[Memory, EmbeddingSet]]) -> None:
         for memory, embeddings in items:

@@ -36,6 +36,13 @@ class HdcSettings(SpaceSettings):
     merge_fraction: float = Field(0.1, gt=0)
 
 
+# n-grams whose coordinate is remembered rather than hashed again: the first ones met, which are the
+# common ones. 4,096 keep 98% of an unbounded cache's speed on SciFact (0.70 ms an abstract against
+# 0.69; 0.93 with none) in 0.8 MB, where remembering every n-gram grew with the corpus (2.3 MB at
+# 5,183 abstracts)
+CACHED_GRAMS = 4096
+
+
 @register
 class HyperdimensionalSpace(SparseScoredSpace):
     name = "E9_hdc"
@@ -58,7 +65,8 @@ class HyperdimensionalSpace(SparseScoredSpace):
         if hit is None:
             h = zlib.crc32(gram.encode("utf-8"))
             hit = (h & (self.dim - 1), 1.0 if (h >> 31) & 1 else -1.0)
-            self._cache[gram] = hit
+            if len(self._cache) < CACHED_GRAMS:
+                self._cache[gram] = hit
         return hit
 
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
