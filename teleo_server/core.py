@@ -21,7 +21,7 @@ import structlog
 from teleo_server.domain import (AccessLevel, ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal,
                                  unreadable_reason)
 from teleo_server.heads import CodecSpec, TokenCodes, Vector
-from teleo_server.heap import TRIM_AFTER_CHUNKS, release_memory
+from teleo_server.heap import TRIM_AFTER_CHUNKS, release_memory, whole_mappings
 from teleo_server.embedding.base import Embedder, TextRole
 from teleo_server.errors import (
     InvalidArgument,
@@ -249,6 +249,10 @@ class MemoryCore:
             version = None
 
         def load() -> tuple[int, int]:
+            with whole_mappings():  # buffers freed during the load go back to the system at once
+                return load_all()
+
+        def load_all() -> tuple[int, int]:
             nonlocal version
             loaded = stale = 0
             for memory, emb in self.store.iter_memories():

@@ -7,13 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from teleo_server.compute.sets import ranges
 from teleo_server.index.keyed import KeyedPostings
-
-
-def test_ranges_lists_each_range_in_turn():
-    np.testing.assert_array_equal(ranges(np.array([5, 0, 9, 2]), np.array([8, 0, 10, 4])), [5, 6, 7, 9, 2, 3])
-    assert ranges(np.zeros(0, np.int64), np.zeros(0, np.int64)).size == 0
 
 
 def test_lookups_match_a_dict_of_lists_through_buffered_and_merged_postings():

@@ -3,11 +3,15 @@ own schedule: reads never run it, and the clustering runs away from the index th
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import numpy as np
+import pytest
 from teleo.v1 import memory_pb2 as pb
 from teleo.v1 import memory_pb2_grpc
 
@@ -142,3 +146,44 @@ def test_the_server_turns_numpy_huge_pages_off_unless_configured(tmp_path):
                 srv.stop()
     finally:
         _set_madvise_hugepage(before)
+
+
+_MAPPINGS_PROBE = """
+import ctypes, sys
+import numpy as np
+import pytest
+from teleo_server.heap import whole_mappings
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+def mapped():
+    return libc.mallinfo2().hblks
+def served_by_a_mapping(mb):
+    before = mapped()
+    block = np.ones(mb << 20, np.uint8)
+    own = mapped() == before + 1
+    del block
+    return own
+big = np.ones(16 << 20, np.uint8)
+del big  # freeing a 16 MB mapping raises glibc's threshold: smaller blocks now come from a heap
+first = served_by_a_mapping(8)  # leaves 8 MB free in the heap
+with whole_mappings() as available:
+    during = served_by_a_mapping(12)  # more than the heap has free
+after = served_by_a_mapping(12)
+print(available, first, during, after)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_a_bulk_load_gives_each_large_block_a_mapping_of_its_own_and_then_serves_them_from_the_heap():
+    """During ``whole_mappings`` a 12 MB buffer the heap has no room for gets a mapping of its own
+    (and goes back to the system when freed), where glibc's risen threshold would have grown the
+    heap for it; afterwards blocks up to 32 MB come from the heaps again."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _MAPPINGS_PROBE], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert out.stdout.split() == ["True", "False", "True", "False"], out.stdout + out.stderr

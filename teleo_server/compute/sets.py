@@ -107,15 +107,4 @@ def group_max(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
     return keys[starts], np.maximum.reduceat(values, starts)
 
 
-def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The positions int64 of the ranges ``[starts[i], ends[i])``, one range after another."""
-    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if not total:
-        return np.zeros(0, dtype=np.int64)
-    first = np.cumsum(lengths) - lengths  # where each range begins in the output
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - first, lengths)
-
-
-__all__ = ["distinct", "distinct_first", "distinct_inverse", "group_max", "group_sum", "member", "ranges"]
+__all__ = ["distinct", "distinct_first", "distinct_inverse", "group_max", "group_sum", "member"]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from teleo_server.compute.sets import ranges
+from teleo_server.index.chunks import ranges, slices
 
 
 class KeyedPostings:
@@ -72,7 +72,7 @@ class KeyedPostings:
                 self._p_sorted = (p_keys[order], np.frombuffer(self._p_ids, dtype=np.int32)[order])
             p_keys, p_ids = self._p_sorted
             lo, hi = np.searchsorted(p_keys, keys, "left"), np.searchsorted(p_keys, keys, "right")
-            out.append(p_ids[ranges(lo, hi)])
+            out.append(p_ids[ranges(lo, hi - lo)])
         return np.concatenate(out) if len(out) > 1 else out[0]
 
     @staticmethod
@@ -80,8 +80,7 @@ class KeyedPostings:
         pos = np.searchsorted(sorted_keys, keys)
         found = pos < sorted_keys.size
         found[found] = sorted_keys[pos[found]] == keys[found]
-        hit = pos[found]
-        return ids[ranges(offsets[hit], offsets[hit + 1])]
+        return ids[slices(offsets, pos[found])[1]]
 
 
 __all__ = ["KeyedPostings"]

@@ -90,7 +90,6 @@ class GraphSpace(Space):
         self.out_links: dict[str, tuple[tuple[str, LinkType, float], ...]] = {}  # memory id -> its links
         self.in_links: dict[str, set[str]] = defaultdict(set)                    # target id -> linking ids
         self._sessions: dict[str, list[tuple[float, str]]] = defaultdict(list)   # session -> (order key, id)
-        self._entities: dict[str, list[str]] = {}
         self._base: Space | None = None
 
     def attach(self, spaces: dict[str, Space]) -> None:
@@ -146,11 +145,11 @@ class GraphSpace(Space):
     # ---- writes ----------------------------------------------------------------------------------
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         cfg, row_of = self.config, self.catalog.row_of
-        keys = entity_keys(memory.content, cfg.max_entities)
-        self._entities[memory.id] = keys
-        self.graph.add_memory(row, keys)
-        self.out_links[memory.id] = tuple((ln.target_id, ln.type, ln.weight) for ln in memory.links)
-        for target, _, weight in self.out_links[memory.id]:
+        self.graph.add_memory(row, entity_keys(memory.content, cfg.max_entities))
+        links = tuple((ln.target_id, ln.type, ln.weight) for ln in memory.links)
+        if links:  # most memories link nothing: no entry at all rather than an empty one each
+            self.out_links[memory.id] = links
+        for target, _, weight in links:
             self.in_links[target].add(memory.id)
             other = row_of.get(target)
             if other is not None:
@@ -182,7 +181,6 @@ class GraphSpace(Space):
                     sources.discard(m.id)
                     if not sources:
                         del self.in_links[target]
-            self._entities.pop(m.id, None)
             if m.session_id:
                 turns = self._sessions.get(m.session_id, [])
                 turns[:] = [t for t in turns if t[1] != m.id]
