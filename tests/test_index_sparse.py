@@ -218,7 +218,63 @@ def test_a_bounded_vocabulary_keeps_row_major_terms_in_two_bytes():
 
 def test_an_unknown_value_type_is_refused():
     with pytest.raises(ValueError, match="float32 or float16"):
-        SparseIndex(values="int8")
+        SparseIndex(values="int16")
+    with pytest.raises(ValueError, match="int8 values cannot be weighed"):
+        SparseIndex(values="int8", weigh=lambda raw, rows: raw)
+
+
+@pytest.mark.parametrize("min_merge", [pytest.param(10**9, id="delta-only"), pytest.param(50, id="merging")])
+def test_int8_values_score_within_half_a_step_of_each_row_and_take_a_byte(min_merge):
+    """int8 codes keep one step per row (its largest magnitude / 127): every value is within half
+    a step of the one given, so a score is within half a step times the query's weights; postings
+    and row values come back decoded, signs survive, and compaction carries the steps along."""
+    rng = np.random.default_rng(11)
+    full = SparseIndex(min_merge=min_merge)
+    half = SparseIndex(min_merge=min_merge, values="float16")
+    coded = SparseIndex(min_merge=min_merge, values="int8")
+    docs = {}
+    for r in range(300):
+        if r % 7 == 3:
+            continue  # rows never given terms
+        ids = rng.choice(400, size=rng.integers(1, 12), replace=False)
+        vals = (rng.standard_normal(ids.size) * rng.uniform(0.1, 5.0)).astype(np.float32)  # each row its own scale
+        docs[r] = (ids, vals)
+        for idx in (full, half, coded):
+            idx.add(r, ids, vals)
+    for idx in (full, half, coded):
+        idx.grow_rows(300)
+    steps = coded.steps(np.arange(300))
+    for r in range(300):
+        want = np.abs(docs[r][1]).max() / 127 if r in docs else 0.0
+        assert steps[r] == pytest.approx(want, rel=1e-6)
+    q_ids = rng.choice(400, size=20, replace=False).astype(np.int32)
+    q_w = rng.random(20).astype(np.float32)
+    want = full.scores(ops("numpy"), q_ids, q_w)
+    got = coded.scores(ops("numpy"), q_ids, q_w)
+    bound = 0.5 * steps * q_w.sum() + 1e-5
+    assert np.all(np.abs(got - want) <= bound) and not np.array_equal(got, want)
+    rows, s = coded.reached(q_ids, q_w)
+    np.testing.assert_allclose(s, got[rows], rtol=1e-5, atol=1e-6)
+    assert set(rows.tolist()) == set(np.flatnonzero(got).tolist())
+    which, prow, raw = coded.postings(q_ids)
+    _, frow, fraw = full.postings(q_ids)
+    assert raw.dtype == np.float32 and prow.size == frow.size
+    order_c, order_f = np.lexsort((raw, prow)), np.lexsort((fraw, frow))
+    np.testing.assert_allclose(raw[order_c], fraw[order_f], atol=float(steps.max()) / 2 + 1e-6)
+    for r in (0, 5, 299):
+        t_c, v_c = coded.row_values(r)
+        t_f, v_f = full.row_values(r)
+        assert t_c.tolist() == t_f.tolist()
+        assert np.all(np.abs(v_c - v_f) <= steps[r] / 2 + 1e-6)
+        assert np.all((np.sign(v_c) == np.sign(v_f)) | (np.abs(v_f) < steps[r] / 2))
+    assert coded.nbytes < half.nbytes
+    keep = np.arange(1, 300, 2)
+    for idx in (full, coded):
+        idx.compact(keep)
+    np.testing.assert_array_equal(coded.steps(np.arange(keep.size)), steps[keep])
+    got = coded.scores(ops("numpy"), q_ids, q_w)
+    want = full.scores(ops("numpy"), q_ids, q_w)
+    assert np.all(np.abs(got - want) <= 0.5 * steps[keep] * q_w.sum() + 1e-5)
 
 
 def test_repeated_entries_of_a_row_are_summed_when_merged():

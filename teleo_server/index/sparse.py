@@ -61,8 +61,11 @@ class SparseIndex:
         The input the weighting depends on (BM25: avgdl); CSC values are re-derived once it has
         moved by more than ``reweigh_tolerance`` (relative) since they were last derived.
     values : numpy dtype name
-        How raw values are stored: "float32" (the exact reference) or "float16" (half the bytes;
-        about three significant digits, which term frequencies below 2,048 keep exactly).
+        How raw values are stored: "float32" (the exact reference), "float16" (half the bytes;
+        about three significant digits, which term frequencies below 2,048 keep exactly) or "int8"
+        (a quarter: each row's values as codes of its largest magnitude / 127, that step kept per
+        row as a float32; scores are summed over codes and multiplied by the row's step once, so
+        each value is within half a step of the one given). No weighing with int8.
     row_major : bool
         Keep the row-major copy that :meth:`row_values` reads (a space that can re-derive a row's
         terms from its text turns it off and saves the bytes).
@@ -84,7 +87,12 @@ class SparseIndex:
         self._reweigh_tolerance = reweigh_tolerance
         self._merge_fraction = merge_fraction
         self._min_merge = min_merge
-        self._values = value_dtype(values)
+        self.coded = values == "int8"
+        if self.coded and weigh is not None:
+            raise ValueError("int8 values cannot be weighed (weigh must be None)")
+        self._values = np.dtype(np.int8) if self.coded else value_dtype(values)
+        # int8 values: each row's step (its largest magnitude / 127; 0 for a row with no terms)
+        self._step = Column(np.float32)
         self.row_major = row_major
         self.n_rows = 0
         self.n_terms = 0
@@ -114,7 +122,7 @@ class SparseIndex:
         csc += self.data.nbytes if self.data is not self.raw else 0
         delta = self.pending * (8 + self._values.itemsize)
         rows = self._r_ptr.n * 8 + self._r_terms.n * self._terms.itemsize + self._r_raw.n * self._values.itemsize
-        return csc + delta + rows
+        return csc + delta + rows + self._step.n * 4
 
     @property
     def pending(self) -> int:
@@ -133,6 +141,9 @@ class SparseIndex:
             raise ValueError(f"term ids must be in [0, {self.term_bound})")
         self._pad_rows(row)
         self.n_rows = row + 1
+        if self.coded:
+            values, step = self._codes(np.asarray(values, dtype=np.float32))
+            self._step.append(step)
         if self.row_major:
             self._r_terms.extend(np.asarray(term_ids, dtype=self._terms))
             self._r_raw.extend(np.asarray(values, dtype=self._values))
@@ -145,13 +156,38 @@ class SparseIndex:
         if self.pending > max(self._min_merge, self._merge_fraction * self.indices.size):
             self.merge()
 
+    @staticmethod
+    def _codes(values: np.ndarray) -> tuple[np.ndarray, float]:
+        """One row's int8 codes and step (values ~= codes * step)."""
+        top = float(np.abs(values).max()) if values.size else 0.0
+        if top <= 0.0:
+            return np.zeros(values.size, np.int8), 0.0
+        step = top / 127.0
+        return np.clip(np.rint(values / step), -127, 127).astype(np.int8), step
+
+    def steps(self, rows: np.ndarray) -> np.ndarray:
+        """float32 (len(rows),): each row's step (int8 values; 0 for rows never given terms)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(rows.size, dtype=np.float32)
+        known = rows < self._step.n
+        out[known] = self._step.view[rows[known]]
+        return out
+
+    def _decoded(self, raw: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Raw stored values float32 as given to :meth:`add` (int8 codes times their row's step)."""
+        if not self.coded:
+            return raw.astype(np.float32)
+        return raw.astype(np.float32) * self.steps(rows)
+
     def grow_rows(self, n_rows: int) -> None:
         """Account for rows that carry no terms at all (empty documents)."""
         self._pad_rows(n_rows)
         self.n_rows = max(self.n_rows, n_rows)
 
     def _pad_rows(self, n_rows: int) -> None:
-        """Empty row-major entries for rows before ``n_rows`` that were never added."""
+        """Empty row-major entries (and steps) for rows before ``n_rows`` that were never added."""
+        if self.coded and self._step.n < n_rows:
+            self._step.extend(np.zeros(n_rows - self._step.n, dtype=np.float32))
         if not self.row_major:
             return
         missing = n_rows - (self._r_ptr.n - 1)
@@ -210,7 +246,7 @@ class SparseIndex:
         self.indptr = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=self.indptr[1:])
         self.indices = rows.astype(np.int32)
-        self.raw = raw.astype(self._values)
+        self.raw = (np.clip(raw, -127, 127) if self.coded else raw).astype(self._values)
         self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
         self.data = self.raw if self._weigh is None else self._weighed()
         self._d_rows, self._d_terms, self._d_raw = self._new_delta()
@@ -226,6 +262,9 @@ class SparseIndex:
         self.n_rows = int(keep_rows.size)
         self._rebuild(new_rows[sel], terms[sel], raw[sel])
         self._keep_row_major(keep_rows)
+        if self.coded:
+            self._pad_rows(int(keep_rows[-1]) + 1 if keep_rows.size else 0)
+            self._step.keep(keep_rows)
 
     def _keep_row_major(self, keep_rows: np.ndarray) -> None:
         if not self.row_major:
@@ -249,7 +288,8 @@ class SparseIndex:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         ptr = self._r_ptr.view
         lo, hi = int(ptr[row]), int(ptr[row + 1])
-        terms, raw = self._r_terms.view[lo:hi].astype(np.int64), self._r_raw.view[lo:hi].astype(np.float32)
+        terms = self._r_terms.view[lo:hi].astype(np.int64)
+        raw = self._decoded(self._r_raw.view[lo:hi], np.full(hi - lo, row, dtype=np.int64))
         if self._weigh is None:
             return terms, raw
         return terms, self._weigh(raw, np.full(raw.size, row, dtype=np.int64)).astype(np.float32)
@@ -270,7 +310,8 @@ class SparseIndex:
             parts.append(self._delta_postings(q_ids))
         if not parts:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-        return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
+        which, rows, raw = (np.concatenate(c) for c in zip(*parts))
+        return which, rows, self._decoded(raw, rows) if self.coded else raw
 
     def postings_count(self, q_ids: np.ndarray) -> int:
         """How many stored entries the given terms hold (CSC and delta): an upper bound, known
@@ -315,6 +356,9 @@ class SparseIndex:
             out = np.zeros(self.n_rows, dtype=np.float32)
         if self.pending:
             self._score_delta(q_ids, q_weights, out)
+        if self.coded:
+            steps = self._step.view
+            out *= steps[: out.size] if steps.size >= out.size else np.pad(steps, (0, out.size - steps.size))
         return out
 
     def _fresh_weights(self) -> None:
@@ -359,6 +403,8 @@ class SparseIndex:
         if not rows_parts:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         rows, sums = group_sum(np.concatenate(rows_parts), np.concatenate(value_parts), self.n_rows)
+        if self.coded:
+            sums = sums * self.steps(rows)
         return rows, sums.astype(np.float32)
 
     def _delta_postings(self, q_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -34,6 +34,9 @@ class HdcSettings(SpaceSettings):
     # each, so a corpus past max_df / max_df_fraction memories costs no more than one that size
     max_postings: int = Field(240_000, ge=1)
     merge_fraction: float = Field(0.1, gt=0)
+    # how the postings keep their values: int8 codes with a step per memory (the default; a byte
+    # a posting), float16 or float32
+    values: Literal["float32", "float16", "int8"] = "int8"
 
 
 # n-grams whose coordinate is remembered rather than hashed again: the first ones met, which are the
@@ -57,7 +60,7 @@ class HyperdimensionalSpace(SparseScoredSpace):
         self._cache: dict[str, tuple[int, float]] = {}
         self.df = np.zeros(self.dim, dtype=np.int32)
         # similarity re-encodes the text, so no row-major copy; values are normalised counts
-        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values="float16", row_major=False)
+        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values=self.config.values, row_major=False)
         self.terms_of = settings.analyzer.build().terms
 
     def _coord(self, gram: str) -> tuple[int, float]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -27,6 +27,9 @@ class SpladeSettings(SpaceSettings):
     # entries (1.1% of their squared weight) within 0.005 of the unpruned index on SciFact train
     # and LoCoMo dev, alone and in every profile (bench/results/splade_pruning.json)
     min_doc_weight: float = Field(0.3, ge=0)
+    # how the postings and the row-major copy keep the weights: int8 codes with a step per chunk
+    # (the default; a byte each), float16 or float32
+    values: Literal["float32", "float16", "int8"] = "int8"
 
 
 @register
@@ -43,7 +46,7 @@ class SpladeSpace(SparseScoredSpace):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         # the model's vocabulary bounds the term ids: the row-major copy holds them in two bytes
-        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values="float16",
+        self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values=self.config.values,
                                  term_bound=get_head(self.head).dim or 2**31)
         self.backend: SparseBackend | None = None  # scoring goes through the index interface
 
