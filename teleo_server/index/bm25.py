@@ -33,7 +33,8 @@ class Bm25Field:
     """
 
     def __init__(self, catalog: Catalog, row_terms: Callable[[int], Mapping[str, float]], k1: float = 0.9,
-                 b: float = 0.4, merge_fraction: float = 0.1, sparse: bool = False, values: str = "float16") -> None:
+                 b: float = 0.4, merge_fraction: float = 0.1, sparse: bool = False, values: str = "float16",
+                 weighed_values: str = "float16") -> None:
         self.catalog = catalog
         self.row_terms = row_terms
         self.k1, self.b, self.sparse = k1, b, sparse
@@ -44,8 +45,10 @@ class Bm25Field:
         self._len_sum = 0.0
         self._n_docs = 0  # live rows with at least one term
         # raw values are term frequencies: float16 holds whole ones exactly below 2,048
+        # the scored values (the term-frequency part, below k1 + 1) in float16 too: three significant
+        # digits, 2 bytes a posting instead of 4
         self.index = SparseIndex(weigh=self._tf_part, merge_fraction=merge_fraction, weigh_key=self._avgdl,
-                                 values=values, row_major=False)
+                                 values=values, row_major=False, weighed_values=weighed_values)
 
     # ---- statistics ------------------------------------------------------------------------------
     def n_docs(self) -> int:

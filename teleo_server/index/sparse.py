@@ -72,11 +72,15 @@ class SparseIndex:
     term_bound : int
         Term ids are below this (a model's vocabulary size); up to 65,536 the row-major copy keeps
         them in two bytes instead of four.
+    weighed_values : numpy dtype name
+        How the CSC keeps the values ``weigh`` derives (the ones queries read): "float32" or
+        "float16" (half the bytes, about three significant digits).
     """
 
     def __init__(self, weigh: Weigh | None = None, merge_fraction: float = 0.1, min_merge: int = 50_000,
                  weigh_key: Callable[[], float] | None = None, reweigh_tolerance: float = 0.005,
-                 values: str = "float32", row_major: bool = True, term_bound: int = 2**31) -> None:
+                 values: str = "float32", row_major: bool = True, term_bound: int = 2**31,
+                 weighed_values: str = "float32") -> None:
         if not 0 < term_bound <= 2**31:
             raise ValueError(f"term_bound must be in (0, 2**31], got {term_bound}")
         self.term_bound = term_bound
@@ -91,6 +95,7 @@ class SparseIndex:
         if self.coded and weigh is not None:
             raise ValueError("int8 values cannot be weighed (weigh must be None)")
         self._values = np.dtype(np.int8) if self.coded else value_dtype(values)
+        self._weighed_values = value_dtype(weighed_values)
         # int8 values: each row's step (its largest magnitude / 127; 0 for a row with no terms)
         self._step = Column(np.float32)
         self.row_major = row_major
@@ -229,9 +234,10 @@ class SparseIndex:
             self.data = self._weighed()
 
     def _weighed(self) -> np.ndarray:
-        """Scoring values float32 of the CSC's raw values, with the weighting's current inputs."""
+        """Scoring values (``weighed_values``) of the CSC's raw values, with the weighting's current
+        inputs."""
         assert self._weigh is not None
-        return self._weigh(self.raw.astype(np.float32), self.indices.astype(np.int64)).astype(np.float32)
+        return self._weigh(self.raw.astype(np.float32), self.indices.astype(np.int64)).astype(self._weighed_values)
 
     def _rebuild(self, rows: np.ndarray, terms: np.ndarray, raw: np.ndarray) -> None:
         # term-major order (rows ascending within a term) without a float64 COO round trip

@@ -5,7 +5,7 @@ indexing, tenant-scoped statistics, search and similarity follow."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import structlog
@@ -25,6 +25,7 @@ class FieldSettings(SpaceSettings):
     k1: float = Field(1.2, gt=0)              # BM25 term-frequency saturation
     b: float = Field(0.5, ge=0, le=1)         # BM25 length normalisation
     merge_fraction: float = Field(0.1, gt=0)  # delta merged into the CSC past this share of entries
+    values: Literal["float32", "float16"] = "float16"  # how the postings keep the scored BM25 values
 
 
 class FieldSpace(SparseScoredSpace):
@@ -37,7 +38,8 @@ class FieldSpace(SparseScoredSpace):
         super().__init__(settings, catalog)
         cfg = self.config
         self.field = Bm25Field(catalog, lambda row: self.terms(self.catalog.memory(row)), k1=cfg.k1, b=cfg.b,
-                               merge_fraction=cfg.merge_fraction, sparse=True, values="float32")
+                               merge_fraction=cfg.merge_fraction, sparse=True, values="float32",
+                               weighed_values=cfg.values)
         self.index = self.field.index
         self.terms_of = settings.analyzer.build().terms
 

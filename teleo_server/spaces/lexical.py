@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -21,6 +21,7 @@ class LexicalSettings(SpaceSettings):
     k1: float = Field(0.9, gt=0)             # BM25 term-frequency saturation
     b: float = Field(0.4, ge=0, le=1)        # BM25 length normalisation
     merge_fraction: float = Field(0.1, gt=0)  # delta merged into the CSC past this share of entries
+    values: Literal["float32", "float16"] = "float16"  # how the postings keep the scored BM25 values
 
 
 @register
@@ -36,7 +37,8 @@ class LexicalSpace(SparseScoredSpace):
         super().__init__(settings, catalog)
         cfg = self.config
         self.terms_of = settings.analyzer.build().terms
-        self.field = Bm25Field(catalog, self._row_terms, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction)
+        self.field = Bm25Field(catalog, self._row_terms, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction,
+                               weighed_values=cfg.values)
         self.index = self.field.index
 
     # the field's statistics, read by goal labels, the keyword stage and the tests
