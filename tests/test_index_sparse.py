@@ -322,3 +322,33 @@ def test_reached_lists_every_row_the_query_scores(min_merge, weighed, many, monk
         assert idx.indices.size > 0 and idx.pending > 0, "both the CSC and the delta were read"
     else:
         assert 0 < idx._snap_n < idx.pending, "a snapshot and a tail were read"
+
+
+def test_weighed_values_kept_as_float16_score_the_same_before_and_after_a_merge():
+    """The delta's weighed values are rounded as the CSC keeps them, so merging changes no score;
+    and they are float16's rounding of the float32 weighing, not the float32 values themselves."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(5, 40, size=200).astype(np.float32)
+
+    def weigh(raw, rows):
+        return raw * 1.9 / (raw + 0.9 * (0.6 + 0.4 * lengths[rows] / 20.0))
+
+    half = SparseIndex(weigh=weigh, min_merge=10**9, weighed_values="float16")
+    full = SparseIndex(weigh=weigh, min_merge=10**9)
+    for r in range(200):
+        ids = rng.choice(300, size=rng.integers(1, 10), replace=False)
+        tf = rng.integers(1, 6, size=ids.size).astype(np.float32)
+        for idx in (half, full):
+            idx.add(r, ids, tf)
+    q_ids, q_w = rng.choice(300, size=25, replace=False).astype(np.int32), rng.random(25).astype(np.float32)
+    before = half.scores(ops("numpy"), q_ids, q_w)
+    rows_before, reached_before = half.reached(q_ids, q_w)
+    half.merge()
+    assert half.data.dtype == np.float16 and half.pending == 0
+    np.testing.assert_allclose(half.scores(ops("numpy"), q_ids, q_w), before, rtol=1e-6, atol=1e-7)
+    rows_after, reached_after = half.reached(q_ids, q_w)
+    assert rows_after.tolist() == rows_before.tolist()
+    np.testing.assert_allclose(reached_after, reached_before, rtol=1e-6, atol=1e-7)
+    exact = full.scores(ops("numpy"), q_ids, q_w)
+    np.testing.assert_allclose(before, exact, rtol=2e-3, atol=1e-4)
+    assert not np.array_equal(before, exact)

@@ -233,6 +233,12 @@ class SparseIndex:
             self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
             self.data = self._weighed()
 
+    def _weighed_delta(self, raw: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The delta's scoring values float32, rounded as the CSC keeps them (``weighed_values``),
+        so a row scores the same before and after its entries are merged."""
+        vals = np.asarray(self._weigh(raw, rows), dtype=np.float32)
+        return vals if self._weighed_values == np.float32 else vals.astype(self._weighed_values).astype(np.float32)
+
     def _weighed(self) -> np.ndarray:
         """Scoring values (``weighed_values``) of the CSC's raw values, with the weighting's current
         inputs."""
@@ -403,7 +409,7 @@ class SparseIndex:
             value_parts.append(self.data[pos].astype(np.float64) * np.repeat(q_w[in_main], lengths))
         if self.pending:
             which, rows, raw = self._delta_postings(q_ids)
-            vals = raw if self._weigh is None else self._weigh(raw, rows)
+            vals = raw if self._weigh is None else self._weighed_delta(raw, rows)
             rows_parts.append(rows)
             value_parts.append(np.asarray(vals, np.float64) * q_w[which])
         if not rows_parts:
@@ -448,7 +454,7 @@ class SparseIndex:
         """Add the delta's scores (snapshot and tail, weighed now) to ``out`` float32 (n_rows,)."""
         which, rows, raw = self._delta_postings(np.asarray(q_ids, np.int64).ravel())
         if rows.size:
-            vals = raw if self._weigh is None else self._weigh(raw, rows)
+            vals = raw if self._weigh is None else self._weighed_delta(raw, rows)
             weights = np.asarray(q_weights, np.float32).ravel()[which] * vals
             out += np.bincount(rows, weights=weights, minlength=self.n_rows)[: self.n_rows].astype(np.float32)
 
