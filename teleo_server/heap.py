@@ -16,8 +16,8 @@ query-time temporaries cheap, but during a bulk load, where index buffers double
 again between long-lived records, it leaves them scattered through the heaps: a loaded SciFact
 server held between 369 and 396 MB from one start to the next. ``whole_mappings`` gives each block
 of 128 KB or more a mapping of its own for the length of a load, so a freed buffer goes straight
-back to the system (three starts: 366.0, 365.9 and 365.9 MB), and then fixes the threshold at 32
-MB, where the heaps serve query temporaries as before. Fixed for the whole run at 128 KB,
+back to the system (three starts: 371.4, 371.4 and 371.5 MB), and then fixes the threshold at 32
+MB, where the heaps serve query temporaries as before. Fixed for the whole run at 128 KB (366 MB),
 `teleological` at 10,000 memories took 12.0 ms instead of 9.7: every large temporary paid for
 fresh pages.
 """

@@ -17,6 +17,12 @@ import numpy as np
 from teleo_server.index.chunks import ranges, slices
 
 
+def _copy(buffer: array, dtype: type) -> np.ndarray:
+    """The write buffer's entries as a NumPy array of their own: a view would keep the buffer
+    exported while NumPy works without the GIL, and an append in the meantime would fail."""
+    return np.frombuffer(buffer.tobytes(), dtype=dtype)
+
+
 class KeyedPostings:
     """key (int64) -> ids (int32) posted under it, in the order they were added."""
 
@@ -51,8 +57,8 @@ class KeyedPostings:
         """Fold the write buffer into the CSR."""
         if not self._p_ids:
             return
-        keys = np.concatenate([np.repeat(self.keys, np.diff(self.offsets)), np.frombuffer(self._p_keys, dtype=np.int64)])
-        ids = np.concatenate([self.ids, np.frombuffer(self._p_ids, dtype=np.int32)])
+        keys = np.concatenate([np.repeat(self.keys, np.diff(self.offsets)), _copy(self._p_keys, np.int64)])
+        ids = np.concatenate([self.ids, _copy(self._p_ids, np.int32)])
         order = np.argsort(keys, kind="stable")  # stable: each key's ids stay in the order posted
         keys, self.ids = keys[order], ids[order]
         first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
@@ -67,9 +73,9 @@ class KeyedPostings:
         out = [self._from(self.keys, self.offsets, self.ids, keys)]
         if self._p_ids:
             if self._p_sorted is None:
-                p_keys = np.frombuffer(self._p_keys, dtype=np.int64)
+                p_keys = _copy(self._p_keys, np.int64)
                 order = np.argsort(p_keys, kind="stable")
-                self._p_sorted = (p_keys[order], np.frombuffer(self._p_ids, dtype=np.int32)[order])
+                self._p_sorted = (p_keys[order], _copy(self._p_ids, np.int32)[order])
             p_keys, p_ids = self._p_sorted
             lo, hi = np.searchsorted(p_keys, keys, "left"), np.searchsorted(p_keys, keys, "right")
             out.append(p_ids[ranges(lo, hi - lo)])
