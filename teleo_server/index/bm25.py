@@ -22,6 +22,7 @@ import numpy as np
 
 from teleo_server.compute.sets import group_sum
 from teleo_server.index.catalog import Catalog, Column
+from teleo_server.index.keyed import shared_id
 from teleo_server.index.sparse import SparseIndex, rows_sized
 
 
@@ -71,7 +72,7 @@ class Bm25Field:
     def _term_id(self, term: str) -> int:
         tid = self.vocab.get(term)
         if tid is None:
-            tid = len(self.terms)
+            tid = shared_id(len(self.terms))
             self.vocab[term] = tid
             self.terms.append(term)
             self.df.append(0)

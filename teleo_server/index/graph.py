@@ -35,6 +35,7 @@ import scipy.sparse as sp
 
 from teleo_server.compute.sets import distinct
 from teleo_server.index.chunks import slices
+from teleo_server.index.keyed import shared_id
 
 
 class GrowingMatrix:
@@ -134,7 +135,7 @@ class MemoryGraph:
     def entity(self, key: str, create: bool = True) -> int:
         e = self.entity_of.get(key)
         if e is None and create:
-            e = self.entity_of[key] = len(self.entity_keys)
+            e = self.entity_of[key] = shared_id(len(self.entity_keys))
             self.entity_keys.append(key)
         return -1 if e is None else e
 

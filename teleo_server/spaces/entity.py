@@ -35,7 +35,7 @@ from teleo_server.analysis import ENGLISH_STOPWORDS
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.entities import PROPER, extract, normalize_key
 from teleo_server.index.catalog import Catalog
-from teleo_server.index.keyed import KeyedPostings
+from teleo_server.index.keyed import KeyedPostings, shared_id
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.fielded import FieldSettings, FieldSpace
@@ -124,7 +124,7 @@ class EntitySpace(FieldSpace):
                     if w not in _CONNECTORS and w not in ENGLISH_STOPWORDS and len(w) > 2:
                         wid = self._word_id.get(w)
                         if wid is None:
-                            wid = self._word_id[w] = len(self._word_sizes)
+                            wid = self._word_id[w] = shared_id(len(self._word_sizes))
                             grams = _trigrams(w)
                             self._word_sizes.append(len(grams))
                             self._word_grams.add(grams, wid)
