@@ -249,26 +249,23 @@ class MemoryCore:
             version = None
 
         def load() -> tuple[int, int]:
-            with whole_mappings():  # buffers freed during the load go back to the system at once
-                return load_all()
-
-        def load_all() -> tuple[int, int]:
             nonlocal version
-            loaded = stale = 0
-            for memory, emb in self.store.iter_memories():
-                if version is None:
-                    version = emb.model_version
-                if emb.model_version != version:
-                    stale += 1  # other model's vectors must never be mixed in; re-embedded later
-                    continue
-                emb, recode = self._indexable(emb, self._retag)
-                if recode:
-                    self._recode.add(memory.id)
-                self.retriever.add(memory, emb)
-                loaded += 1
-            self.retriever.settle()
-            release_memory()  # the load's temporaries (decoded vectors, merge buffers) are gone
-            return loaded, stale
+            with whole_mappings():  # buffers freed during the load go back to the system at once
+                loaded = stale = 0
+                for memory, emb in self.store.iter_memories():
+                    if version is None:
+                        version = emb.model_version
+                    if emb.model_version != version:
+                        stale += 1  # other model's vectors must never be mixed in; re-embedded later
+                        continue
+                    emb, recode = self._indexable(emb, self._retag)
+                    if recode:
+                        self._recode.add(memory.id)
+                    self.retriever.add(memory, emb)
+                    loaded += 1
+                self.retriever.settle()
+                release_memory()  # the load's temporaries (decoded vectors, merge buffers) are gone
+                return loaded, stale
 
         loaded, stale = await self._on_index(load)
         settings = getattr(self.retriever, "settings", None)  # a retriever may have no text analyser

@@ -42,28 +42,23 @@ SERVE_MMAP_THRESHOLD = 32 * 1024 * 1024  # the largest its dynamic threshold rea
 
 
 @functools.cache
-def _libc():
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str, argtypes: tuple, restype: type):
+    """The C library's function ``name`` with its signature (None where there is no such function:
+    other allocators than glibc's return memory by themselves and have no thresholds)."""
+    lib = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name) if name else None
-    except OSError:
+        fn = getattr(ctypes.CDLL(lib), name) if lib else None
+    except (OSError, AttributeError):
         return None
-
-
-@functools.cache
-def _mallopt():
-    """glibc's ``mallopt`` (None elsewhere)."""
-    libc = _libc()
-    fn = getattr(libc, "mallopt", None) if libc is not None else None
     if fn is not None:
-        fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        fn.argtypes, fn.restype = list(argtypes), restype
     return fn
 
 
 def mmap_threshold(size: int) -> bool:
     """Serve every block of ``size`` bytes or more from a mapping of its own, returned to the
     system when freed (fixed: it no longer rises by itself). False where that is not available."""
-    fn = _mallopt()
+    fn = _libc_function("mallopt", (ctypes.c_int, ctypes.c_int), ctypes.c_int)
     return bool(fn is not None and fn(_M_MMAP_THRESHOLD, int(size)) == 1)
 
 
@@ -79,19 +74,9 @@ def whole_mappings() -> Iterator[bool]:
             mmap_threshold(SERVE_MMAP_THRESHOLD)
 
 
-@functools.cache
-def _malloc_trim():
-    """glibc's ``malloc_trim`` (None elsewhere: other allocators return memory by themselves)."""
-    libc = _libc()
-    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
 def release_memory() -> bool:
     """Return the allocator's free pages to the system; False where that is not available."""
-    trim = _malloc_trim()
+    trim = _libc_function("malloc_trim", (ctypes.c_size_t,), ctypes.c_int)
     return bool(trim is not None and trim(0) >= 0)
 
 

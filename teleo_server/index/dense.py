@@ -94,13 +94,11 @@ class DenseIndex:
         per_row = self.dim * self.values.itemsize + len(self.truncations) * 4 + (4 if self.quantized else 0)
         return self.n * per_row + self.n
 
-    def vectors(self, rows: np.ndarray | slice, n: int | None = None) -> np.ndarray:
-        """float32 rows (len(rows), dim): copies of the stored rows, int8 ones scaled back (a slice
-        reads the first ``n`` rows, ``self.n`` unless an add is writing more)."""
+    def vectors(self, rows: np.ndarray | slice) -> np.ndarray:
+        """float32 rows (len(rows), dim): copies of the stored rows, int8 ones scaled back."""
         if isinstance(rows, slice):
-            n = self.n if n is None else n
-            got = self._m[:n][rows].astype(np.float32)
-            return got * self._scale[:n][rows, None] if self.quantized else got
+            got = self._m[: self.n][rows].astype(np.float32)
+            return got * self._scale[: self.n][rows, None] if self.quantized else got
         return self._rows(np.asarray(rows, dtype=np.int64))
 
     def prefix_scores(self, d: int, query_prefix: np.ndarray) -> np.ndarray:
@@ -144,7 +142,7 @@ class DenseIndex:
         else:
             self._m[self.n : need] = vectors
         # prefix norms of the rows as held (what a prefix scan multiplies)
-        held = self.vectors(slice(self.n, need), self.n + b) if self._pnorm else None
+        held = self._rows(rows) if self._pnorm else None
         for d, t in self._pnorm.items():
             t[self.n : need] = np.linalg.norm(held[:, :d], axis=1)
         self.alive[self.n : need] = True

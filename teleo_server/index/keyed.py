@@ -56,11 +56,6 @@ class KeyedPostings:
         """Postings held (a key's id counted once each time it was posted)."""
         return int(self.ids.size) + len(self._p_ids)
 
-    @property
-    def nbytes(self) -> int:
-        return (self.keys.nbytes + self.offsets.nbytes + self.ids.nbytes
-                + self._p_keys.itemsize * len(self._p_keys) + self._p_ids.itemsize * len(self._p_ids))
-
     def add(self, keys: Iterable[int], id_: int) -> None:
         """Post ``id_`` under each of ``keys`` (give each key once)."""
         for key in keys:

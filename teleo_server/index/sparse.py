@@ -171,18 +171,14 @@ class SparseIndex:
         return np.clip(np.rint(values / step), -127, 127).astype(np.int8), step
 
     def steps(self, rows: np.ndarray) -> np.ndarray:
-        """float32 (len(rows),): each row's step (int8 values; 0 for rows never given terms)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        out = np.zeros(rows.size, dtype=np.float32)
-        known = rows < self._step.n
-        out[known] = self._step.view[rows[known]]
-        return out
+        """float32 (len(rows),): each row's step (int8 values; 0 for rows never given terms). Every
+        row below ``n_rows`` has one: add, grow_rows and compact keep them padded."""
+        return self._step.view[np.asarray(rows, dtype=np.int64)]
 
     def _decoded(self, raw: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Raw stored values float32 as given to :meth:`add` (int8 codes times their row's step)."""
-        if not self.coded:
-            return raw.astype(np.float32)
-        return raw.astype(np.float32) * self.steps(rows)
+        got = raw.astype(np.float32, copy=False)
+        return got * self.steps(rows) if self.coded else got
 
     def grow_rows(self, n_rows: int) -> None:
         """Account for rows that carry no terms at all (empty documents)."""
@@ -323,7 +319,7 @@ class SparseIndex:
         if not parts:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
         which, rows, raw = (np.concatenate(c) for c in zip(*parts))
-        return which, rows, self._decoded(raw, rows) if self.coded else raw
+        return which, rows, self._decoded(raw, rows)
 
     def postings_count(self, q_ids: np.ndarray) -> int:
         """How many stored entries the given terms hold (CSC and delta): an upper bound, known
@@ -369,8 +365,7 @@ class SparseIndex:
         if self.pending:
             self._score_delta(q_ids, q_weights, out)
         if self.coded:
-            steps = self._step.view
-            out *= steps[: out.size] if steps.size >= out.size else np.pad(steps, (0, out.size - steps.size))
+            out *= self._step.view[: out.size]
         return out
 
     def _fresh_weights(self) -> None:
