@@ -166,11 +166,11 @@ def test_spmv_device_checks(to_device):
     indptr, indices, data = (to_device(a) for a in _index())
     q = to_device(np.zeros(2, np.int32))
     with pytest.raises(Internal, match="q_weights"):
-        spmv_accumulate(indptr, indices, data, q, to_device(np.ones(1, np.float32)), to_device(np.zeros(4, np.float32)))
+        spmv_accumulate(indptr, indices, data, q, to_device(np.ones(1, np.float32)), to_device(np.zeros(4, np.float64)))
     with pytest.raises(Internal, match="indptr"):
         spmv_accumulate(to_device(np.zeros(0, np.int64)), to_device(np.zeros(0, np.int32)),
                         to_device(np.zeros(0, np.float32)), q, to_device(np.ones(2, np.float32)),
-                        to_device(np.zeros(4, np.float32)))
+                        to_device(np.zeros(4, np.float64)))
 
 
 def test_resident_sparse_search_checks_the_query(to_device):

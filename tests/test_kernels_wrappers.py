@@ -118,11 +118,31 @@ def test_spmv_device_accumulates_segments(device):
     a, b = csc(rng, 50, 400, 0.05), csc(rng, 50, 400, 0.05)
     q_ids = np.array([1, 7, 7, 49, 50], np.int32)
     q_w = np.array([1.0, 0.5, 0.5, 2.0, 9.0], np.float32)
-    out = xp.zeros(400, xp.float32)
+    out = xp.zeros(400, xp.float64)
     for seg in (a, b):
         spmv_accumulate(*(xp.asarray(x) for x in seg), xp.asarray(q_ids), xp.asarray(q_w), out)
     want = sparse.spmv_scores(*a, 400, q_ids, q_w) + sparse.spmv_scores(*b, 400, q_ids, q_w)
     np.testing.assert_allclose(device.to_host(out), want, rtol=1e-6)
+
+
+def test_spmv_device_scores_are_the_references_bits(device):
+    """float64 sums rounded once, as the reference does: no ulp of difference that would reorder
+    equal scores between the CPU and GPU backends (float32 atomics gave one in most rows here)."""
+    xp = device.xp
+    from teleo_server.gpu.spmv import spmv_scores_device
+
+    rng = np.random.default_rng(11)
+    n_rows, vocab = 3000, 64
+    dense_w = np.where(rng.random((vocab, n_rows)) < 0.5, rng.random((vocab, n_rows)), 0.0).astype(np.float32)
+    t, r = np.nonzero(dense_w)
+    indptr = np.concatenate([[0], np.cumsum((dense_w > 0).sum(axis=1))]).astype(np.int64)
+    index = (indptr, r.astype(np.int32), dense_w[t, r])
+    q_ids = np.arange(vocab, dtype=np.int32)
+    q_w = rng.random(vocab).astype(np.float32) * 3
+    got = device.to_host(spmv_scores_device(*(xp.asarray(x) for x in index), n_rows, xp.asarray(q_ids),
+                                            xp.asarray(q_w)))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, sparse.spmv_scores(*index, n_rows, q_ids, q_w))
 
 
 @pytest.mark.parametrize("dim", [7, 64, 96, 200, 384, 1000])

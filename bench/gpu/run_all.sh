@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# GPU check in one command: the compute/kernel tests (gpu cases included) and the kernel
-# benchmarks, with the device named. Needs CUDA, CuPy (cupy-cuda13x on CUDA 13), numpy, scipy
-# and pytest; not pydantic, structlog, gRPC or cuVS (the CAGRA test skips without cuVS).
+# GPU check in one command: the compute/kernel tests (gpu cases included), the kernel
+# benchmarks, the index conformance suite on the device and the pipeline's latency on the numpy
+# and cupy backends, with the device named. Needs CUDA, CuPy (cupy-cuda13x on CUDA 13), numpy,
+# scipy and pytest; the conformance suite and the pipeline also need pydantic, pydantic-settings,
+# python-dotenv, stop-words and structlog (the wheels of bench/gpu/wheels.txt: install them
+# first on a machine that reaches no registry; they are skipped, saying so, when missing). Not gRPC or cuVS (the
+# CAGRA test skips without cuVS).
 #
 #   OUT=/some/dir bench/gpu/run_all.sh        # results under $OUT, else bench/results/
+#   PIPELINE_SIZES=10000,100000 ...           # memories for the pipeline latency (default 10000)
 #
-# Writes: device.txt, gpu_tests.txt, bench.log, kernels.jsonl, kernels.md.
+# Writes: device.txt, gpu_tests.txt, bench.log, kernels.jsonl, kernels.md, conformance.txt,
+# pipeline.jsonl, pipeline.md.
 # Exit status: non-zero if a test failed or a benchmark case disagreed with the reference.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,10 +41,31 @@ tests_rc=${PIPESTATUS[0]}
 rm -f "$OUT/kernels.jsonl" "$OUT/kernels.md"
 "$PY" bench/gpu/bench_kernels.py --backend cupy --sizes 100000,1000000 --out "$OUT" 2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
+
+# The application's layers on the device: the GPU-resident backends through the same conformance
+# suite as the in-process indexes, then the whole pipeline, numpy against cupy, answers compared.
+if "$PY" -c "import pydantic, pydantic_settings, stop_words, structlog" 2>/dev/null; then
+    # dense.hnsw is a CPU backend (CI runs it); hnswlib ships no wheel, so a bare image may lack it.
+    only=(); "$PY" -c "import hnswlib" 2>/dev/null || only=(-k "not hnsw")
+    "$PY" -m pytest --noconftest -p no:cacheprovider -q -rs "${only[@]}" tests/test_index_conformance.py 2>&1 \
+        | tee "$OUT/conformance.txt"
+    conf_rc=${PIPESTATUS[0]}
+    # the same float32 dense rows on both sides (by default the host keeps int8 rows), so the
+    # answers can be compared: the run fails when fewer than 99% of the top-10 sets agree
+    "$PY" bench/gpu/pipeline_latency.py --sizes "${PIPELINE_SIZES:-10000}" --backends numpy,cupy \
+        --settings '{"spaces": {"E1_semantic": {"values": "float32"}}}' \
+        --out "$OUT" 2>&1 | grep -v '\[info' | tee -a "$OUT/bench.log"
+    pipe_rc=${PIPESTATUS[0]}
+else
+    echo "pydantic, pydantic-settings, stop-words or structlog is missing: conformance suite and pipeline latency skipped" \
+        | tee "$OUT/conformance.txt"
+    conf_rc=0 pipe_rc=0
+fi
+
 # The CPU backend on the same host at 100K: the named peer for the GPU numbers in kernels.md.
 "$PY" bench/gpu/bench_kernels.py --backend numpy --sizes 100000 --repeat 3 --max-seconds 10 --out "$OUT" 2>&1 \
     | tee -a "$OUT/bench.log"
 peer_rc=${PIPESTATUS[0]}
 
-echo "tests rc=$tests_rc  gpu bench rc=$bench_rc  cpu bench rc=$peer_rc  results in $OUT"
-[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$peer_rc" -eq 0 ]
+echo "tests rc=$tests_rc  gpu bench rc=$bench_rc  cpu bench rc=$peer_rc  conformance rc=$conf_rc  pipeline rc=$pipe_rc  results in $OUT"
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$peer_rc" -eq 0 ] && [ "$conf_rc" -eq 0 ] && [ "$pipe_rc" -eq 0 ]

@@ -142,9 +142,9 @@ def _spmv(indptr, indices, data, n_rows: int, q_ids, q_weights, mask) -> tuple[A
     ids, w = _query(q_ids, q_weights)
     mask = _check_mask(mask, n_rows)
     xp = runtime.current().xp
-    scores = xp.zeros(n_rows, dtype=xp.float32)
+    scores = xp.zeros(n_rows, dtype=xp.float64)
     spmv_accumulate(*_device_index(indptr, indices, data), xp.asarray(ids), xp.asarray(w), scores)
-    return scores, _device_mask(mask)
+    return scores.astype(xp.float32), _device_mask(mask)
 
 
 def spmv_scores(indptr, indices, data, n_rows, q_ids, q_weights) -> np.ndarray:

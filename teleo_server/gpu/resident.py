@@ -180,10 +180,10 @@ class ResidentSparseIndex:
     def scores(self, q_ids: Any, q_weights: Any) -> Any:
         """device array float32 (n_rows,), device: summed over every segment."""
         xp = self._rt.xp
-        scores = xp.zeros(self.live.n_rows, dtype=xp.float32)
+        scores = xp.zeros(self.live.n_rows, dtype=xp.float64)
         for indptr, indices, data in self.segments:
             spmv_accumulate(indptr, indices, data, q_ids, q_weights, scores)
-        return scores
+        return scores.astype(xp.float32)  # rounded once, after every segment: the reference's bits
 
     def search(self, q_ids: np.ndarray, q_weights: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` live rows (score > 0), host int32 ids and float32 scores, best first."""

@@ -32,7 +32,8 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
     data : device array float32, shape (nnz,), device
     q_ids : device array int32, shape (Q,), device; ids outside [0, V) are ignored
     q_weights : device array float32, shape (Q,), device
-    scores : device array float32, shape (N,), device; accumulated into with float32 atomics
+    scores : device array float64, shape (N,), device; accumulated into with float64 atomics
+        (rounded to float32 by the caller once every segment is in: the reference's bits)
     """
     rt = runtime.current()
     xp = rt.xp
@@ -40,7 +41,7 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
     _check_index(indptr, indices, data)
     _checks.device_array("q_ids", q_ids, np.int32, 1)
     _checks.device_array("q_weights", q_weights, np.float32, 1, (q_ids.shape[0],))
-    _checks.device_array("scores", scores, np.float32, 1)
+    _checks.device_array("scores", scores, np.float64, 1)
     n_terms = int(q_ids.shape[0])
     if n_terms == 0 or indices.shape[0] == 0 or scores.shape[0] == 0:
         return
@@ -63,9 +64,9 @@ def spmv_scores_device(indptr: Any, indices: Any, data: Any, n_rows: int, q_ids:
     rt = runtime.current()
     xp = rt.xp
 
-    scores = xp.zeros(int(n_rows), dtype=xp.float32)
+    scores = xp.zeros(int(n_rows), dtype=xp.float64)
     spmv_accumulate(indptr, indices, data, q_ids, q_weights, scores)
-    return scores
+    return scores.astype(xp.float32)
 
 
 def spmv_topk_device(

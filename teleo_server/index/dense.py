@@ -30,6 +30,8 @@ from teleo_server.index.catalog import shrunk
 log = structlog.get_logger(__name__)
 # rows gathered per block when scoring given rows (256 x 384 float32 = 384 KB, an L2's worth)
 GATHER_BLOCK = 256
+# Extra rows a device scan (fp16 rows) fetches beyond k for the float32 rescoring on the host.
+DEVICE_MARGIN = 32
 
 
 ROW_VALUES = ("float32", "float16", "int8")
@@ -247,18 +249,20 @@ class DenseIndex:
             except RuntimeError:
                 # hnswlib refuses when deletions leave fewer reachable items than asked for
                 log.warning("dense_hnsw_fallback_exact", k=k)
+        host = ops.name == "numpy" or self.quantized  # int8 rows are a host layout
         if dim is None or dim >= self.dim or dim not in self._pnorm:
-            # the host scan is memoised for the candidates' scoring; int8 rows are a host layout
-            if ops.name == "numpy" or self.quantized:
+            if host:  # the host scan is memoised for the candidates' scoring
                 ids, scores = ops.topk(self.full_scores(query), k, mask=live)
-            else:
-                ids, scores = ops.dense_topk(self.matrix, query, k, mask=live)
-            return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
-        fetch = min(k * self.oversample, self.n)
-        if ops.name == "numpy" or self.quantized:
-            ids, _ = ops.topk(self.prefix_scores(dim, _normalise(query[:dim])), fetch, mask=live)
-        else:  # a device scan re-normalises the prefix in the same pass
-            ids, _ = ops.dense_topk(self.matrix, query, fetch, mask=live, dim=dim)
+                return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+            # A device scan reads fp16 rows: it over-fetches, and the host rescores the rows it
+            # found in float32, so the answer is the host's unless fp16 moved a row past the margin.
+            ids, _ = ops.dense_topk(self.matrix, query, min(max(2 * k, k + DEVICE_MARGIN), self.n), mask=live)
+        else:
+            fetch = min(k * self.oversample, self.n)
+            if host:
+                ids, _ = ops.topk(self.prefix_scores(dim, _normalise(query[:dim])), fetch, mask=live)
+            else:  # a device scan re-normalises the prefix in the same pass
+                ids, _ = ops.dense_topk(self.matrix, query, fetch, mask=live, dim=dim)
         ids = np.asarray(ids, dtype=np.int64)
         full = self._rows(ids) @ query
         order = np.argsort(-full, kind="stable")[:k]

@@ -1,0 +1,119 @@
+"""Retrieval latency of the whole pipeline, in-process, on the numpy and cupy backends.
+
+The same synthetic corpus (precomputed vectors: no query embedding is timed) is indexed once per
+backend; every query runs on each, and the answers are compared (same top-10 ids in the same
+order, and as sets) before any time is reported. Complements ``bench_kernels.py``, which times the
+kernels alone.
+
+    python bench/gpu/pipeline_latency.py --sizes 10000 --backends numpy,cupy --out DIR
+
+Writes ``pipeline.jsonl`` (one object per size, backend and profile, plus the agreement) and
+``pipeline.md`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench.harness import teleo_inproc as inproc  # noqa: E402
+from bench.harness.synthetic import CorpusSpec, make_corpus, make_queries  # noqa: E402
+from bench.harness.workloads.scale import memory_of  # noqa: E402
+
+
+def device_name(backend: str) -> str:
+    if backend != "cupy":
+        return platform.processor() or platform.machine()
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def measure(size: int, backend: str, profiles: list[str], n_queries: int, repeat: int, settings: dict) -> dict:
+    corpus = make_corpus(CorpusSpec(n=size))
+    queries = make_queries(corpus, n_queries)
+    retriever = inproc.make(settings, backend=backend)
+    _, build_s = inproc.build(retriever, ((memory_of(corpus, i), corpus.embedding(i)) for i in range(size)))
+    inproc.warm_up(retriever, queries.texts[0], queries.embedding(0), profiles)
+    out: dict = {"build_s": build_s, "profiles": {}}
+    for profile in profiles:
+        walls: list[float] = []
+        answers: list[list[str]] = []
+        stages: dict[str, list[float]] = {}
+        for rep in range(repeat):
+            for j in range(len(queries)):
+                run = inproc.run_query(retriever, queries.texts[j], queries.embedding(j), profile, 10)
+                walls.append(run.wall_ms)
+                for name, ms in run.stages.items():
+                    stages.setdefault(name, []).append(ms)
+                if rep == 0:
+                    answers.append(run.ids)
+        out["profiles"][profile] = {
+            "p50_ms": float(np.percentile(walls, 50)), "p95_ms": float(np.percentile(walls, 95)),
+            "p99_ms": float(np.percentile(walls, 99)), "queries": len(walls),
+            "stage_p50_ms": {k: float(np.percentile(v, 50)) for k, v in stages.items()},
+            "answers": answers,
+        }
+    return out
+
+
+def write(out: Path, rows: list[dict], lines: list[str], backends: list[str]) -> None:
+    agreement = "; ".join(f"{r['size']:,} {r['profile']} {r['backend']}: same set {r['top10_same_set']:.3f}, "
+                          f"same order {r['top10_same_order']:.3f}" for r in rows if r["backend"] != backends[0])
+    (out / "pipeline.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "pipeline.md").write_text("\n".join([*lines, "", f"Agreement (top-10 against {backends[0]}): {agreement}"]) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000")
+    ap.add_argument("--backends", default="numpy,cupy")
+    ap.add_argument("--profiles", default="teleological,hybrid")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--settings", type=json.loads, default={},
+                    help="pipeline settings (JSON) for every backend, e.g. the same dense row values on each: "
+                         "'{\"spaces\": {\"E1_semantic\": {\"values\": \"float32\"}}}' (the default, auto, "
+                         "keeps int8 rows on numpy and float32 on a device)")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    profiles = args.profiles.split(",")
+    backends = args.backends.split(",")
+    rows, lines = [], ["| memories | profile | backend (device) | p50 ms | p95 ms | p99 ms | build s |",
+                       "| --- | --- | --- | --- | --- | --- | --- |"]
+    failed = False
+    for size in (int(s) for s in args.sizes.split(",")):
+        results = {b: measure(size, b, profiles, args.queries, args.repeat, args.settings) for b in backends}
+        for profile in profiles:
+            ref = results[backends[0]]["profiles"][profile]["answers"]
+            for b in backends:
+                r = results[b]["profiles"][profile]
+                same_order = float(np.mean([a == x for a, x in zip(ref, r["answers"])]))
+                same_set = float(np.mean([set(a) == set(x) for a, x in zip(ref, r["answers"])]))
+                row = {"size": size, "profile": profile, "backend": b, "device": device_name(b),
+                       "build_s": results[b]["build_s"], "top10_same_order": same_order,
+                       "top10_same_set": same_set, "versus": backends[0], "settings": args.settings,
+                       **{k: v for k, v in r.items() if k != "answers"}}
+                rows.append(row)
+                lines.append(f"| {size:,} | {profile} | {b} ({row['device']}) | {r['p50_ms']:.2f} | "
+                             f"{r['p95_ms']:.2f} | {r['p99_ms']:.2f} | {results[b]['build_s']:.1f} |")
+                print(json.dumps({k: v for k, v in row.items() if k != "stage_p50_ms"}), flush=True)
+                failed |= same_set < 0.99
+        write(args.out, rows, lines, backends)  # after each size, so a run cut short keeps what it measured
+    print((args.out / "pipeline.md").read_text())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
