@@ -71,9 +71,9 @@ def test_name_tables_share_one_int_object_per_id():
     for i in range(350):
         text = f"{names[i]} wrote {words[2 * i]} and {words[2 * i + 1]} in Zurich."
         r.add(syn.memory(f"m{i}", text), syn.embedding())
-    lexical = r.spaces["E6_lexical"].field.vocab
-    entity = r.spaces["E11_entity"].field.vocab
-    graph = r.spaces["E8_graph"].graph.entity_of
+    lexical = dict(r.spaces["E6_lexical"].field.vocab.items())
+    entity = dict(r.spaces["E11_entity"].field.vocab.items())
+    graph = dict(r.spaces["E8_graph"].graph.entity_of.items())
     big = [v for v in lexical.values() if v > 300]
     assert big, "the lexical vocabulary grew past the small-int cache"
     by_value = {v: v for v in big}

@@ -16,14 +16,14 @@ memory for reads that touch a few hundred memories at most.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from teleo_server.compute.sets import group_sum
 from teleo_server.index.catalog import Catalog, Column
-from teleo_server.index.keyed import shared_id
 from teleo_server.index.sparse import SparseIndex, rows_sized
+from teleo_server.index.terms import TermTable
 
 
 class Bm25Field:
@@ -39,8 +39,7 @@ class Bm25Field:
         self.catalog = catalog
         self.row_terms = row_terms
         self.k1, self.b, self.sparse = k1, b, sparse
-        self.vocab: dict[str, int] = {}
-        self.terms: list[str] = []
+        self.vocab = TermTable()  # term -> id, in a few arrays (about 28 bytes a term)
         self.df = Column(np.int64)
         self.doc_len = Column(np.float32)
         self._len_sum = 0.0
@@ -69,18 +68,17 @@ class Bm25Field:
         return np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
 
     # ---- writes ----------------------------------------------------------------------------------
-    def _term_id(self, term: str) -> int:
-        tid = self.vocab.get(term)
-        if tid is None:
-            tid = shared_id(len(self.terms))
-            self.vocab[term] = tid
-            self.terms.append(term)
-            self.df.append(0)
-        return tid
+    @property
+    def terms(self) -> Sequence[str]:
+        """Every term in id order."""
+        return self.vocab.terms
 
     def add(self, row: int, counts: Mapping[str, float]) -> None:
         """Index memory ``row`` with its term frequencies (rows arrive in increasing order)."""
-        ids = np.fromiter((self._term_id(t) for t in counts), dtype=np.int64, count=len(counts))
+        known = len(self.vocab)
+        ids = np.array(self.vocab.add_all(list(counts)), dtype=np.int64)
+        if len(self.vocab) > known:  # new terms
+            self.df.extend(np.zeros(len(self.vocab) - known, dtype=np.int64))
         tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
         while self.doc_len.n < row:
             self.doc_len.append(0.0)
@@ -98,7 +96,7 @@ class Bm25Field:
         the row's distinct terms, re-derived by the owner from the memory's text."""
         length = float(self.doc_len.view[row]) if row < self.doc_len.n else 0.0
         self._len_sum -= length
-        ids = [self.vocab[t] for t in terms if t in self.vocab]
+        ids = [t for t in self.vocab.ids_of(list(terms)) if t is not None]
         if ids:
             self.df.view[np.array(ids, dtype=np.int64)] -= 1
             self._n_docs -= 1
@@ -109,7 +107,7 @@ class Bm25Field:
         self.doc_len.keep(keep_rows[keep_rows < self.doc_len.n])
         self.index.compact(keep_rows)
         counts = np.diff(self.index.indptr)
-        df = np.zeros(len(self.terms), dtype=np.int64)
+        df = np.zeros(len(self.vocab), dtype=np.int64)
         df[: counts.size] = counts
         self.df = Column(np.int64)
         self.df.extend(df)
@@ -119,7 +117,7 @@ class Bm25Field:
     # ---- reads -----------------------------------------------------------------------------------
     def term_weights(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The ids int32 (unique) and IDF weights float32 of those ``terms`` the field knows."""
-        ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
+        ids = sorted({t for t in self.vocab.ids_of(terms) if t is not None})
         arr = np.array(ids, dtype=np.int64)
         return arr.astype(np.int32), self.idf(arr)
 
@@ -164,8 +162,8 @@ class Bm25Field:
 
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Unit-norm BM25-weighted term vector of one memory (term ids int64, weights float32)."""
-        vocab = self.vocab
-        known = [(vocab[t], float(c)) for t, c in self.row_terms(row).items() if c > 0 and t in vocab]
+        counts = [(t, float(c)) for t, c in self.row_terms(row).items() if c > 0]
+        known = [(tid, c) for tid, (_, c) in zip(self.vocab.ids_of([t for t, _ in counts]), counts) if tid is not None]
         terms = np.fromiter((t for t, _ in known), dtype=np.int64, count=len(known))
         tf = np.fromiter((c for _, c in known), dtype=np.float32, count=len(known))
         w = self._tf_part(tf, np.full(terms.size, row, dtype=np.int64)) * self.idf(terms)

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from teleo_server.compute.sets import distinct
 from teleo_server.index.chunks import slices
-from teleo_server.index.keyed import shared_id
+from teleo_server.index.terms import TermTable
 
 
 class GrowingMatrix:
@@ -117,8 +117,7 @@ class MemoryGraph:
     """Memories, entities and links as sparse matrices (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.entity_of: dict[str, int] = {}
-        self.entity_keys: list[str] = []
+        self.entity_of = TermTable()       # entity key -> id, in a few arrays
         self.incidence = GrowingMatrix()   # memory row x entity
         self.links = GrowingMatrix()       # memory row x memory row, symmetric
         self.n_rows = 0
@@ -129,21 +128,18 @@ class MemoryGraph:
 
     @property
     def n_entities(self) -> int:
-        return len(self.entity_keys)
+        return len(self.entity_of)
 
     # ---- writes ----------------------------------------------------------------------------------
     def entity(self, key: str, create: bool = True) -> int:
-        e = self.entity_of.get(key)
-        if e is None and create:
-            e = self.entity_of[key] = shared_id(len(self.entity_keys))
-            self.entity_keys.append(key)
+        e = self.entity_of.add(key) if create else self.entity_of.get(key)
         return -1 if e is None else e
 
     def add_memory(self, row: int, entity_keys: list[str]) -> None:
         self.version += 1
         self.n_rows = max(self.n_rows, row + 1)
         if entity_keys:
-            ents = np.array(sorted({self.entity(k) for k in entity_keys}), dtype=np.int64)
+            ents = np.array(sorted(set(self.entity_of.add_all(entity_keys))), dtype=np.int64)
             self.incidence.add(np.full(ents.size, row, np.int64), ents, np.ones(ents.size, np.float32))
 
     def link(self, a: int, b: int, weight: float) -> None:

@@ -287,11 +287,45 @@ class SparseIndex:
         self._r_terms.extend(terms)
         self._r_raw.extend(raw)
 
+    def rows_entries(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every stored entry of the given rows (distinct), CSC and delta alike, in one pass over
+        all the postings: which row (index into ``rows``) int64, term id int64 and scoring value
+        float32 of each (weighed as queries read them). O(entries of the whole index), for an
+        index without the row-major copy: comparisons between memories are rare, the copy's bytes
+        are paid by every memory."""
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        if not rows.size:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        where = np.full(max(self.n_rows, int(rows.max()) + 1), -1, dtype=np.int64)
+        where[rows] = np.arange(rows.size)
+        which, terms, raw, of = [], [], [], []
+        if self.indices.size:
+            pos = np.flatnonzero(where[self.indices] >= 0)
+            of.append(self.indices[pos].astype(np.int64))
+            terms.append(np.searchsorted(self.indptr, pos, side="right") - 1)
+            raw.append(self.raw[pos])
+        if self.pending:
+            d_rows, d_terms, d_raw = self._delta()
+            pos = np.flatnonzero(where[d_rows] >= 0)
+            of.append(d_rows[pos].astype(np.int64))
+            terms.append(d_terms[pos].astype(np.int64))
+            raw.append(d_raw[pos])
+        if not of:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        of_rows = np.concatenate(of)
+        values = self._decoded(np.concatenate(raw), of_rows)
+        if self._weigh is not None:
+            values = self._weigh(values, of_rows).astype(np.float32)
+        return where[of_rows], np.concatenate(terms).astype(np.int64), values.astype(np.float32, copy=False)
+
     def row_values(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """Term ids int64 and scoring values float32 of one row, in O(its terms) (pairwise
-        comparison); values are weighed with the current inputs (BM25: today's avgdl)."""
+        comparison); values are weighed with the current inputs (BM25: today's avgdl). Without
+        the row-major copy, through :meth:`rows_entries` (a pass over every posting)."""
         if not self.row_major:
-            raise RuntimeError("this index keeps no row-major copy (row_major=False)")
+            _, terms, values = self.rows_entries(np.array([row], dtype=np.int64))
+            order = np.argsort(terms, kind="stable")
+            return terms[order], values[order]
         if row + 1 >= self._r_ptr.n:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         ptr = self._r_ptr.view

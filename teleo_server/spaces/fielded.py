@@ -96,8 +96,8 @@ class FieldSpace(SparseScoredSpace):
         field knows; None when it knows none."""
         if not asked:
             return None
-        vocab = self.field.vocab
-        known = {vocab[t]: float(w) for t, w in asked.items() if t in vocab and w > 0}
+        terms = [t for t, w in asked.items() if w > 0]
+        known = {tid: float(asked[t]) for t, tid in zip(terms, self.field.vocab.ids_of(terms)) if tid is not None}
         if not known:
             return None
         ids = np.array(sorted(known), dtype=np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -11,6 +12,7 @@ from pydantic import Field
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.index.bm25 import Bm25Field
 from teleo_server.index.catalog import Catalog, Column
+from teleo_server.index.terms import TermTable
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
@@ -43,11 +45,11 @@ class LexicalSpace(SparseScoredSpace):
 
     # the field's statistics, read by goal labels, the keyword stage and the tests
     @property
-    def vocab(self) -> dict[str, int]:
+    def vocab(self) -> TermTable:
         return self.field.vocab
 
     @property
-    def terms(self) -> list[str]:
+    def terms(self) -> Sequence[str]:
         return self.field.terms
 
     @property

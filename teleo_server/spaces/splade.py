@@ -7,7 +7,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from teleo_server.compute.sets import group_max
+from teleo_server.compute.sets import distinct_inverse, group_max
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.heads import get_head
 from teleo_server.index.catalog import Catalog
@@ -45,9 +45,9 @@ class SpladeSpace(SparseScoredSpace):
 
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
-        # the model's vocabulary bounds the term ids: the row-major copy holds them in two bytes
+        # no row-major copy: a memory's terms are read back from the postings (similarity)
         self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values=self.config.values,
-                                 term_bound=get_head(self.head).dim or 2**31)
+                                 row_major=False, term_bound=get_head(self.head).dim or 2**31)
         self.backend: SparseBackend | None = None  # scoring goes through the index interface
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
@@ -97,24 +97,37 @@ class SpladeSpace(SparseScoredSpace):
         chunks = chunks[chunks < self.catalog.n_chunks]
         return group_max(self.catalog.chunk_mem[chunks].astype(np.int64), s[: chunks.size])
 
-    def _vector(self, row: int) -> dict[int, float]:
-        start, count = int(self.catalog.chunk_start[row]), int(self.catalog.chunk_count[row])
-        acc: dict[int, float] = {}
-        for c in range(start, start + count):
-            terms, values = self.index.row_values(c)
-            for t, v in zip(terms.tolist(), values.tolist()):
-                acc[t] = max(acc.get(t, 0.0), v)
-        return acc
-
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
-        va = self._vector(a)
-        na = np.sqrt(sum(v * v for v in va.values())) or 1.0
+        """Cosine of the memories' SPLADE vectors (each term at its best chunk's weight), in one
+        pass over the index's postings: the index keeps no row-major copy (0.9 KB a SciFact
+        memory), and comparisons are rare."""
+        rows = np.asarray(rows, dtype=np.int64).ravel()
         out = np.zeros(rows.size, dtype=np.float32)
-        for i, r in enumerate(rows):
-            vb = self._vector(int(r))
-            nb = np.sqrt(sum(v * v for v in vb.values())) or 1.0
-            out[i] = sum(v * vb.get(t, 0.0) for t, v in va.items()) / (na * nb)
-        return np.clip(out, 0.0, 1.0)
+        if not rows.size:
+            return out
+        members, at = distinct_inverse(np.append(rows, a))  # at[-1]: where memory a sits
+        counts = self.catalog.chunk_count[members].astype(np.int64)
+        chunks = np.repeat(self.catalog.chunk_start[members].astype(np.int64) - np.r_[0, np.cumsum(counts)[:-1]],
+                           counts) + np.arange(int(counts.sum()))
+        owner = np.repeat(np.arange(members.size), counts)
+        which, terms, values = self.index.rows_entries(chunks)
+        if not terms.size:
+            return out
+        # each memory's vector: the best chunk's weight of every term
+        span = int(terms.max()) + 1
+        keys, best = group_max(owner[which] * span + terms, values.astype(np.float64))
+        member, term = keys // span, keys % span
+        norms = np.sqrt(np.bincount(member, best * best, minlength=members.size))
+        mine = member == at[-1]
+        a_terms, a_values = term[mine], best[mine]  # ascending terms
+        if not a_terms.size:
+            return out
+        pos = np.minimum(np.searchsorted(a_terms, term), a_terms.size - 1)
+        shared = a_terms[pos] == term
+        dots = np.bincount(member[shared], best[shared] * a_values[pos[shared]], minlength=members.size)
+        denom = norms * norms[at[-1]]
+        cos = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+        return np.clip(cos[at[:-1]], 0.0, 1.0).astype(np.float32)
 
 
 __all__ = ["SpladeSettings", "SpladeSpace"]

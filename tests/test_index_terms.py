@@ -1,0 +1,69 @@
+"""The compact vocabulary against the dict and list it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from teleo_server.index import terms as terms_mod
+from teleo_server.index.terms import TermTable
+
+
+def _words(rng: np.random.Generator, n: int) -> list[str]:
+    alphabet = list("abcdefghijklmnopqrstuvwxyzéßж日本") + ["", "-", "1"]
+    return ["".join(rng.choice(alphabet, size=rng.integers(1, 12))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("min_recent", [4, 4096])
+def test_term_table_maps_terms_and_ids_as_a_dict_and_a_list_do(monkeypatch, min_recent):
+    monkeypatch.setattr(terms_mod, "MIN_RECENT", min_recent)
+    rng = np.random.default_rng(3)
+    table, vocab, order = TermTable(), {}, []
+    for word in _words(rng, 3000):
+        tid = table.add(word)
+        if word not in vocab:
+            vocab[word] = len(order)
+            order.append(word)
+        assert tid == vocab[word]
+    assert len(table) == len(vocab) == len(table.terms)
+    if min_recent == 4:
+        assert table._settled > 0  # most terms were folded into the arrays
+    for word, tid in vocab.items():
+        assert table.get(word) == tid and table[word] == tid and word in table
+        assert table.term(tid) == word and table.terms[tid] == word
+    assert list(table.terms) == order and table.terms[-1] == order[-1] and table.terms[2:5] == order[2:5]
+    for missing in ("zzzzzzzzzzzzzzz", "nope nope"):
+        assert table.get(missing) is None and missing not in table
+        with pytest.raises(KeyError):
+            table[missing]
+    assert 3 not in table  # not a str
+    table.settle()
+    assert [table.get(w) for w in order] == list(range(len(order)))
+    assert list(table.items()) == [(w, i) for i, w in enumerate(order)]
+
+
+class _SameHash(str):
+    """A term whose hash collides with every other such term's."""
+
+    def __hash__(self) -> int:
+        return 12345
+
+
+def test_terms_with_the_same_hash_are_told_apart_by_their_bytes():
+    table = TermTable()
+    words = [_SameHash(w) for w in ("alpha", "beta", "gamma", "delta")]
+    ids = [table.add(w) for w in words]
+    table.settle()
+    assert (table._hashes == 12345).sum() == 4
+    assert [table.get(_SameHash(w)) for w in ("alpha", "beta", "gamma", "delta")] == ids
+    assert table.get(_SameHash("epsilon")) is None
+    assert table.add(_SameHash("epsilon")) == 4
+
+
+def test_a_term_table_takes_a_fraction_of_the_dict_and_list():
+    rng = np.random.default_rng(4)
+    table = TermTable()
+    for word in _words(rng, 20000):
+        table.add(word)
+    table.settle()
+    assert table.nbytes < 40 * len(table)
