@@ -59,26 +59,34 @@ class TermTable:
         recent = self._recent
         out: list[int | None] = [recent.get(t) for t in terms]
         hashes = self._hashes
-        if not hashes.size:
-            return out
         missing = [i for i, tid in enumerate(out) if tid is None]
-        if not missing:
+        if not hashes.size or not missing:
             return out
         h = np.fromiter((hash(terms[i]) for i in missing), dtype=np.int64, count=len(missing))
-        pos = np.searchsorted(hashes, h).tolist()
-        found = hashes[np.minimum(pos, hashes.size - 1)] == h
-        off, raw, ids = self._offsets.view, memoryview(self._bytes.view), self._hash_ids
-        for i, p, hv, hit in zip(missing, pos, h.tolist(), found.tolist()):
-            if not hit:
-                continue
-            want = terms[i].encode("utf-8")
-            while p < hashes.size and int(hashes[p]) == hv:  # equal hashes: tell them apart by bytes
-                tid = int(ids[p])
-                if raw[int(off[tid]):int(off[tid + 1])] == want:
-                    out[i] = shared_id(tid)
-                    break
-                p += 1
+        pos = np.minimum(np.searchsorted(hashes, h), hashes.size - 1)
+        sel = np.flatnonzero(hashes[pos] == h)
+        if not sel.size:
+            return out
+        # the first term of each matching hash, checked by its bytes (a second term with the same
+        # hash, rare, is looked for after it)
+        cand = self._hash_ids[pos[sel]].astype(np.int64)
+        off = self._offsets.view
+        raw = memoryview(self._bytes.view)
+        for j, tid, a, b in zip(sel.tolist(), cand.tolist(), off[cand].tolist(), off[cand + 1].tolist()):
+            term = terms[missing[j]]
+            out[missing[j]] = tid if raw[a:b] == term.encode("utf-8") else self._probe(term, int(pos[j]) + 1, int(h[j]))
         return out
+
+    def _probe(self, term: str, p: int, h: int) -> int | None:
+        """The id of ``term`` among the settled terms whose hash is ``h``, from position ``p`` of
+        the hash index on."""
+        hashes, want = self._hashes, term.encode("utf-8")
+        while p < hashes.size and int(hashes[p]) == h:
+            tid = int(self._hash_ids[p])
+            if self.term(tid).encode("utf-8") == want:
+                return tid
+            p += 1
+        return None
 
     def add(self, term: str) -> int:
         """The term's id, given the next one when it is new."""
