@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 import pytest
 
@@ -27,7 +30,7 @@ def test_term_table_maps_terms_and_ids_as_a_dict_and_a_list_do(monkeypatch, min_
         assert tid == vocab[word]
     assert len(table) == len(vocab) == len(table.terms)
     if min_recent == 4:
-        assert table._settled > 0  # most terms were folded into the arrays
+        assert table._settled[2] > 0  # most terms were folded into the arrays
     for word, tid in vocab.items():
         assert table.get(word) == tid and table[word] == tid and word in table
         assert table.term(tid) == word and table.terms[tid] == word
@@ -54,7 +57,7 @@ def test_terms_with_the_same_hash_are_told_apart_by_their_bytes():
     words = [_SameHash(w) for w in ("alpha", "beta", "gamma", "delta")]
     ids = [table.add(w) for w in words]
     table.settle()
-    assert (table._hashes == 12345).sum() == 4
+    assert (table._settled[0] == 12345).sum() == 4
     assert [table.get(_SameHash(w)) for w in ("alpha", "beta", "gamma", "delta")] == ids
     assert table.get(_SameHash("epsilon")) is None
     assert table.add(_SameHash("epsilon")) == 4
@@ -67,3 +70,38 @@ def test_a_term_table_takes_a_fraction_of_the_dict_and_list():
         table.add(word)
     table.settle()
     assert table.nbytes < 40 * len(table)
+
+
+def test_readers_beside_the_writer_only_ever_see_right_ids(monkeypatch):
+    """Queries read the vocabulary while a Store adds to it: every id a reader gets names the
+    term it asked for, across settles (switching threads as often as the interpreter allows)."""
+    monkeypatch.setattr(terms_mod, "MIN_RECENT", 8)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    words = _words(np.random.default_rng(5), 6000)
+    table, errors, done = TermTable(), [], threading.Event()
+
+    def read() -> None:
+        rng = np.random.default_rng(6)
+        while not done.is_set():
+            asked = [words[i] for i in rng.integers(0, len(words), 20)]
+            try:
+                for word, tid in zip(asked, table.ids_of(asked)):
+                    if tid is not None and table.term(tid) != word:
+                        errors.append((word, tid, table.term(tid)))
+            except Exception as exc:  # noqa: BLE001 - any failure is the finding
+                errors.append(repr(exc))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    try:
+        for t in readers:
+            t.start()
+        for i in range(0, len(words), 7):
+            table.add_all(words[i:i + 7])
+    finally:
+        done.set()
+        for t in readers:
+            t.join()
+        sys.setswitchinterval(old)
+    assert not errors, errors[:3]
+    assert table._settled[2] > 1000

@@ -1,7 +1,7 @@
 """A vocabulary of terms (str) and their ids, in a few arrays instead of a dict and a list.
 
 A BM25 field's vocabulary held each term as a dict entry, a str object and a list slot: about
-115 bytes a term, 1.5 KB a SciFact memory over the five fields. Here the settled terms are their
+115 bytes a term (with the memory graph's entity table, 2.2 KB a SciFact memory). Here the settled terms are their
 UTF-8 bytes in one buffer (with an offset each) and a hash index (the terms' hashes sorted, with
 their ids): about 28 bytes a term. The newest terms wait in a small dict and are folded into the
 arrays once it holds an eighth as many as they do, so adding a term stays O(1) amortised.
@@ -25,20 +25,25 @@ MIN_RECENT = 4096
 
 class TermTable:
     """Terms <-> ids ``0..len-1`` in arrival order: ``get``, ``in``, ``[term]`` and ``add`` like a
-    dict of str to int, ``term(id)`` and ``terms`` (a sequence in id order) like the list beside it."""
+    dict of str to int, ``term(id)`` and ``terms`` (a sequence in id order) like the list beside it.
+
+    One writer at a time (the index's own lock); readers may run beside it. The settled part is
+    published as one tuple (hashes, their ids, how many), after the bytes and offsets it refers
+    to are in place, and the newest terms as one (dict, list) pair: a reader takes the pair first,
+    then the tuple, so whatever a write did between the two, every id it can meet is readable."""
 
     def __init__(self) -> None:
-        self._bytes = Column(np.uint8)      # settled terms' UTF-8 bytes, in id order
+        self._bytes = Column(np.uint8)      # settled terms' UTF-8 bytes, in id order (append-only)
         self._offsets = Column(np.int64)    # term i is _bytes[_offsets[i]:_offsets[i + 1]]
         self._offsets.append(0)
-        self._hashes = np.zeros(0, np.int64)  # settled terms' hashes, ascending
-        self._hash_ids = np.zeros(0, np.int32)  # the id of each
-        self._recent: dict[str, int] = {}   # ids _settled.. in arrival order
-        self._recent_terms: list[str] = []
-        self._settled = 0
+        # settled terms: their hashes ascending, the id of each, and how many there are
+        self._settled: tuple[np.ndarray, np.ndarray, int] = (np.zeros(0, np.int64), np.zeros(0, np.int32), 0)
+        # the newest terms (ids from the settled count on): term -> id, and the terms in id order
+        self._recent: tuple[dict[str, int], list[str]] = ({}, [])
 
     def __len__(self) -> int:
-        return self._settled + len(self._recent_terms)
+        recent, settled = self._recent, self._settled
+        return settled[2] + len(recent[1])
 
     def get(self, term: str, default: int | None = None) -> int | None:
         tid = self.ids_of([term])[0]
@@ -56,9 +61,9 @@ class TermTable:
     def ids_of(self, terms: Sequence[str]) -> list[int | None]:
         """The id of each of ``terms`` (None for one the table does not hold), hashed and searched
         in one pass: several times faster a term than ``get`` one at a time."""
-        recent = self._recent
+        recent = self._recent[0]
+        hashes, hash_ids, _ = self._settled
         out: list[int | None] = [recent.get(t) for t in terms]
-        hashes = self._hashes
         missing = [i for i, tid in enumerate(out) if tid is None]
         if not hashes.size or not missing:
             return out
@@ -69,21 +74,23 @@ class TermTable:
             return out
         # the first term of each matching hash, checked by its bytes (a second term with the same
         # hash, rare, is looked for after it)
-        cand = self._hash_ids[pos[sel]].astype(np.int64)
+        cand = hash_ids[pos[sel]].astype(np.int64)
         off = self._offsets.view
         raw = memoryview(self._bytes.view)
         for j, tid, a, b in zip(sel.tolist(), cand.tolist(), off[cand].tolist(), off[cand + 1].tolist()):
             term = terms[missing[j]]
-            out[missing[j]] = tid if raw[a:b] == term.encode("utf-8") else self._probe(term, int(pos[j]) + 1, int(h[j]))
+            want = term.encode("utf-8")
+            out[missing[j]] = tid if raw[a:b] == want else self._probe(want, hashes, hash_ids, int(pos[j]) + 1)
         return out
 
-    def _probe(self, term: str, p: int, h: int) -> int | None:
-        """The id of ``term`` among the settled terms whose hash is ``h``, from position ``p`` of
-        the hash index on."""
-        hashes, want = self._hashes, term.encode("utf-8")
-        while p < hashes.size and int(hashes[p]) == h:
-            tid = int(self._hash_ids[p])
-            if self.term(tid).encode("utf-8") == want:
+    def _probe(self, want: bytes, hashes: np.ndarray, hash_ids: np.ndarray, p: int) -> int | None:
+        """The id of the term whose bytes are ``want`` among the next settled terms of the same
+        hash as position ``p - 1`` of the hash index."""
+        h = hashes[p - 1]
+        off, raw = self._offsets.view, memoryview(self._bytes.view)
+        while p < hashes.size and hashes[p] == h:
+            tid = int(hash_ids[p])
+            if raw[int(off[tid]):int(off[tid + 1])] == want:
                 return tid
             p += 1
         return None
@@ -93,25 +100,29 @@ class TermTable:
         return self.add_all([term])[0]
 
     def add_all(self, terms: Sequence[str]) -> list[int]:
-        """The id of each of ``terms``, the new ones given the next ids in order."""
+        """The id of each of ``terms``, the new ones given the next ids in order (the writer)."""
         ids = self.ids_of(terms)
+        recent, recent_terms = self._recent
+        settled = self._settled[2]
         for i, tid in enumerate(ids):
             if tid is None:
                 term = terms[i]
-                tid = self._recent.get(term)  # a repeat within ``terms``
+                tid = recent.get(term)  # a repeat within ``terms``
                 if tid is None:
-                    tid = shared_id(len(self))
-                    self._recent[term] = tid
-                    self._recent_terms.append(term)
+                    tid = shared_id(settled + len(recent_terms))
+                    recent_terms.append(term)  # the list first: an id a reader finds is readable
+                    recent[term] = tid
                 ids[i] = tid
-        if len(self._recent_terms) >= max(MIN_RECENT, self._settled // 8):
+        if len(recent_terms) >= max(MIN_RECENT, settled // 8):
             self.settle()
         return ids  # type: ignore[return-value]
 
     def term(self, tid: int) -> str:
         """The term of id ``tid``."""
-        if tid >= self._settled:
-            return self._recent_terms[tid - self._settled]
+        recent_terms = self._recent[1]
+        settled = self._settled[2]
+        if tid >= settled:
+            return recent_terms[tid - settled]
         off = self._offsets.view
         return self._bytes.view[int(off[tid]):int(off[tid + 1])].tobytes().decode("utf-8")
 
@@ -125,25 +136,26 @@ class TermTable:
         return _Terms(self)
 
     def settle(self) -> None:
-        """Fold the newest terms into the arrays."""
-        if not self._recent_terms:
+        """Fold the newest terms into the arrays (the writer)."""
+        recent_terms = self._recent[1]
+        if not recent_terms:
             return
-        encoded = [t.encode("utf-8") for t in self._recent_terms]
+        hashes, hash_ids, settled = self._settled
+        encoded = [t.encode("utf-8") for t in recent_terms]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         self._bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
         self._offsets.extend(int(self._offsets.view[-1]) + np.cumsum(lengths))
-        hashes = np.concatenate([self._hashes, np.fromiter(map(hash, self._recent_terms), dtype=np.int64,
-                                                           count=len(self._recent_terms))])
-        ids = np.concatenate([self._hash_ids, np.arange(self._settled, len(self), dtype=np.int32)])
+        hashes = np.concatenate([hashes, np.fromiter(map(hash, recent_terms), dtype=np.int64, count=len(recent_terms))])
+        ids = np.concatenate([hash_ids, np.arange(settled, settled + len(recent_terms), dtype=np.int32)])
         order = np.argsort(hashes, kind="stable")
-        self._hashes, self._hash_ids = hashes[order], ids[order]
-        self._settled = len(self)
-        self._recent, self._recent_terms = {}, []
+        self._settled = (hashes[order], ids[order], settled + len(recent_terms))
+        self._recent = ({}, [])
 
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (the unsettled dict not counted)."""
-        return self._bytes.n + 8 * self._offsets.n + self._hashes.nbytes + self._hash_ids.nbytes
+        hashes, hash_ids, _ = self._settled
+        return self._bytes.n + 8 * self._offsets.n + hashes.nbytes + hash_ids.nbytes
 
 
 class _Terms(Sequence[str]):
@@ -167,10 +179,12 @@ class _Terms(Sequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         table = self._table
+        recent_terms = table._recent[1]
+        settled = table._settled[2]
         off, raw = table._offsets.view, table._bytes.view.tobytes()
-        for i in range(table._settled):
+        for i in range(settled):
             yield raw[int(off[i]):int(off[i + 1])].decode("utf-8")
-        yield from list(table._recent_terms)
+        yield from list(recent_terms)
 
 
 __all__ = ["MIN_RECENT", "TermTable"]

@@ -11,7 +11,7 @@ from teleo_server.compute.sets import distinct_inverse, group_max
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.heads import get_head
 from teleo_server.index.catalog import Catalog
-from teleo_server.index.chunks import fold_rows
+from teleo_server.index.chunks import expand, fold_rows
 from teleo_server.index.backends import SparseBackend
 from teleo_server.index.base import SparseQuery, every_score, reach, reached
 from teleo_server.index.sparse import SparseIndex
@@ -106,9 +106,7 @@ class SpladeSpace(SparseScoredSpace):
         if not rows.size:
             return out
         members, at = distinct_inverse(np.append(rows, a))  # at[-1]: where memory a sits
-        counts = self.catalog.chunk_count[members].astype(np.int64)
-        chunks = np.repeat(self.catalog.chunk_start[members].astype(np.int64) - np.r_[0, np.cumsum(counts)[:-1]],
-                           counts) + np.arange(int(counts.sum()))
+        chunks, counts = expand(self.catalog.chunk_start, self.catalog.chunk_count, members)
         owner = np.repeat(np.arange(members.size), counts)
         which, terms, values = self.index.rows_entries(chunks)
         if not terms.size:
