@@ -42,3 +42,31 @@ def test_device_backend_ranks_as_the_host_does(corpus, profile):
                    for r in retrievers.values()]
         assert len(answers[0]) == 10
         assert answers[1] == answers[0], f"query {j}"
+
+
+def test_device_backend_sees_every_write_between_queries():
+    """Memories stored between queries are found at once on the device too (its copies of the
+    index take the appended rows), and only those rows are sent."""
+    if DEVICE == "emulated":
+        ok, why = emulator.status()
+        if not ok:
+            pytest.skip(f"no device and no kernel emulation: {why}")
+    from teleo_server.gpu import ops as gpu_ops
+
+    c = make_corpus(CorpusSpec(n=240, seed=5))
+    queries = make_queries(c, 12, seed=6)
+    retrievers = {b: inproc.make(SETTINGS, backend=b) for b in ("numpy", DEVICE)}
+    sent = []
+    for lo in range(0, len(c), 40):
+        for r in retrievers.values():
+            for i in range(lo, lo + 40):
+                r.add(memory_of(c, i), c.embedding(i))
+        before = gpu_ops._mirror.uploaded_bytes
+        for j in range(len(queries)):
+            answers = [inproc.run_query(r, queries.texts[j], queries.embedding(j), "hybrid", 10).ids
+                       for r in retrievers.values()]
+            assert answers[1] == answers[0], f"after {lo + 40} memories, query {j}"
+        sent.append(gpu_ops._mirror.uploaded_bytes - before)
+    # the dense rows (384 float32 each) of 40 new memories and the sparse index's new postings per
+    # round, not the whole index again each time: the last round sends no more than the first
+    assert sent[-1] <= 1.5 * sent[0]

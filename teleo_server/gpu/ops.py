@@ -35,29 +35,56 @@ from teleo_server.gpu.topk import topk_device
 
 
 class DeviceMirror:
-    """Device copies of host arrays, keyed by the host object and dropped when it is collected."""
+    """Device copies of host arrays, kept per host buffer and dropped when it is collected.
+
+    The indexes grow by appending rows to buffers with spare room (a view of the first n rows is
+    what they hand over), so the copy is kept per buffer and start, not per view: when a longer view
+    of the same buffer comes, only the rows appended since cross the bus, into a device buffer with
+    room to grow. A buffer the index replaces (a merge, a compaction, growth past its room) is a
+    new key, uploaded whole once. Host rows are never rewritten in place once handed over.
+    """
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[int, str, str], tuple[Any, Any]] = {}
+        # key -> (rows uploaded, device buffer with room for more rows)
+        self._entries: dict[tuple, tuple[int, Any]] = {}
         self._lock = threading.Lock()
+        self.uploaded_bytes = 0  # host-to-device bytes so far (tests and metrics read it)
 
     def get(self, host: np.ndarray, dtype: Any) -> Any:
-        """Device copy of ``host`` cast to ``dtype``, C-contiguous, uploaded at most once."""
+        """Device copy of ``host`` cast to ``dtype``, C-contiguous: rows already on the device are
+        not sent again."""
         rt = runtime.current()
-        if not isinstance(host, np.ndarray):  # lists and the like cannot be weakly referenced
-            return rt.xp.array(np.ascontiguousarray(host, dtype=dtype))
-        key = (id(host), np.dtype(dtype).str, rt.name)
-        stamp = (host.__array_interface__["data"][0], host.shape, host.dtype.str)
+        dtype = np.dtype(dtype)
+        if not isinstance(host, np.ndarray) or host.ndim == 0 or not host.flags.c_contiguous:
+            return self._upload(rt, host, dtype)
+        base = host
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        key = (id(base), host.__array_interface__["data"][0], host.shape[1:], host.dtype.str, dtype.str, rt.name)
+        n = int(host.shape[0])
         with self._lock:
             hit = self._entries.get(key)
-            if hit is not None and hit[0] == stamp:
-                return hit[1]
-        dev = rt.xp.array(np.ascontiguousarray(host, dtype=dtype))
+        if hit is not None and hit[0] == n:
+            return hit[1][:n]
+        if hit is not None and hit[0] < n:
+            done, dev = hit
+            if n > dev.shape[0]:  # room for half as many rows again, the rows already there copied on the device
+                grown = rt.xp.empty((max(n, dev.shape[0] * 3 // 2),) + host.shape[1:], dtype=dtype)
+                grown[:done] = dev[:done]
+                dev = grown
+            dev[done:n] = self._upload(rt, host[done:n], dtype)
+        else:
+            dev = self._upload(rt, host, dtype)
+            if hit is None:
+                weakref.finalize(base, self._entries.pop, key, None)
         with self._lock:
-            if key not in self._entries:
-                weakref.finalize(host, self._entries.pop, key, None)
-            self._entries[key] = (stamp, dev)
-        return dev
+            self._entries[key] = (n, dev)
+        return dev[:n]
+
+    def _upload(self, rt: Any, host: Any, dtype: np.dtype) -> Any:
+        arr = np.ascontiguousarray(host, dtype=dtype)
+        self.uploaded_bytes += arr.nbytes
+        return rt.xp.array(arr)
 
     def __len__(self) -> int:
         return len(self._entries)
