@@ -63,6 +63,9 @@ def test_spmv_scores_match_naive_with_oov_and_repeats(ops):
     got = ops.spmv_scores(*index, n_rows, q_ids, q_w)
     assert got.dtype == np.float32 and got.shape == (n_rows,)
     np.testing.assert_allclose(got, naive_scores(postings, n_rows, q_ids, q_w), rtol=1e-5, atol=1e-6)
+    # the indexes keep int32 offsets while their entries fit: the same scores
+    narrow = (index[0].astype(np.int32), *index[1:])
+    np.testing.assert_array_equal(ops.spmv_scores(*narrow, n_rows, q_ids, q_w), got)
 
 
 def test_spmv_scores_compiled_and_bincount_paths_give_the_same_bits(monkeypatch):

@@ -173,6 +173,7 @@ def test_rows_entries_lists_every_entry_of_the_given_rows(min_merge):
         docs[r] = dict(zip(ids.tolist(), (rng.random(ids.size) * 4).astype(np.float32).tolist()))
         idx.add(r, ids, np.array(list(docs[r].values()), np.float32))
     assert (idx.indices.size if min_merge < 10**9 else idx.pending)  # the CSC, or the delta alone
+    assert idx.indptr.dtype == np.int32  # offsets in four bytes while the entries fit
     rows = np.array([150, 3, 199, 77, 500], np.int64)
     which, terms, values = idx.rows_entries(rows)
     for i, r in enumerate(rows.tolist()):

@@ -48,7 +48,7 @@ def spmv_scores(
 
     Parameters
     ----------
-    indptr : np.ndarray int64, shape (V+1,), host
+    indptr : np.ndarray int64 or int32, shape (V+1,), host
     indices : np.ndarray int32, shape (nnz,), host — row ids in ``[0, n_rows)``
     data : np.ndarray float32, shape (nnz,), host
     n_rows : int
@@ -71,7 +71,9 @@ def spmv_scores(
     teleo_server.compute.errors.InternalValueError
         The arrays do not form a CSC index, or a posting names a row outside ``[0, n_rows)``.
     """
-    indptr = np.asarray(indptr, dtype=np.int64)
+    indptr = np.asarray(indptr)  # int64, or int32 (offsets gathered below are widened)
+    if indptr.dtype.kind not in "iu":
+        raise InternalValueError(f"indptr must hold integers, got {indptr.dtype}")
     indices = np.asarray(indices)
     data = np.asarray(data)
     check_index(indptr, indices, data)
@@ -81,8 +83,8 @@ def spmv_scores(
     vocab = indptr.shape[0] - 1
     keep = (q_ids >= 0) & (q_ids < vocab)
     q_ids, q_weights = q_ids[keep], q_weights[keep]
-    starts = indptr[q_ids]
-    ends = indptr[q_ids + 1]
+    starts = indptr[q_ids].astype(np.int64)
+    ends = indptr[q_ids + 1].astype(np.int64)
     lengths = ends - starts
     total = int(lengths.sum())
     if total == 0:

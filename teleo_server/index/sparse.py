@@ -46,6 +46,11 @@ def rows_sized(scores: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _offsets_dtype(entries: int) -> np.dtype:
+    """int32 offsets while they fit (half the bytes of a vocabulary-sized indptr), int64 past that."""
+    return np.dtype(np.int32 if entries < 2**31 else np.int64)
+
+
 class SparseIndex:
     """Rows are documents (memory or chunk rows); columns are term ids in ``[0, n_terms)``.
 
@@ -101,8 +106,9 @@ class SparseIndex:
         self.row_major = row_major
         self.n_rows = 0
         self.n_terms = 0
-        # CSC over (n_rows_main, n_terms_main): indptr int64 (V+1,), indices int32, data float32
-        self.indptr = np.zeros(1, dtype=np.int64)
+        # CSC over (n_rows_main, n_terms_main): indptr (V+1,) int32 below 2^31 entries (int64
+        # past that; 1 MB less for the n-grams' 2^18 coordinates), indices int32, data float32
+        self.indptr = np.zeros(1, dtype=np.int32)
         self.indices = np.zeros(0, dtype=np.int32)
         self.raw = np.zeros(0, dtype=self._values)
         self.data = self.raw
@@ -205,7 +211,7 @@ class SparseIndex:
         if self._snap is None or n - self._snap_n > max(4096, self._snap_n // 8):
             rows, terms, raw = self._delta()
             order = np.argsort(terms, kind="stable")
-            indptr = np.zeros(self.n_terms + 1, dtype=np.int64)
+            indptr = np.zeros(self.n_terms + 1, dtype=_offsets_dtype(n))
             np.cumsum(np.bincount(terms, minlength=self.n_terms), out=indptr[1:])
             self._snap = (indptr, rows[order].astype(np.int64), raw[order])
             self._snap_n = n
@@ -251,7 +257,7 @@ class SparseIndex:
             rows, terms = rows[first], terms[first]
             raw = np.add.reduceat(raw.astype(np.float64), first)
         counts = np.bincount(terms, minlength=max(self.n_terms, 1))
-        self.indptr = np.zeros(counts.size + 1, dtype=np.int64)
+        self.indptr = np.zeros(counts.size + 1, dtype=_offsets_dtype(rows.size))
         np.cumsum(counts, out=self.indptr[1:])
         self.indices = rows.astype(np.int32)
         self.raw = (np.clip(raw, -127, 127) if self.coded else raw).astype(self._values)
