@@ -30,7 +30,7 @@ from teleo_server.index.catalog import shrunk
 log = structlog.get_logger(__name__)
 # rows gathered per block when scoring given rows (256 x 384 float32 = 384 KB, an L2's worth)
 GATHER_BLOCK = 256
-# Extra rows a device scan (fp16 rows) fetches beyond k for the float32 rescoring on the host.
+# Extra rows a device scan fetches beyond k for the rescoring on the host.
 DEVICE_MARGIN = 32
 
 
@@ -254,8 +254,9 @@ class DenseIndex:
             if host:  # the host scan is memoised for the candidates' scoring
                 ids, scores = ops.topk(self.full_scores(query), k, mask=live)
                 return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
-            # A device scan reads fp16 rows: it over-fetches, and the host rescores the rows it
-            # found in float32, so the answer is the host's unless fp16 moved a row past the margin.
+            # A device scan sums in its own order (and reads float16 rows as float16): it
+            # over-fetches, and the host rescores what it found as the host scan would, so the
+            # answer is the host's unless a row moved past the margin.
             ids, _ = ops.dense_topk(self.matrix, query, min(max(2 * k, k + DEVICE_MARGIN), self.n), mask=live)
         else:
             fetch = min(k * self.oversample, self.n)
