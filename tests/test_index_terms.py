@@ -35,6 +35,8 @@ def test_term_table_maps_terms_and_ids_as_a_dict_and_a_list_do(monkeypatch, min_
         assert table.get(word) == tid and table[word] == tid and word in table
         assert table.term(tid) == word and table.terms[tid] == word
     assert list(table.terms) == order and table.terms[-1] == order[-1] and table.terms[2:5] == order[2:5]
+    picks = [len(order) - 1, 0, 7, 3, 7]
+    assert table.terms_of(picks) == [order[i] for i in picks] and table.terms_of([]) == []
     for missing in ("zzzzzzzzzzzzzzz", "nope nope"):
         assert table.get(missing) is None and missing not in table
         with pytest.raises(KeyError):

@@ -46,8 +46,25 @@ class TermTable:
         return settled[2] + len(recent[1])
 
     def get(self, term: str, default: int | None = None) -> int | None:
-        tid = self.ids_of([term])[0]
-        return default if tid is None else tid
+        """The term's id, or ``default`` (one term; ``ids_of`` for several)."""
+        tid = self._recent[0].get(term)
+        if tid is not None:
+            return tid
+        hashes, hash_ids, _ = self._settled
+        if not hashes.size:
+            return default
+        h = hash(term)
+        p = int(hashes.searchsorted(h))
+        if p < hashes.size and hashes[p] == h:
+            want = term.encode("utf-8")
+            tid = int(hash_ids[p])
+            off = self._offsets.view
+            if self._bytes.view[int(off[tid]):int(off[tid + 1])].tobytes() == want:
+                return tid
+            found = self._probe(want, hashes, hash_ids, p + 1)
+            if found is not None:
+                return found
+        return default
 
     def __contains__(self, term: object) -> bool:
         return isinstance(term, str) and self.get(term) is not None
@@ -125,6 +142,17 @@ class TermTable:
             return recent_terms[tid - settled]
         off = self._offsets.view
         return self._bytes.view[int(off[tid]):int(off[tid + 1])].tobytes().decode("utf-8")
+
+    def terms_of(self, ids: Sequence[int]) -> list[str]:
+        """The terms of several ids at once (one gather of their offsets)."""
+        recent_terms = self._recent[1]
+        settled = self._settled[2]
+        ids = np.asarray(ids, dtype=np.int64)
+        old = ids[ids < settled]
+        off = self._offsets.view
+        raw = memoryview(self._bytes.view)
+        decoded = iter([bytes(raw[a:b]).decode("utf-8") for a, b in zip(off[old].tolist(), off[old + 1].tolist())])
+        return [next(decoded) if i < settled else recent_terms[i - settled] for i in ids.tolist()]
 
     def items(self) -> Iterator[tuple[str, int]]:
         """(term, id) pairs in id order, like a dict's."""

@@ -182,13 +182,13 @@ class EntitySpace(FieldSpace):
 
         named = [e.key for e in extract(text, cfg.max_entities)]
         runs = self._runs(text)
-        for key in (*named, *runs):
-            tid = vocab.get(key)
-            if tid is not None:
-                take(tid, 1.0)
+        asked = list(dict.fromkeys((*named, *runs)))
+        known = {key: tid for key, tid in zip(asked, vocab.ids_of(asked)) if tid is not None}  # one batch
+        for tid in known.values():
+            take(tid, 1.0)
         # spelling variants: of the names the query writes, and of its single words
-        singles = [r for r in runs if " " not in r and len(r) >= 4 and r not in vocab and r not in self._word_id]
-        for run in [k for k in named if k not in vocab][: cfg.max_fuzzy] + singles[: cfg.max_fuzzy]:
+        singles = [r for r in runs if " " not in r and len(r) >= 4 and r not in known and r not in self._word_id]
+        for run in [k for k in named if k not in known][: cfg.max_fuzzy] + singles[: cfg.max_fuzzy]:
             for tid, jac in self._fuzzy(run, self._grams, self._key_grams).items():
                 take(tid, jac)
         if cfg.partial_weight > 0:
@@ -219,8 +219,8 @@ class EntitySpace(FieldSpace):
         else:
             df, n_docs = self.field.df.view[ids], self.field.n_docs()
         keep = (df > 0) & (df <= max(self.config.max_df_fraction * n_docs, self.config.min_df_cap))
-        terms = self.field.terms
-        return {terms[t]: got[t] for t in ids[keep].tolist()} or None
+        kept = ids[keep].tolist()
+        return dict(zip(self.field.vocab.terms_of(kept), (got[t] for t in kept))) or None
 
 
 __all__ = ["EntitySettings", "EntitySpace", "initials"]
