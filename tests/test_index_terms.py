@@ -30,7 +30,7 @@ def test_term_table_maps_terms_and_ids_as_a_dict_and_a_list_do(monkeypatch, min_
         assert tid == vocab[word]
     assert len(table) == len(vocab) == len(table.terms)
     if min_recent == 4:
-        assert table._settled[2] > 0  # most terms were folded into the arrays
+        assert table._state[2] > 0  # most terms were folded into the arrays
     for word, tid in vocab.items():
         assert table.get(word) == tid and table[word] == tid and word in table
         assert table.term(tid) == word and table.terms[tid] == word
@@ -59,7 +59,7 @@ def test_terms_with_the_same_hash_are_told_apart_by_their_bytes():
     words = [_SameHash(w) for w in ("alpha", "beta", "gamma", "delta")]
     ids = [table.add(w) for w in words]
     table.settle()
-    assert (table._settled[0] == 12345).sum() == 4
+    assert (table._state[0] == 12345).sum() == 4
     assert [table.get(_SameHash(w)) for w in ("alpha", "beta", "gamma", "delta")] == ids
     assert table.get(_SameHash("epsilon")) is None
     assert table.add(_SameHash("epsilon")) == 4
@@ -106,4 +106,4 @@ def test_readers_beside_the_writer_only_ever_see_right_ids(monkeypatch):
             t.join()
         sys.setswitchinterval(old)
     assert not errors, errors[:3]
-    assert table._settled[2] > 1000
+    assert table._state[2] > 1000

@@ -27,30 +27,31 @@ class TermTable:
     """Terms <-> ids ``0..len-1`` in arrival order: ``get``, ``in``, ``[term]`` and ``add`` like a
     dict of str to int, ``term(id)`` and ``terms`` (a sequence in id order) like the list beside it.
 
-    One writer at a time (the index's own lock); readers may run beside it. The settled part is
-    published as one tuple (hashes, their ids, how many), after the bytes and offsets it refers
-    to are in place, and the newest terms as one (dict, list) pair: a reader takes the pair first,
-    then the tuple, so whatever a write did between the two, every id it can meet is readable."""
+    One writer at a time (the index's own lock); readers may run beside it. The table's state is
+    one tuple, replaced whole when the newest terms are settled (after the bytes and offsets it
+    refers to are in place): a reader takes it once and sees one consistent table. Between
+    settles the writer appends to the tuple's list of newest terms, then to its dict, so an id a
+    reader finds there is readable."""
 
     def __init__(self) -> None:
         self._bytes = Column(np.uint8)      # settled terms' UTF-8 bytes, in id order (append-only)
         self._offsets = Column(np.int64)    # term i is _bytes[_offsets[i]:_offsets[i + 1]]
         self._offsets.append(0)
-        # settled terms: their hashes ascending, the id of each, and how many there are
-        self._settled: tuple[np.ndarray, np.ndarray, int] = (np.zeros(0, np.int64), np.zeros(0, np.int32), 0)
-        # the newest terms (ids from the settled count on): term -> id, and the terms in id order
-        self._recent: tuple[dict[str, int], list[str]] = ({}, [])
+        # (settled terms' hashes ascending, the id of each, how many are settled, the newest terms:
+        # term -> id, and those terms in id order)
+        self._state: tuple[np.ndarray, np.ndarray, int, dict[str, int], list[str]] = (
+            np.zeros(0, np.int64), np.zeros(0, np.int32), 0, {}, [])
 
     def __len__(self) -> int:
-        recent, settled = self._recent, self._settled
-        return settled[2] + len(recent[1])
+        _, _, settled, _, recent_terms = self._state
+        return settled + len(recent_terms)
 
     def get(self, term: str, default: int | None = None) -> int | None:
         """The term's id, or ``default`` (one term; ``ids_of`` for several)."""
-        tid = self._recent[0].get(term)
+        hashes, hash_ids, _, recent, _ = self._state
+        tid = recent.get(term)
         if tid is not None:
             return tid
-        hashes, hash_ids, _ = self._settled
         if not hashes.size:
             return default
         h = hash(term)
@@ -78,8 +79,7 @@ class TermTable:
     def ids_of(self, terms: Sequence[str]) -> list[int | None]:
         """The id of each of ``terms`` (None for one the table does not hold), hashed and searched
         in one pass: several times faster a term than ``get`` one at a time."""
-        recent = self._recent[0]
-        hashes, hash_ids, _ = self._settled
+        hashes, hash_ids, _, recent, _ = self._state
         out: list[int | None] = [recent.get(t) for t in terms]
         missing = [i for i, tid in enumerate(out) if tid is None]
         if not hashes.size or not missing:
@@ -119,8 +119,7 @@ class TermTable:
     def add_all(self, terms: Sequence[str]) -> list[int]:
         """The id of each of ``terms``, the new ones given the next ids in order (the writer)."""
         ids = self.ids_of(terms)
-        recent, recent_terms = self._recent
-        settled = self._settled[2]
+        _, _, settled, recent, recent_terms = self._state
         for i, tid in enumerate(ids):
             if tid is None:
                 term = terms[i]
@@ -136,8 +135,7 @@ class TermTable:
 
     def term(self, tid: int) -> str:
         """The term of id ``tid``."""
-        recent_terms = self._recent[1]
-        settled = self._settled[2]
+        _, _, settled, _, recent_terms = self._state
         if tid >= settled:
             return recent_terms[tid - settled]
         off = self._offsets.view
@@ -145,8 +143,7 @@ class TermTable:
 
     def terms_of(self, ids: Sequence[int]) -> list[str]:
         """The terms of several ids at once (one gather of their offsets)."""
-        recent_terms = self._recent[1]
-        settled = self._settled[2]
+        _, _, settled, _, recent_terms = self._state
         ids = np.asarray(ids, dtype=np.int64)
         old = ids[ids < settled]
         off = self._offsets.view
@@ -165,10 +162,9 @@ class TermTable:
 
     def settle(self) -> None:
         """Fold the newest terms into the arrays (the writer)."""
-        recent_terms = self._recent[1]
+        hashes, hash_ids, settled, _, recent_terms = self._state
         if not recent_terms:
             return
-        hashes, hash_ids, settled = self._settled
         encoded = [t.encode("utf-8") for t in recent_terms]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         self._bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
@@ -176,13 +172,12 @@ class TermTable:
         hashes = np.concatenate([hashes, np.fromiter(map(hash, recent_terms), dtype=np.int64, count=len(recent_terms))])
         ids = np.concatenate([hash_ids, np.arange(settled, settled + len(recent_terms), dtype=np.int32)])
         order = np.argsort(hashes, kind="stable")
-        self._settled = (hashes[order], ids[order], settled + len(recent_terms))
-        self._recent = ({}, [])
+        self._state = (hashes[order], ids[order], settled + len(recent_terms), {}, [])
 
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (the unsettled dict not counted)."""
-        hashes, hash_ids, _ = self._settled
+        hashes, hash_ids = self._state[:2]
         return self._bytes.n + 8 * self._offsets.n + hashes.nbytes + hash_ids.nbytes
 
 
@@ -207,8 +202,7 @@ class _Terms(Sequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         table = self._table
-        recent_terms = table._recent[1]
-        settled = table._settled[2]
+        _, _, settled, _, recent_terms = table._state
         off, raw = table._offsets.view, table._bytes.view.tobytes()
         for i in range(settled):
             yield raw[int(off[i]):int(off[i + 1])].decode("utf-8")
