@@ -30,7 +30,7 @@ from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
 from teleo_server.gpu.maxsim import maxsim_codes_device, maxsim_device
-from teleo_server.gpu.spmv import spmv_accumulate
+from teleo_server.gpu.spmv import spmv_scores_device
 from teleo_server.gpu.topk import topk_device
 
 
@@ -169,9 +169,8 @@ def _spmv(indptr, indices, data, n_rows: int, q_ids, q_weights, mask) -> tuple[A
     ids, w = _query(q_ids, q_weights)
     mask = _check_mask(mask, n_rows)
     xp = runtime.current().xp
-    scores = xp.zeros(n_rows, dtype=xp.float64)
-    spmv_accumulate(*_device_index(indptr, indices, data), xp.asarray(ids), xp.asarray(w), scores)
-    return scores.astype(xp.float32), _device_mask(mask)
+    scores = spmv_scores_device(*_device_index(indptr, indices, data), n_rows, xp.asarray(ids), xp.asarray(w))
+    return scores, _device_mask(mask)
 
 
 def spmv_scores(indptr, indices, data, n_rows, q_ids, q_weights) -> np.ndarray:

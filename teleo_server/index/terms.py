@@ -52,20 +52,9 @@ class TermTable:
         tid = recent.get(term)
         if tid is not None:
             return tid
-        if not hashes.size:
-            return default
         h = hash(term)
-        p = int(hashes.searchsorted(h))
-        if p < hashes.size and hashes[p] == h:
-            want = term.encode("utf-8")
-            tid = int(hash_ids[p])
-            off = self._offsets.view
-            if self._bytes.view[int(off[tid]):int(off[tid + 1])].tobytes() == want:
-                return tid
-            found = self._probe(want, hashes, hash_ids, p + 1)
-            if found is not None:
-                return found
-        return default
+        tid = self._probe(term.encode("utf-8"), hashes, hash_ids, int(hashes.searchsorted(h)), h)
+        return default if tid is None else tid
 
     def __contains__(self, term: object) -> bool:
         return isinstance(term, str) and self.get(term) is not None
@@ -97,13 +86,13 @@ class TermTable:
         for j, tid, a, b in zip(sel.tolist(), cand.tolist(), off[cand].tolist(), off[cand + 1].tolist()):
             term = terms[missing[j]]
             want = term.encode("utf-8")
-            out[missing[j]] = tid if raw[a:b] == want else self._probe(want, hashes, hash_ids, int(pos[j]) + 1)
+            out[missing[j]] = tid if raw[a:b] == want else self._probe(want, hashes, hash_ids, int(pos[j]) + 1,
+                                                                        int(h[j]))
         return out
 
-    def _probe(self, want: bytes, hashes: np.ndarray, hash_ids: np.ndarray, p: int) -> int | None:
-        """The id of the term whose bytes are ``want`` among the next settled terms of the same
-        hash as position ``p - 1`` of the hash index."""
-        h = hashes[p - 1]
+    def _probe(self, want: bytes, hashes: np.ndarray, hash_ids: np.ndarray, p: int, h: int) -> int | None:
+        """The id of the settled term whose bytes are ``want`` among those of hash ``h`` from
+        position ``p`` of the hash index on (None when none of them is it)."""
         off, raw = self._offsets.view, memoryview(self._bytes.view)
         while p < hashes.size and hashes[p] == h:
             tid = int(hash_ids[p])

@@ -27,6 +27,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -206,9 +207,19 @@ class EntitySpace(FieldSpace):
         return got
 
     def query_terms(self, ctx: QueryContext) -> Mapping[str, float] | None:
+        asked = self._asked(ctx)
+        return dict(zip(self.field.vocab.terms_of(list(asked)), asked.values())) or None
+
+    def prepare(self, ctx: QueryContext) -> Any | None:
+        # the names reached are term ids already: no round trip through their strings
+        return self.id_features(self._asked(ctx)) if ctx.query.text else None
+
+    def _asked(self, ctx: QueryContext) -> dict[int, float]:
+        """The key ids a query asks for and their weights: ``reached``, less the names too common
+        (or unknown) among what the caller may read."""
         got = self.reached(ctx.query.text, ctx.sees_all or ctx.readable is None)
         if not got:
-            return None
+            return {}
         ids = np.fromiter(got, dtype=np.int64, count=len(got))
         if not ctx.sees_all and ctx.readable is not None:
             # document frequencies among what the caller may read: a name only another tenant
@@ -219,8 +230,7 @@ class EntitySpace(FieldSpace):
         else:
             df, n_docs = self.field.df.view[ids], self.field.n_docs()
         keep = (df > 0) & (df <= max(self.config.max_df_fraction * n_docs, self.config.min_df_cap))
-        kept = ids[keep].tolist()
-        return dict(zip(self.field.vocab.terms_of(kept), (got[t] for t in kept))) or None
+        return {t: got[t] for t in ids[keep].tolist()}
 
 
 __all__ = ["EntitySettings", "EntitySpace", "initials"]

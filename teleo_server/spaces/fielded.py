@@ -97,7 +97,11 @@ class FieldSpace(SparseScoredSpace):
         if not asked:
             return None
         terms = [t for t, w in asked.items() if w > 0]
-        known = {tid: float(asked[t]) for t, tid in zip(terms, self.field.vocab.ids_of(terms)) if tid is not None}
+        return self.id_features({tid: float(asked[t]) for t, tid in zip(terms, self.field.vocab.ids_of(terms))
+                                 if tid is not None})
+
+    def id_features(self, known: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray] | None:
+        """``features`` of terms already given by id (each with a positive weight)."""
         if not known:
             return None
         ids = np.array(sorted(known), dtype=np.int64)
