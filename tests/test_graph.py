@@ -94,6 +94,51 @@ def test_the_direct_kernel_and_scipys_product_walk_alike(monkeypatch):
     assert fast.iterations == slow.iterations
 
 
+def test_walks_one_after_another_and_side_by_side_answer_as_alone():
+    """Each walk reads node positions from a per-thread table it fills and resets: a walk over
+    another neighbourhood before it, a graph that grew in between, or a walk in another thread at
+    the same time changes nothing in its answer."""
+    import concurrent.futures
+
+    g, _, _ = _graph(seed=5, n=60, n_ent=30, links=25)
+    readable = np.ones(60, dtype=bool)
+    settings = WalkSettings(hops=2)
+    a = (readable, np.array([1, 8]), np.array([1.0, 0.5]), np.zeros(0, np.int64), None, settings, 15)
+    b = (readable, np.array([40, 52]), np.array([1.0, 1.0]), np.array([g.entity("e7")], np.int64), None, settings, 15)
+    first = g.ppr(*a)
+    g.ppr(*b)
+    again = g.ppr(*a)
+    np.testing.assert_array_equal(first.rows, again.rows)
+    np.testing.assert_array_equal(first.scores, again.scores)
+    for row in range(60, 200):  # past the tables' size: they grow, and old positions stay -1
+        g.add_memory(row, [f"e{row % 30}", f"new{row}"])
+    wide = np.ones(200, dtype=bool)
+    grown_a = (wide,) + a[1:]
+    alone = g.ppr(*grown_a)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        walks = list(pool.map(lambda i: g.ppr(*(grown_a if i % 2 else (wide,) + b[1:])), range(16)))
+    for w in walks[1::2]:
+        np.testing.assert_array_equal(w.rows, alone.rows)
+        np.testing.assert_array_equal(w.scores, alone.scores)
+
+
+def test_the_walk_stops_at_the_tolerance():
+    """The iteration ends at the first step that moves the scores by less than ``tol`` (L1): one
+    more step of the same walk changes them by less than that."""
+    g, ents, edges = _graph(seed=6)
+    readable = np.ones(40, dtype=bool)
+    args = (readable, np.array([5]), np.array([1.0]), np.zeros(0, np.int64), None)
+    loose = g.ppr(*args, WalkSettings(hops=50, tol=1e-4), 40)
+    tight = g.ppr(*args, WalkSettings(hops=50, tol=1e-10), 40)
+    assert loose.iterations < tight.iterations
+    got = np.zeros(40)
+    got[loose.rows] = loose.scores
+    ref = np.zeros(40)
+    ref[tight.rows] = tight.scores
+    # the tail of a geometric series at rate <= alpha after a step smaller than tol
+    assert 0 < np.abs(ref - got).sum() <= 1e-4 * 0.85 / (1 - 0.85) + 1e-6
+
+
 def test_unreadable_memories_neither_appear_nor_shape_scores():
     g, ents, edges = _graph(seed=1)
     readable = np.ones(40, dtype=bool)
