@@ -163,6 +163,38 @@ def test_a_bad_request_fails_alone(server):
     assert wire.unpack({n: good_d.as_numpy(n) for n in wire.outputs()})[0].chunks
 
 
+def test_a_port_taken_before_triton_binds_it_is_picked_again(install, tmp_path, monkeypatch):
+    """Ports the server picks are free when picked and may be taken before tritonserver binds
+    them (another process starting beside it): it starts again on fresh ones and is ready; the
+    log it reports is the last run's."""
+    import socket
+
+    from teleo_server.embedding import triton_launcher
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    taken = busy.getsockname()[1]
+    real, picks = triton_launcher.free_ports, []
+
+    def first_pick_taken(n: int, host: str = "127.0.0.1") -> list[int]:
+        picks.append(n)
+        got = real(n, host)
+        return [taken, *got[1:]] if len(picks) == 1 else got
+
+    monkeypatch.setattr(triton_launcher, "free_ports", first_pick_taken)
+    try:
+        server = _start(install, tmp_path / "triton.log")
+    finally:
+        busy.close()
+    try:
+        assert len(picks) == 2 and server.http_port != taken and server.ready()
+        assert "already in use" in (tmp_path / "triton.log").read_text(errors="replace")
+        assert "already in use" not in server.log_tail()
+    finally:
+        server.stop()
+
+
 def test_killed_server_is_unavailable_then_recovers(install, tmp_path):
     first = _start(install, tmp_path / "first.log")
     second = None

@@ -21,6 +21,7 @@ the prefix, then removes the regions.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -90,9 +91,24 @@ class TritonInstall:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports free on ``host`` now: each socket stays bound until all are chosen, so
+    the kernel cannot hand the same port out twice (Triton refuses to start when two of its
+    services share one)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
+# what tritonserver's log says when a port it was given is not usable: taken by another process
+# since it was picked, or shared by two of its services
+_PORT_TROUBLE = ("already in use", "cannot listen", "Address in use", "address already in use")
+PORT_RETRIES = 2
 
 
 class TritonServer:
@@ -116,14 +132,18 @@ class TritonServer:
         self.model_env = (model_env or install.venv).resolve()
         self.model_repository = model_repository.resolve()
         self.host = host
-        self.http_port = http_port or free_port(host)
-        self.grpc_port = grpc_port or free_port(host)
-        self.metrics_port = metrics_port or free_port(host)
+        # ports left to us are picked here, and picked again should one be taken before Triton binds it
+        self._own_ports = not (http_port or grpc_port or metrics_port)
+        picked = free_ports(3, host)
+        self.http_port = http_port or picked[0]
+        self.grpc_port = grpc_port or picked[1]
+        self.metrics_port = metrics_port or picked[2]
         self.exit_timeout_s = exit_timeout_s
         self.shm_prefix = f"teleo_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         self.proc: subprocess.Popen | None = None
         self._workdir: Path | None = None
         self.log_path: Path | None = None
+        self._log_offset = 0  # where this run's lines start in log_path
 
     @property
     def grpc_url(self) -> str:
@@ -184,6 +204,7 @@ class TritonServer:
         self._workdir = Path(tempfile.mkdtemp(prefix="teleo-triton-"))
         cmd = self.command(self._backend_dir(self._workdir))
         self.log_path = log_to
+        self._log_offset = log_to.stat().st_size if log_to is not None and log_to.exists() else 0
         out = log_to.open("ab") if log_to is not None else None
         try:
             self.proc = subprocess.Popen(cmd, env=self._env(), stdout=out,
@@ -204,21 +225,39 @@ class TritonServer:
             return False
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
-        """Poll readiness; raises RuntimeError (with the log tail) on exit or deadline."""
+        """Poll readiness; raises RuntimeError (with the start of this run's log and its tail) on
+        exit or deadline. When this server picked its own ports and Triton exits because one of
+        them was taken meanwhile, it starts again on fresh ports (``PORT_RETRIES`` times at most)."""
         deadline = time.monotonic() + timeout_s
+        retries = PORT_RETRIES
         while time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
-                raise RuntimeError(f"tritonserver exited before ready\n{self.log_tail()}")
+                text = self.log_tail()
+                if retries and self._own_ports and self.proc is not None and any(t in text for t in _PORT_TROUBLE):
+                    retries -= 1
+                    log.warning("triton.port_taken", http_port=self.http_port, grpc_port=self.grpc_port,
+                                metrics_port=self.metrics_port)
+                    self.stop(grace_s=0)  # the exited run's stubs, shared memory and directory
+                    self.http_port, self.grpc_port, self.metrics_port = free_ports(3, self.host)
+                    self.start(log_to=self.log_path)
+                    continue
+                raise RuntimeError(f"tritonserver exited before ready\n{text}")
             if self.ready():
                 log.info("triton.ready", grpc=self.grpc_url)
                 return
             time.sleep(0.2)
         raise RuntimeError(f"tritonserver not ready after {timeout_s} s\n{self.log_tail()}")
 
-    def log_tail(self, chars: int = 4000) -> str:
+    def log_tail(self, chars: int = 4000, head: int = 1000) -> str:
+        """This run's log (since the last ``start``): its first ``head`` characters and its last
+        ``chars`` (a failure's cause can be at either end: an option Triton refuses is printed
+        after its usage text, an error while loading a model before the long shutdown)."""
         if self.log_path is None or not self.log_path.exists():
             return ""
-        return self.log_path.read_text(errors="replace")[-chars:]
+        text = self.log_path.read_bytes()[self._log_offset:].decode(errors="replace")
+        if len(text) <= head + chars:
+            return text
+        return f"{text[:head]}\n[... {len(text) - head - chars} characters ...]\n{text[-chars:]}"
 
     def kill_server(self, sig: int = signal.SIGKILL) -> None:
         """Signal the tritonserver process alone (a crash, as far as clients can tell)."""
@@ -333,5 +372,6 @@ __all__ = [
     "TritonServer",
     "default_triton_venv",
     "free_port",
+    "free_ports",
     "main",
 ]
