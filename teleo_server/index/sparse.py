@@ -308,7 +308,8 @@ class SparseIndex:
         if self.indices.size:
             pos = np.flatnonzero(where[self.indices] >= 0)
             of.append(self.indices[pos].astype(np.int64))
-            terms.append(np.searchsorted(self.indptr, pos, side="right") - 1)
+            # positions in the offsets' own type (int32 where they fit): no widened copy of the offsets
+            terms.append(np.searchsorted(self.indptr, pos.astype(self.indptr.dtype), side="right").astype(np.int64) - 1)
             raw.append(self.raw[pos])
         if self.pending:
             d_rows, d_terms, d_raw = self._delta()
