@@ -49,6 +49,24 @@ def test_truncated_search_rescored_at_full_dimension():
     assert chosen == 16 and idx.recall_by_dim[16] >= 0.9
 
 
+def test_a_prefix_pass_that_would_gather_most_rows_is_one_exact_scan():
+    """A Matryoshka pass reads a prefix of every row and then gathers each fetched row at full
+    dimension; when that costs more than one streaming pass over all the rows, the search is that
+    exact pass (memoised for scoring the candidates next), and says so."""
+    x = _data(400, 64, seed=5)
+    idx = DenseIndex(64, truncations=(16,), oversample=4)
+    idx.add(x)
+    assert idx.scan_dim(5, 16, "numpy") == 16   # a quarter of each row, then 20 rows gathered
+    assert idx.scan_dim(60, 16, "numpy") == 64  # 240 of 400 rows gathered: more than one pass
+    rows, scores = idx.search(OPS, x[7], 60, dim=16)
+    exact_rows, exact_scores = idx.search(OPS, x[7], 60)
+    np.testing.assert_array_equal(rows, exact_rows)
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-6)
+    assert idx._memoised(x[7]) is not None
+    truncated = idx.prefix_scores(16, unit(x[7:8, :16])[0])
+    assert set(np.argsort(-truncated)[:60]) != set(rows.tolist())  # a prefix alone would rank otherwise
+
+
 def test_calibration_keeps_full_dimension_for_isotropic_vectors():
     idx = DenseIndex(64, truncations=(8,), oversample=1)
     idx.add(_data(600, 64, seed=3))

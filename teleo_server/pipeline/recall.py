@@ -145,11 +145,11 @@ def dense(state: State) -> str:
         return "skipped: no query vector"
     space, cfg = state.spaces[name], state.cfg
     dim = space.dimension(cfg.dense_dimension or None)
-    rows, _ = space.search(state.ctx, q, state.arm(cfg.dense_candidates), dim=dim)
+    k = state.arm(cfg.dense_candidates)
+    rows, _ = space.search(state.ctx, q, k, dim=dim)
     index = space.index
     assert index is not None
-    if index.uses_hnsw:
-        dim = index.dim
+    dim = space.scan_dimension(k, dim, state.ctx.ops.name)  # what the search scanned at
     c = state.cands
     pos = c.extend(rows)
     scores, chunk = space.score_with_chunks(q, c.rows)

@@ -106,8 +106,7 @@ class DenseHeadSpace(Space):
         """Top memory rows by best-chunk cosine; the chunk search over-fetches to cover folding."""
         assert self.backend is not None
         multi = self.catalog.n_chunks != self.catalog.n_rows
-        fetch = k * 2 if multi else k
-        chunks, scores = self.backend.search(DenseQuery(feats, dim), fetch, Bitmask(ctx.visible_chunks()))
+        chunks, scores = self.backend.search(DenseQuery(feats, dim), self._chunk_fetch(k), Bitmask(ctx.visible_chunks()))
         rows = self.catalog.chunk_mem[chunks].astype(np.int64)
         if multi:
             # chunks arrive best first, so the first occurrence of each memory is its best chunk
@@ -115,6 +114,19 @@ class DenseHeadSpace(Space):
             first.sort()
             rows, scores = rows[first][:k], scores[first][:k]
         return rows, scores
+
+    def _chunk_fetch(self, k: int) -> int:
+        """Chunks a search for ``k`` memories asks for: twice as many where memories have several."""
+        return k * 2 if self.catalog.n_chunks != self.catalog.n_rows else k
+
+    def scan_dimension(self, k: int, dim: int | None, ops_name: str) -> int:
+        """The dimension a search for ``k`` memories at ``dim`` first scans at: the full one where
+        the index walks its HNSW graph or where a prefix pass would cost more than an exact scan
+        (``DenseIndex.scan_dim``)."""
+        assert self.index is not None
+        if self.index.uses_hnsw:
+            return self.index.dim
+        return self.index.scan_dim(min(self._chunk_fetch(k), self.index.n), dim, ops_name)
 
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(feats, rows)[0]
