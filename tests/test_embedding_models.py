@@ -11,6 +11,7 @@ from scipy.special import erf
 from teleo_server.embedding.models import (
     DENSE_DIM,
     MAX_WINDOW,
+    SPIN_ENTRY,
     DenseEncoder,
     SparseEncoder,
     WindowExceeded,
@@ -45,6 +46,13 @@ def _random_texts(n: int, seed: int) -> list[str]:
     words = ("memory agent retrieval goal purpose kernel vector sparse dense query older adults "
              "risk river autumn store recall rerank decay").split()
     return [" ".join(rng.choice(words, int(rng.integers(1, 40)))) for _ in range(n)]
+
+
+def test_sessions_do_not_spin_between_runs(dense, sparse):
+    """The intra-op threads sleep when a run ends: spinning, they took the cores from the
+    retrieval that follows a query's embedding in the same process."""
+    for enc in (dense, sparse):
+        assert enc._session.get_session_options().get_session_config_entry(SPIN_ENTRY) == "0"
 
 
 def test_dense_is_masked_mean_of_hidden_states_then_l2(dense):
