@@ -30,8 +30,8 @@ import numpy as np
 DENSE_DIM = 384
 MAX_WINDOW = 256          # word pieces per model call, [CLS] and [SEP] included
 SPLADE_TOKEN_BUDGET = 2048  # batch * seq per splade call: its logits are (B, T, 30522) float32
-PIPELINE_REVISION = "r1"
-SPIN_ENTRY = "session.intra_op.allow_spinning"  # bump when pooling/normalisation here changes the vectors
+PIPELINE_REVISION = "r1"  # bump when pooling/normalisation here changes the vectors
+SPIN_ENTRY = "session.intra_op.allow_spinning"  # onnxruntime's session option (set to "0" below)
 
 
 def _session(path: Path, threads: int, gpu: int | None):
