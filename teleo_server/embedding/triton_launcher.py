@@ -107,7 +107,7 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 # what tritonserver's log says when a port it was given is not usable: taken by another process
 # since it was picked, or shared by two of its services
-_PORT_TROUBLE = ("already in use", "cannot listen", "Address in use", "address already in use")
+_PORT_TROUBLE = ("already in use", "cannot listen")
 PORT_RETRIES = 2
 
 

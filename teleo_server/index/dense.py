@@ -237,7 +237,8 @@ class DenseIndex:
         ops : backend ops namespace providing ``dense_topk``.
         query : float32 (dim,), L2-normalised.
         mask : bool (n,) or None; removed rows are always excluded.
-        dim : Matryoshka dimension for the first pass (None/full = exact full dimension).
+        dim : Matryoshka dimension for the first pass (None/full = exact full dimension); an
+            exact pass instead where the prefix pass would cost more (``scan_dim``).
 
         Returns
         -------

@@ -304,7 +304,7 @@ class SparseIndex:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
         where = np.full(max(self.n_rows, int(rows.max()) + 1), -1, dtype=np.int64)
         where[rows] = np.arange(rows.size)
-        which, terms, raw, of = [], [], [], []
+        terms, raw, of = [], [], []
         if self.indices.size:
             pos = np.flatnonzero(where[self.indices] >= 0)
             of.append(self.indices[pos].astype(np.int64))
