@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     # NumPy's request for transparent huge pages on large arrays: off, because the kernel then fills
     # whole 2 MB pages around partly written index buffers in the background (teleo_server/heap.py)
     huge_pages: bool = False
+    # Threads each BLAS operation may use (the OpenBLAS that NumPy and SciPy bundle); 0 keeps the
+    # library's default of one per core. Queries already run side by side (teleo_server/blas.py).
+    blas_threads: int = Field(1, ge=0)
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)

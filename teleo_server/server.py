@@ -20,6 +20,7 @@ from teleo.v1 import memory_pb2
 
 from teleo_server.api.servicer import MemoryServicer, add_to_server
 from teleo_server.auth import Authenticator, ensure_dev_token
+from teleo_server.blas import limit_threads
 from teleo_server.config import Settings, invalid_configuration
 from teleo_server.core import Admission, MemoryCore
 from teleo_server.embedding.base import Embedder
@@ -187,6 +188,9 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
     """Open the store, make the embedder and retriever, bind the port; does not start serving."""
     load_plugins(settings.plugins)  # first: they may add heads, spaces and stages
     huge_pages(settings.huge_pages)  # before the indexes allocate anything
+    blas = limit_threads(settings.blas_threads)
+    if blas:
+        log.info("blas.threads", threads=settings.blas_threads, libraries=blas)
     backend = _resolve_backend(settings.backend)
     log.info("backend.resolved", requested=settings.backend, backend=backend)
     store = SQLiteStore(settings.db_path)

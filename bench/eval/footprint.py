@@ -166,8 +166,7 @@ def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n:
                 # the start-up upkeep (goal clustering) runs beside reads and hands its temporaries
                 # back when it ends: measured before that, RSS varied by several KB a memory
                 out["upkeep_s"] = wait_for_goals(server)
-            time.sleep(3.0)
-            out[f"{name}_rss_mb"] = server.rss_mb()
+            out[f"{name}_rss_mb"] = settled_rss(server)
             out[f"{name}_start_s"] = time.perf_counter() - t0
             if name == "empty" and "ingest" in parts:
                 # a short memory first (the first embedding loads the models), then the long one
@@ -185,6 +184,19 @@ def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n:
     if "loaded_rss_mb" in out:
         out["rss_bytes_per_memory"] = (out["loaded_rss_mb"] - out["empty_rss_mb"]) * 2**20 / n
     return out
+
+
+def settled_rss(server: Any, every_s: float = 1.0, within_mb: float = 0.5, limit_s: float = 60.0) -> float:
+    """The server's RSS (MB) once three readings ``every_s`` apart agree within ``within_mb`` (at
+    most ``limit_s`` of readings): upkeep still under way must not be read as what the corpus holds."""
+    readings: list[float] = []
+    t0 = time.perf_counter()
+    while True:
+        time.sleep(every_s)
+        readings.append(server.rss_mb())
+        last = readings[-3:]
+        if len(last) == 3 and max(last) - min(last) <= within_mb or time.perf_counter() - t0 > limit_s:
+            return last[-1]
 
 
 def wait_for_goals(server: Any, limit_s: float = 300.0) -> float:
