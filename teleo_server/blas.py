@@ -7,7 +7,7 @@ every core mostly contends with the others. Those threads are also started by wh
 first loads the library, so they run at the event loop's priority rather than at the workers'
 lower one (``workers.py``), and each keeps buffers of its own.
 
-Measured through the server on SciFact (5,183 abstracts, this project's 2-core machine), one
+Measured through the server on SciFact (5,183 abstracts, a 2-core Intel Xeon), one
 thread instead of the default two: ``teleological`` with 4 clients p50 168-173 -> 130 ms and
 23-24 -> 30-31 queries/s; 1 client and ``hybrid`` unchanged within noise; the loaded server 8 MB
 smaller (20.4 KB a memory instead of 21.9, loaded minus empty).
@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Any
 
 # setter symbols of OpenBLAS builds, plain and as NumPy / SciPy rename them
 _SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads")
@@ -39,7 +40,8 @@ def loaded_libraries() -> list[Path]:
     return [Path(p) for p in found]
 
 
-def _function(lib: ctypes.CDLL, names: tuple[str, ...]):
+def _function(lib: ctypes.CDLL, names: tuple[str, ...]) -> Any:
+    """The first of ``names`` that ``lib`` exports, or None."""
     for name in names:
         fn = getattr(lib, name, None)
         if fn is not None:
