@@ -104,7 +104,7 @@ def stopwords(lang: str) -> frozenset[str]:
         return frozenset()
     from stop_words import get_stop_words
 
-    words = {unicodedata.normalize("NFKC", w).casefold() for w in get_stop_words(name)} | _MORE_STOPWORDS.get(lang, set())
+    words = {unicodedata.normalize("NFKC", w).casefold() for w in get_stop_words(name, cache=False)} | _MORE_STOPWORDS.get(lang, set())
     return frozenset(words - _NOT_STOPWORDS.get(lang, set()))
 
 

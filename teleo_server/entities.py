@@ -204,12 +204,12 @@ def _word_lists() -> tuple[frozenset[str], frozenset[str], tuple[str, ...], tupl
         return out
 
     en_initial = frozenset(norm(ENGLISH_STOPWORDS) | norm(_EN_COMMON))
-    packaged = {w for w in norm(get_stop_words("english")) if len(w) > 2 and w not in _EN_PACKAGED_KEEP}
+    packaged = {w for w in norm(get_stop_words("english", cache=False)) if len(w) > 2 and w not in _EN_PACKAGED_KEEP}
     en_all = frozenset(en_initial | packaged | _EN_ADJECTIVES)
     codes, sets = ["en"], [en_all]
     for code, name in _CASED_LANGUAGES.items():
         # the analyser's lists where it has one (it corrects a few: Spanish "tiempo" is a word)
-        words = stopwords(code) if code in LANGUAGES else get_stop_words(name)
+        words = stopwords(code) if code in LANGUAGES else get_stop_words(name, cache=False)
         codes.append(code)
         sets.append(frozenset(norm(words)))
     index: dict[str, list[int]] = {}

@@ -276,3 +276,21 @@ def test_any_text_gives_unique_normalised_keys(text, limit):
         assert e.key == e.key.lower()
         assert e.kind in ("proper", "quoted", "identifier", "quantity")
         assert e.text
+
+
+def test_the_word_lists_leave_no_copy_in_the_stop_words_package():
+    """The lists are read once into our own cached sets; the package's own cache of the raw lists
+    (0.7 MB for the 25 languages read) would only be a second copy held for the server's life."""
+    import stop_words
+
+    from teleo_server import analysis, entities
+
+    stop_words.STOP_WORDS_CACHE.clear()
+    entities._word_lists.cache_clear()
+    analysis.stopwords.cache_clear()
+    analysis._folded_stopwords.cache_clear()
+    analysis.keyword_stopwords.cache_clear()
+    _, en_all, codes, sets, index = entities._word_lists()
+    assert "the" in en_all and "de" in codes and "und" in sets[codes.index("de")] and index["und"]
+    assert "der" in analysis.stopwords("de")
+    assert stop_words.STOP_WORDS_CACHE == {}
