@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,26 +41,24 @@ def loaded_libraries() -> list[Path]:
     return [Path(p) for p in found]
 
 
-def _function(lib: ctypes.CDLL, names: tuple[str, ...]) -> Any:
-    """The first of ``names`` that ``lib`` exports, or None."""
-    for name in names:
-        fn = getattr(lib, name, None)
+def _functions(names: tuple[str, ...]) -> Iterator[tuple[Path, Any]]:
+    """(library, function) for each loaded OpenBLAS that exports one of ``names`` (the first)."""
+    for path in loaded_libraries():
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError:
+            continue
+        fn = next((f for f in (getattr(lib, name, None) for name in names) if f is not None), None)
         if fn is not None:
-            return fn
-    return None
+            yield path, fn
 
 
 def threads() -> dict[str, int]:
     """Library file name -> the threads it may use now (libraries that say)."""
     out: dict[str, int] = {}
-    for path in loaded_libraries():
-        try:
-            fn = _function(ctypes.CDLL(str(path)), _GETTERS)
-        except OSError:
-            continue
-        if fn is not None:
-            fn.restype = ctypes.c_int
-            out[path.name] = int(fn())
+    for path, fn in _functions(_GETTERS):
+        fn.restype = ctypes.c_int
+        out[path.name] = int(fn())
     return out
 
 
@@ -71,15 +70,10 @@ def limit_threads(n: int) -> list[str]:
         return []
     os.environ.setdefault(_ENV, str(n))
     changed: list[str] = []
-    for path in loaded_libraries():
-        try:
-            fn = _function(ctypes.CDLL(str(path)), _SETTERS)
-        except OSError:
-            continue
-        if fn is not None:
-            fn.argtypes, fn.restype = [ctypes.c_int], None
-            fn(int(n))
-            changed.append(path.name)
+    for path, fn in _functions(_SETTERS):
+        fn.argtypes, fn.restype = [ctypes.c_int], None
+        fn(int(n))
+        changed.append(path.name)
     return changed
 
 
