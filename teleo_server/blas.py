@@ -35,7 +35,8 @@ def loaded_libraries() -> list[Path]:
         return []
     found: dict[str, None] = {}
     for line in lines:
-        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+        fields = line.split(maxsplit=5)  # address, perms, offset, device, inode[, path]
+        path = fields[5] if len(fields) == 6 else ""
         if path.startswith("/") and "openblas" in Path(path).name.lower():
             found.setdefault(path)
     return [Path(p) for p in found]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,8 +34,6 @@ def _numpy_blas() -> bool:
 
 
 def _server_threads(tmp_path, extra: str) -> dict[str, dict[str, int]]:
-    import json
-
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     env["OPENBLAS_NUM_THREADS"] = "2"  # what a 2-core machine's OpenBLAS starts with, on any machine
     out = subprocess.run([sys.executable, "-c", _PROBE, extra, str(tmp_path / "data")], capture_output=True, text=True,

@@ -105,7 +105,7 @@ class DenseHeadSpace(Space):
     def search(self, ctx: QueryContext, feats: Any, k: int, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top memory rows by best-chunk cosine; the chunk search over-fetches to cover folding."""
         assert self.backend is not None
-        multi = self.catalog.n_chunks != self.catalog.n_rows
+        multi = self._several_chunks()
         chunks, scores = self.backend.search(DenseQuery(feats, dim), self._chunk_fetch(k), Bitmask(ctx.visible_chunks()))
         rows = self.catalog.chunk_mem[chunks].astype(np.int64)
         if multi:
@@ -115,9 +115,13 @@ class DenseHeadSpace(Space):
             rows, scores = rows[first][:k], scores[first][:k]
         return rows, scores
 
+    def _several_chunks(self) -> bool:
+        """Whether some memory has more than one chunk row."""
+        return self.catalog.n_chunks != self.catalog.n_rows
+
     def _chunk_fetch(self, k: int) -> int:
         """Chunks a search for ``k`` memories asks for: twice as many where memories have several."""
-        return k * 2 if self.catalog.n_chunks != self.catalog.n_rows else k
+        return k * 2 if self._several_chunks() else k
 
     def scan_dimension(self, k: int, dim: int | None, ops_name: str) -> int:
         """The dimension a search for ``k`` memories at ``dim`` first scans at: the full one where
@@ -126,7 +130,7 @@ class DenseHeadSpace(Space):
         assert self.index is not None
         if self.index.uses_hnsw:
             return self.index.dim
-        return self.index.scan_dim(min(self._chunk_fetch(k), self.index.n), dim, ops_name)
+        return self.index.scan_dim(self._chunk_fetch(k), dim, ops_name)  # it caps the fetch at the rows held
 
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(feats, rows)[0]
