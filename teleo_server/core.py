@@ -34,7 +34,8 @@ from teleo_server.errors import (
 from teleo_server.index.precision import stored_form
 from teleo_server.index.tokens import TokenCodec
 from teleo_server.index.purpose import Goal
-from teleo_server.pipeline.types import EntryPoint, Filters, Hit, MemoryPurpose, Outcome, Query, Retriever, StageReport
+from teleo_server.pipeline.types import (EntryPoint, Filters, Hit, MemoryPurpose, Outcome, Query, Retriever, StageReport,
+                                         UpdateHint)
 from teleo_server.store.base import MemoryStore
 from teleo_server.result_cache import ResultCache
 from teleo_server.workers import DEFAULT_NICE, worker_pool
@@ -396,6 +397,16 @@ class MemoryCore:
             winner, dup = by_key[key(m)]
             out.append(StoreOutcome(winner, dup or winner.id != m.id))
         return out
+
+    async def update_hints(self, principal: Principal, memory_id: str) -> list[UpdateHint]:
+        """Earlier memories ``principal`` may read that the stored memory ``memory_id`` probably
+        updates (``pipeline/updates.py``). The memory is stored already: a failure here is logged
+        and gives no hints, never a failed Store."""
+        try:
+            return await self._on_index(self.retriever.update_hints, memory_id, principal)
+        except Exception as exc:
+            log.warning("store.update_hints_failed", error=str(exc)[:200])
+            return []
 
     async def link_errors(self, principal: Principal, memories: list[Memory]) -> dict[str, InvalidArgument]:
         """memory id -> why one of its links is refused: a link must point at an existing memory the

@@ -333,6 +333,12 @@ class PipelineSettings(BaseModel):
     implied_update_similarity: float = Field(0.0, ge=0, le=1)
     implied_update_ratio: float = Field(0.9, ge=0, le=1)
     implied_update_window: int = Field(3, ge=2, le=100)
+    # update hints (pipeline/updates.py): a Store names up to ``update_hints`` earlier memories
+    # (0: none) the stored one probably updates, above these cosines of their sentence vectors
+    # for a note written as a change and for a plain statement
+    update_hints: int = Field(3, ge=0, le=20)
+    update_hint_change_similarity: float = Field(0.4, ge=-1, le=1)
+    update_hint_restated_similarity: float = Field(0.85, ge=-1, le=1)
     # validation (pipeline/validate.py)
     validation_depth: int = Field(50, ge=1)                  # candidates validated (at least top_k)
     validation_min_confidence: float = Field(0.0, ge=0, le=1)

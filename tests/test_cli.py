@@ -84,6 +84,13 @@ def test_query_prints_full_ids_that_get_and_delete_accept(srv):
     assert _ok(_cli(srv, "delete", shown)).strip() == "deleted 1"
 
 
+def test_store_names_what_a_change_note_probably_updates_on_stderr(srv):
+    first = _ok(_cli(srv, "store", "The staging cluster runs in eu-west-1.", "--namespace", "cli-hints")).strip()
+    r = _cli(srv, "store", "We moved staging to us-east-2 in March.", "--namespace", "cli-hints")
+    assert r.returncode == 0 and len(r.stdout.split()) == 1  # stdout: the new id alone
+    assert f"may update {first} (" in r.stderr and "The staging cluster runs in eu-west-1." in r.stderr
+
+
 def test_query_filters(srv, tmp_path):
     _ok(_cli(srv, "ingest", str(_jsonl(tmp_path / "f.jsonl", _RECORDS))))
     both = ["--namespace", "filters", "--namespace", "filters-2"]

@@ -29,6 +29,7 @@ from teleo_server.client import (
     RetryPolicy,
     Stage,
     Summary,
+    UpdateHint,
 )
 from teleo_server.client import convert
 from teleo_server.errors import RETRY_AFTER_KEY
@@ -72,6 +73,21 @@ def test_store_get_and_search_return_typed_results(client):
     hits = client.search("which region is staging in?", top_k=1, filters=Filters(namespaces=["cl-basic"]))
     assert [r.memory.id for r in hits.results] == [stored.id] and hits.stages == hits.summary.stages
     assert hits.results[0].breakdown is None  # not asked for
+
+
+def test_store_names_what_it_probably_updates_and_an_update_links_it(client):
+    old = client.store("The staging cluster runs in eu-west-1.", namespace="cl-hints",
+                       event_time=datetime(2024, 1, 5, tzinfo=timezone.utc))
+    assert old.possible_updates == ()
+    move = client.store("We moved staging to us-east-2 in March.", namespace="cl-hints",
+                        event_time=datetime(2024, 3, 20, tzinfo=timezone.utc))
+    [hint] = [h for h in move.possible_updates if h.id == old.id]
+    assert isinstance(hint, UpdateHint) and hint.content == "The staging cluster runs in eu-west-1."
+    assert 0.4 <= hint.similarity <= 1.0
+    linked = client.update(move.id, links=[Link(old.id, "supersedes")])
+    assert [(lk.target_id, lk.type) for lk in linked.memory.links] == [(old.id, "supersedes")]
+    hits = client.search("which region is staging in?", profile="hipporag", filters={"namespaces": ["cl-hints"]})
+    assert [r.memory.id for r in hits.results] == [move.id]
 
 
 def test_search_options_reach_the_server(client):

@@ -87,7 +87,7 @@ def test_every_tool_over_stdio(api_server):
         "episodic", "semantic", "procedural", "working", "reflective"}
 
     assert not stored.is_error and stored.structured_content["duplicate"] is False
-    assert again.structured_content == {"id": sid, "duplicate": True}
+    assert again.structured_content == {"id": sid, "duplicate": True, "possible_updates": []}
     with Client(api_server.address, token=api_server.token) as c:
         [m] = c.get(sid)
     assert (m.namespace, m.memory_type, m.metadata, m.importance) == ("mcp-agent", "episodic", {"project": "infra"},
@@ -111,6 +111,42 @@ def test_every_tool_over_stdio(api_server):
     assert before["results"] == [] and before["searched"] == 2  # the new version and the kept old one
     props = tools["memory_search"].input_schema["properties"]
     assert props["include_historical"]["type"] == "boolean" and "as_of" in props
+
+
+def test_a_change_note_names_what_it_probably_updates_and_the_agent_links_it(api_server):
+    """The issue's own case: "we moved staging" stored after "staging runs in eu-west-1", no link
+    given. The store names the region fact as a possible update; linking it (supersedes) through
+    memory_update makes hipporag answer with the move and hide the old fact."""
+    async def scenario():
+        async with _session(api_server.address, api_server.token, "--namespace", "mcp-hints") as (s, _):
+            old = await s.call_tool("memory_store", {"content": "The staging cluster runs in eu-west-1."})
+            await s.call_tool("memory_store", {"content": "Lunch on Fridays is lentil soup."})
+            move = await s.call_tool("memory_store", {"content": "We moved staging to us-east-2 in March."})
+            question = {"query": "which region is staging in?", "profile": "hipporag", "top_k": 3}
+            unlinked = await s.call_tool("memory_search", question)
+            linked = await s.call_tool("memory_update", {"id": move.structured_content["id"],
+                                                         "supersedes": [old.structured_content["id"]]})
+            again = await s.call_tool("memory_update", {"id": move.structured_content["id"],
+                                                        "supersedes": [old.structured_content["id"]]})
+            answered = await s.call_tool("memory_search", question)
+            direct = await s.call_tool("memory_store", {"content": "Staging is in ap-south-1 since November.",
+                                                        "supersedes": [move.structured_content["id"]]})
+            return old, move, unlinked, linked, again, answered, direct
+
+    old, move, unlinked, linked, again, answered, direct = (r.structured_content for r in asyncio.run(scenario()))
+    assert old["possible_updates"] == []  # nothing earlier in the namespace
+    hints = move["possible_updates"]
+    assert hints and hints[0]["id"] == old["id"] and hints[0]["content"] == "The staging cluster runs in eu-west-1."
+    assert "lentil" not in json.dumps(hints) and 0.4 <= hints[0]["similarity"] <= 1
+    assert unlinked["results"][0]["id"] == old["id"]  # unlinked, the old fact answers first
+    link = {"target_id": old["id"], "type": "supersedes", "weight": 1.0}
+    assert link in linked["memory"]["links"] and linked["previous_id"] == ""
+    assert again["memory"]["links"].count(link) == 1  # linking twice adds nothing
+    assert [h["id"] for h in answered["results"]][:1] == [move["id"]]
+    assert old["id"] not in {h["id"] for h in answered["results"]}
+    with Client(api_server.address, token=api_server.token) as c:
+        [m] = c.get(direct["id"])
+    assert [(lk.target_id, lk.type) for lk in m.links] == [(move["id"], "supersedes")]
 
 
 def test_failures_are_tool_errors_and_the_server_keeps_serving(api_server):

@@ -174,6 +174,8 @@ def test_node_client_from_protos_alone(server_process):
     assert out["health"] == "SERVING"
     assert out["events"][0] == "stage" and out["events"][-1] == "summary"
     assert out["results"][0]["id"] == out["stored_id"]
+    hint = next(h for h in out["possible_updates"] if h["id"] == out["stored_id"])
+    assert hint["content"].startswith("The Node.js client stored") and 0.4 <= hint["similarity"] <= 1
     assert out["summary"]["returned"] == len(out["results"])
     hippo = out["hipporag"]
     assert hippo["profile"] == "hipporag" and hippo["route"] in ("simple", "multi_hop", "exploratory", "skip"), hippo

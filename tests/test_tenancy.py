@@ -154,6 +154,34 @@ def test_a_write_only_token_never_learns_of_an_existing_memory(api_server, stub)
     assert not single.duplicate and batch.duplicates == 0 and batch.stored == 2 and len(ids) == 4
 
 
+# -- update hints name only what the writer may read --------------------------------------------
+
+
+def test_update_hints_name_only_memories_the_writer_may_read(api_server, stub):
+    """A Store names the earlier memories the new one probably updates: never one of another
+    namespace, of a level above the writer's, or any at all for a token that cannot read."""
+    boss = _token(api_server, "hint-boss", ["hints", "hints-other"], ["hints", "hints-other"], AccessLevel.RESTRICTED,
+                  "hints")
+    staff = _token(api_server, "hint-staff", ["hints"], ["hints"], AccessLevel.INTERNAL, "hints")
+    dropbox = _token(api_server, "hint-dropbox", [], ["hints"], AccessLevel.INTERNAL, "hints")
+
+    def store(auth, content, **kw):
+        return stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=content, **kw)), metadata=auth, timeout=30)
+
+    secret = store(boss, "The zebracorn cluster runs in eu-west-1.", access_level=pb.ACCESS_LEVEL_RESTRICTED)
+    elsewhere = store(boss, "The zebracorn cluster runs in eu-west-2.", namespace="hints-other")
+    visible = store(staff, "The zebracorn cluster has 12 nodes.")
+    # the boss sees the restricted fact named; the staff writer only what it may read
+    moved = store(boss, "We moved the zebracorn cluster to us-east-2.", access_level=pb.ACCESS_LEVEL_RESTRICTED)
+    assert secret.id in [h.id for h in moved.possible_updates]
+    staff_hints = {h.id for h in store(staff, "Zebracorn cluster moved to us-east-1 now.").possible_updates}
+    assert staff_hints == {visible.id}  # not the restricted fact or note, not the other namespace's
+    assert not store(dropbox, "Zebracorn cluster moved to ap-south-1 now.").possible_updates
+    # a duplicate writes nothing and names nothing
+    again = store(staff, "Zebracorn cluster moved to us-east-1 now.")
+    assert again.duplicate and not again.possible_updates
+
+
 # -- goals come only from what the caller may read ----------------------------------------------
 
 ZEBRACORN = [

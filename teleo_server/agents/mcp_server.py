@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from teleo_server.client import Client, ClientError, Filters, MemoryInput
+from teleo_server.client import Client, ClientError, Filters, Link, MemoryInput
 from teleo_server.client import Memory as ClientMemory
 
 MemoryType = Literal["episodic", "semantic", "procedural", "working", "reflective"]
@@ -28,14 +28,27 @@ Teleo is this agent's long-term memory. Search it before answering questions abo
 decisions, preferences or facts that may have been stored before (memory_search), and store what
 is worth remembering later: decisions, facts learnt, user preferences, outcomes of tasks
 (memory_store). When a stored fact changes, update it (memory_update) rather than storing a
-contradicting copy. Each search result carries `relevance`, a calibrated probability that it is
-relevant: below about 0.2 treat it as a weak hint, not as a fact. After using a result, report it
-with memory_feedback so that useful memories rank higher."""
+contradicting copy; when you store a change as a new note, name the memories it replaces
+(`supersedes`): memory_store lists the earlier memories the new one probably updates
+(`possible_updates`), and you decide which it really replaces. Each search result carries
+`relevance`, a calibrated probability that it is relevant: below about 0.2 treat it as a weak hint,
+not as a fact. After using a result, report it with memory_feedback so that useful memories rank
+higher."""
+
+
+class PossibleUpdate(BaseModel):
+    id: str
+    content: str
+    similarity: float = Field(description="cosine of the two memories' sentence vectors")
 
 
 class StoredMemory(BaseModel):
     id: str = Field(description="the memory's id (use it with memory_get, memory_update, memory_delete)")
     duplicate: bool = Field(description="true if the namespace already held this exact content; id is the existing memory")
+    possible_updates: list[PossibleUpdate] = Field(
+        default_factory=list,
+        description="earlier memories this one probably updates (not linked): if it replaces one of them, call "
+                    "memory_update with this id and supersedes=[that id]")
 
 
 class MemoryOut(BaseModel):
@@ -157,13 +170,18 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         source: Annotated[str, Field(description="where it came from: a tool, a file, a URL, \"user\"")] = "",
         session_id: Annotated[str, Field(description="the conversation or task it belongs to")] = "",
         evergreen: Annotated[bool, Field(description="true for facts that do not age (exempt from recency decay)")] = False,
+        supersedes: Annotated[list[str] | None, Field(max_length=64, description="ids of earlier memories this one "
+                                                                                 "replaces (the fact changed)")] = None,
     ) -> StoredMemory:
-        """Store a memory for later retrieval. Storing the same text twice in a namespace keeps one copy."""
+        """Store a memory for later retrieval. Storing the same text twice in a namespace keeps one copy.
+        The answer lists earlier memories the new one probably updates; link those it replaces."""
         memory = MemoryInput(content=content, namespace=namespace or default_namespace, memory_type=memory_type,
                              metadata=metadata or {}, importance=importance, source=source, session_id=session_id,
-                             evergreen=evergreen)
+                             evergreen=evergreen, links=tuple(Link(i, "supersedes") for i in supersedes or ()))
         out = call(client.store, memory)
-        return StoredMemory(id=out.id, duplicate=out.duplicate)
+        return StoredMemory(id=out.id, duplicate=out.duplicate,
+                            possible_updates=[PossibleUpdate(id=h.id, content=h.content, similarity=round(h.similarity, 4))
+                                              for h in out.possible_updates])
 
     @server.tool(annotations=read_only)
     def memory_search(
@@ -236,10 +254,18 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         importance: Annotated[float | None, Field(ge=0, le=1)] = None,
         keep_previous: Annotated[bool, Field(description="keep the old text as a memory of its own, which the "
                                                          "updated one supersedes (a history of the fact)")] = True,
+        supersedes: Annotated[list[str] | None, Field(max_length=64, description="ids of earlier memories this one "
+                                                                                 "replaces, added to its links")] = None,
     ) -> UpdatedMemory:
-        """Correct a stored memory when the fact it records has changed."""
-        fields = {k: v for k, v in (("content", content), ("metadata", metadata), ("importance", importance))
-                  if v is not None}
+        """Correct a stored memory when the fact it records has changed, or link it to the earlier
+        memories it replaces (supersedes)."""
+        fields: dict[str, Any] = {k: v for k, v in (("content", content), ("metadata", metadata),
+                                                    ("importance", importance)) if v is not None}
+        if supersedes:
+            (current,) = call(client.get, [id])
+            have = {(link.target_id, link.type) for link in current.links}
+            fields["links"] = current.links + tuple(Link(i, "supersedes") for i in dict.fromkeys(supersedes)
+                                                    if (i, "supersedes") not in have)
         out = call(client.update, id, keep_previous=keep_previous and "content" in fields, **fields)
         return UpdatedMemory(memory=_memory_out(out.memory), previous_id=out.previous_id)
 
@@ -300,5 +326,5 @@ def serve(client: Client, *, namespace: str = "", transport: str = "stdio", host
         server.run("streamable-http", host=host, port=port)
 
 
-__all__ = ["Comparison", "Counters", "Deleted", "INSTRUCTIONS", "MemoryOut", "SearchHit", "SearchOut", "StoredMemory",
-           "UpdatedMemory", "build", "serve"]
+__all__ = ["Comparison", "Counters", "Deleted", "INSTRUCTIONS", "MemoryOut", "PossibleUpdate", "SearchHit", "SearchOut",
+           "StoredMemory", "UpdatedMemory", "build", "serve"]

@@ -217,7 +217,10 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if bad_links:
             raise bad_links[memory.id]
         (out,) = await self.core.store_many(principal, [memory])
-        return pb.StoreResponse(id=out.memory.id, content_hash=out.memory.content_hash, duplicate=out.duplicate)
+        hints = [] if out.duplicate else await self.core.update_hints(principal, out.memory.id)
+        return pb.StoreResponse(id=out.memory.id, content_hash=out.memory.content_hash, duplicate=out.duplicate,
+                                possible_updates=[pb.UpdateHint(id=h.id, similarity=h.similarity, content=h.content)
+                                                  for h in hints])
 
     @rpc
     async def StoreBatch(self, request_iterator: Any, context: Any, principal: Principal) -> pb.StoreBatchResponse:

@@ -22,6 +22,12 @@ HEALTH_COMPONENTS = ("", "teleo.v1.MemoryService", "embedding", "index", "store"
 _INGEST_ALIASES = ("text", "client_ref")  # ingest-only keys: content under another name, the echoed reference
 
 
+def _clip(text: str, width: int = 100) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _print_json(d: dict) -> None:
     print(json.dumps(d, ensure_ascii=False), flush=True)
 
@@ -232,6 +238,9 @@ def cmd_store(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         resp = client.store(memory)
     print(f"{resp.id}{'  (duplicate)' if resp.duplicate else ''}")
+    for hint in resp.possible_updates:
+        # on stderr: scripts that read the new id from stdout keep reading one line
+        print(f"may update {hint.id} ({hint.similarity:.2f}): {_clip(hint.content)}", file=sys.stderr)
     return 0
 
 

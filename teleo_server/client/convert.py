@@ -42,6 +42,7 @@ from teleo_server.client.types import (
     StoreResult,
     Summary,
     TimeBoosts,
+    UpdateHint,
     UpdateResult,
 )
 
@@ -260,7 +261,8 @@ def memory_message(m: Memory) -> pb.Memory:
 
 
 def store_result(r: pb.StoreResponse) -> StoreResult:
-    return StoreResult(r.id, r.content_hash, r.duplicate)
+    return StoreResult(r.id, r.content_hash, r.duplicate,
+                       tuple(UpdateHint(h.id, h.similarity, h.content) for h in r.possible_updates))
 
 
 def batch_result(r: pb.StoreBatchResponse | pb.ImportResponse) -> BatchResult:

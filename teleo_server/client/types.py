@@ -100,10 +100,23 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class UpdateHint:
+    """An earlier memory that a stored one probably updates (the same fact, noted again or changed)."""
+
+    id: str
+    similarity: float  # cosine of the two memories' sentence vectors
+    content: str       # the earlier memory's text
+
+
+@dataclass(frozen=True)
 class StoreResult:
     id: str
     content_hash: str
     duplicate: bool  # the namespace already held this content: ``id`` is the existing memory
+    # earlier memories of the namespace, readable by the caller, that this one probably updates,
+    # best first; nothing is linked: link the ones it replaces with ``update(id, links=[...,
+    # Link(old_id, "supersedes")])`` (``links`` replaces the memory's links: keep those it has)
+    possible_updates: tuple[UpdateHint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -448,6 +461,7 @@ __all__ = [
     "Stage",
     "Stats",
     "StoreResult",
+    "UpdateHint",
     "Summary",
     "TimeBoosts",
     "UpdateResult",

@@ -30,8 +30,9 @@ from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import State, matrix_weights, resolve_config
+from teleo_server.pipeline.updates import update_hints
 from teleo_server.pipeline.types import (Breakdown, EntryPoint, Hit, MemoryPurpose, Offload, Outcome, Provenance, Query,
-                                         StageReport)
+                                         StageReport, UpdateHint)
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces
 
@@ -446,6 +447,19 @@ class TeleologicalRetriever:
                 out.append(EntryPoint(name, self.catalog.memory(int(rows[0])).id, sim, float(score[0])))
         out.sort(key=lambda e: (-e.similarity, e.space))
         return out
+
+    def update_hints(self, memory_id: str, principal: Principal, limit: int | None = None) -> list[UpdateHint]:
+        """Earlier memories of its namespace, readable by ``principal``, that the memory
+        ``memory_id`` probably updates (``pipeline/updates.py``); at most ``limit``
+        (``update_hints`` by default). Empty when it is not indexed."""
+        row = self.catalog.row_of.get(memory_id)
+        if row is None:
+            return []
+        s = self.settings
+        goals = self._goal_view(principal)
+        return update_hints(lambda q: self._state(q, s, goals, {}, ""), self.spaces, s.roles.get("dense"), row,
+                            principal, s.update_hints if limit is None else limit,
+                            s.update_hint_change_similarity, s.update_hint_restated_similarity)
 
     def compare(self, a: str, b: str, aggregation: str, weights: dict[str, float],
                 matrix: str = "", principal: Principal | None = None) -> tuple[dict[str, float], float, float | None]:

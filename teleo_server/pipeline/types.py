@@ -57,6 +57,15 @@ class ConflictPair:
     winner: str        # id of the memory kept ("" when unresolved)
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateHint:
+    """An earlier memory that a stored memory probably updates (``pipeline/updates.py``)."""
+
+    id: str
+    similarity: float    # cosine of the two memories' sentence vectors, in [-1, 1]
+    content: str         # the earlier memory's text, so that a reader can judge without a Get
+
+
 @dataclass(slots=True)
 class Hit:
     memory: Memory
@@ -173,6 +182,11 @@ class Retriever(Protocol):
         """The canonical name of profile ``name`` ("" = the default); InvalidArgument if unknown."""
         ...
 
+    def update_hints(self, memory_id: str, principal: Principal, limit: int | None = None) -> list[UpdateHint]:
+        """Earlier memories ``principal`` may read that memory ``memory_id`` probably updates, best
+        first (empty when it is not indexed)."""
+        ...
+
     def cache_ttl(self, profile: str) -> float:
         """Seconds a result of this profile may be answered from the result cache (0 = never)."""
         ...
@@ -210,4 +224,5 @@ __all__ = [
     "Query",
     "Retriever",
     "StageReport",
+    "UpdateHint",
 ]

@@ -74,6 +74,9 @@ try {
     call.on("error", reject);
     call.on("end", resolve);
   });
+  // A change note about the same thing: the answer names the memory above as one it probably updates.
+  const note = await unary(client, "Store", { memory: { content: "The Node.js client now deploys the pipeline with Argo instead.", namespace: "node" } }, meta);
+  out.possible_updates = note.possible_updates.map((h) => ({ id: h.id, content: h.content, similarity: h.similarity }));
   try {
     await unary(client, "Stats", {}, new grpc.Metadata());
     out.unauthenticated = "accepted";

@@ -193,14 +193,26 @@ class StoreRequest(_message.Message):
     def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ...) -> None: ...
 
 class StoreResponse(_message.Message):
-    __slots__ = ("id", "content_hash", "duplicate")
+    __slots__ = ("id", "content_hash", "duplicate", "possible_updates")
     ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    POSSIBLE_UPDATES_FIELD_NUMBER: _ClassVar[int]
     id: str
     content_hash: str
     duplicate: bool
-    def __init__(self, id: _Optional[str] = ..., content_hash: _Optional[str] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+    possible_updates: _containers.RepeatedCompositeFieldContainer[UpdateHint]
+    def __init__(self, id: _Optional[str] = ..., content_hash: _Optional[str] = ..., duplicate: _Optional[bool] = ..., possible_updates: _Optional[_Iterable[_Union[UpdateHint, _Mapping]]] = ...) -> None: ...
+
+class UpdateHint(_message.Message):
+    __slots__ = ("id", "similarity", "content")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    similarity: float
+    content: str
+    def __init__(self, id: _Optional[str] = ..., similarity: _Optional[float] = ..., content: _Optional[str] = ...) -> None: ...
 
 class StoreBatchRequest(_message.Message):
     __slots__ = ("memory", "client_ref")

@@ -1,0 +1,109 @@
+"""Update hints: which earlier memories a memory being stored probably updates.
+
+Agents write changes as notes ("We moved staging to us-east-2 in March.") and seldom say which
+earlier memory the note replaces ("The staging cluster runs in eu-west-1."). Without a
+``supersedes`` link the server cannot be sure the older memory is stale, and its sentence vectors
+cannot tell a changed fact from another fact about the same thing (the staging note's cosine to
+the region fact is 0.55, to "The staging cluster has 12 nodes." 0.41, to "Staging deploys go out
+every Tuesday." 0.53). So the server does not decide; it names the candidates and the agent, which
+reads them, decides and links (``supersedes``) the ones that are replaced.
+
+A memory's hints are the earlier memories (event time before its own) of its own namespace that
+the writer may read, that nothing visible supersedes already and that it does not link to yet,
+ranked by the cosine of their sentence vectors, above a floor:
+
+* ``update_hint_change_similarity`` when the new memory reads as a change note: a change verb or phrase
+  ("moved", "switched", "upgraded", "replaced", "no longer", "from now on", "instead of", "(was
+  ...)", "now"), in English and in a few other languages (``CHANGE``);
+* ``update_hint_restated_similarity`` otherwise: the same fact said again with another value ("Dana
+  works from Lisbon." after "Dana works from Berlin.").
+
+Nothing is linked, hidden or reordered by a hint. The floors were chosen on the even-numbered
+scenarios of the knowledge-update set (``bench/eval/knowledge_update``); the README gives what they
+find there and on the odd ones.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Principal
+from teleo_server.pipeline.conflicts import Links
+from teleo_server.pipeline.state import State
+from teleo_server.pipeline.types import Query, UpdateHint
+from teleo_server.query import Filters
+
+# candidates fetched for each hint wanted, before the earlier ones are kept
+OVERFETCH = 8
+
+# words and phrases that mark a note about a change (lower case, matched on word boundaries)
+CHANGE = re.compile(
+    r"\b(?:now|no longer|not any more|anymore|from now on|instead of|replac(?:ed|es|ing)|moved?|moves|migrated|"
+    r"switched|switches|changed?|changes|upgraded|downgraded|ported|cut over|renamed|repriced|raised|lowered|"
+    r"increased|decreased|reduced|bumped|resized|rotated|reassigned|relocated|transferred|promoted|shifted|"
+    r"took over|takes over|handed over|handover|stepped (?:back|down)|moved on|left|joined|new|newly|updated?|"
+    r"correction|corrected|used to|formerly|previously|"
+    # German, French, Spanish, Portuguese, Italian, Dutch
+    r"jetzt|nun|nicht mehr|stattdessen|ge(?:wechselt|ändert)|umgezogen|maintenant|désormais|"
+    r"remplacé|changé|déménagé|ahora|ya no|en lugar de|cambiad[oa]|reemplazad[oa]|agora|não mais|"
+    r"substituíd[oa]|mudou|adesso|ora|non più|invece di|cambiat[oa]|sostituit[oa]|nu|niet meer|"
+    r"in plaats van|veranderd|vervangen)\b"
+    # "(was 30 s)"
+    r"|\((?:was|were)\b",
+    re.IGNORECASE)
+
+
+def reads_as_change(text: str) -> bool:
+    """Whether ``text`` is written as a note about a change (``CHANGE``)."""
+    return CHANGE.search(text) is not None
+
+
+def update_hints(make_state, spaces: dict, dense_role: str | None, row: int, principal: Principal,
+                 limit: int, change_floor: float, restated_floor: float) -> list[UpdateHint]:
+    """Hints for the memory at ``row`` (see the module doc), at most ``limit``.
+
+    make_state(query) -> State: the retriever's query state for a caller (ACL and filters as
+    masks), through which the dense search runs, pushed down like any retrieval's."""
+    space = spaces.get(dense_role) if dense_role is not None else None
+    if limit <= 0 or space is None or getattr(space, "index", None) is None:
+        return []
+    cat = space.catalog
+    memory = cat.memory(row)
+    floor = change_floor if reads_as_change(memory.content) else restated_floor
+    vector = space.memory_vectors(np.array([row], dtype=np.int64))[0]
+    if not np.any(vector):
+        return []
+    query = Query(text="", embedding=EmbeddingSet(memory.model_version, [ChunkEmbedding({space.head: vector})]),
+                  principal=principal, top_k=limit, filters=Filters(namespaces=(memory.namespace,)))
+    state: State = make_state(query)
+    feats = state.feature(dense_role)
+    if feats is None:
+        return []
+    # the first pass at the space's calibrated (Matryoshka) dimension, as a retrieval's; rescored in
+    # full. Earlier memories are kept after the search, not by a filter: a namespace's memories are
+    # nearly all older than the one just stored, and an unfiltered search stays on the fast path
+    dim = space.dimension(None) if hasattr(space, "dimension") else None
+    rows, _ = space.search(state.ctx, feats, OVERFETCH * limit, dim=dim)
+    rows = np.asarray(rows, np.int64)
+    rows = rows[cat.event_time[rows] < cat.event_time[row]]
+    scores = space.score(state.ctx, feats, rows)  # exact (a search may rank on a truncated vector)
+    order = np.argsort(-np.nan_to_num(scores, nan=-2.0), kind="stable")
+    rows, scores = rows[order], scores[order]
+    linked = {lk.target_id for lk in memory.links}
+    links = Links(state)
+    out: list[UpdateHint] = []
+    for r, s in zip(rows.tolist(), np.asarray(scores, np.float64).tolist()):
+        if r == row or not s >= floor:
+            continue
+        other = cat.memory(r)
+        if other.id in linked or links.superseders(other.id):
+            continue
+        out.append(UpdateHint(other.id, round(float(s), 4), other.content))
+        if len(out) == limit:
+            break
+    return out
+
+
+__all__ = ["CHANGE", "reads_as_change", "update_hints"]
