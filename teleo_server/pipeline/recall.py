@@ -67,10 +67,12 @@ def sparse_recall(state: State) -> str:
         admitted = ctx.mask[reached]
         values = [np.nan_to_num(lookup(*bm25, reached)),
                   np.nan_to_num(lookup(*splade, reached)) if splade is not None else None]
-    # each space is scaled by its best admitted row: no other row shapes the blend
-    blend = (1.0 - w) * _max_norm(values[0], admitted)
+    # each space is scaled by its best admitted row: no other row shapes the blend (where every row
+    # is admitted, the plain maximum: the masked one costs a product over the corpus)
+    where = None if admitted.all() else admitted
+    blend = (1.0 - w) * _max_norm(values[0], where)
     if values[1] is not None:
-        blend = blend + w * _max_norm(values[1], admitted)
+        blend = blend + w * _max_norm(values[1], where)
     pos, _ = ctx.ops.topk(blend, state.arm(cfg.max_candidates), mask=admitted & (blend > 0))
     pos = np.asarray(pos, np.int64)
     picked = [pos if reached is None else reached[pos]]
