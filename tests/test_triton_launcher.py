@@ -14,6 +14,24 @@ def test_ports_picked_together_are_distinct():
     assert len(set(ports)) == 64 and all(0 < p < 65536 for p in ports)
 
 
+def test_ports_the_caller_gives_are_kept_and_only_the_others_picked(tmp_path, monkeypatch):
+    from teleo_server.embedding import triton_launcher
+
+    asked: list[int] = []
+
+    def counting(n: int, host: str = "127.0.0.1") -> list[int]:
+        asked.append(n)
+        return free_ports(n, host)
+
+    monkeypatch.setattr(triton_launcher, "free_ports", counting)
+    install = SimpleNamespace(venv=tmp_path)
+    given = TritonServer(install, tmp_path, http_port=18000, grpc_port=18001, metrics_port=18002)  # type: ignore[arg-type]
+    assert (given.http_port, given.grpc_port, given.metrics_port) == (18000, 18001, 18002) and asked == []  # none picked
+    one = TritonServer(install, tmp_path, grpc_port=18001)  # type: ignore[arg-type]
+    assert one.grpc_port == 18001 and asked[-1] == 2
+    assert len({one.http_port, one.grpc_port, one.metrics_port}) == 3
+
+
 def _server(tmp_path: Path) -> TritonServer:
     install = SimpleNamespace(venv=tmp_path)  # only stored until start()
     srv = TritonServer(install, tmp_path)  # type: ignore[arg-type]

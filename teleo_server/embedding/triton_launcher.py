@@ -134,10 +134,15 @@ class TritonServer:
         self.host = host
         # ports left to us are picked here, and picked again should one be taken before Triton binds it
         self._own_ports = not (http_port or grpc_port or metrics_port)
-        picked = free_ports(3, host)
-        self.http_port = http_port or picked[0]
-        self.grpc_port = grpc_port or picked[1]
-        self.metrics_port = metrics_port or picked[2]
+        given = {p for p in (http_port, grpc_port, metrics_port) if p}
+        wanted = 3 - sum(1 for p in (http_port, grpc_port, metrics_port) if p)
+        chosen = free_ports(wanted, host) if wanted else []
+        while given & set(chosen):  # a port the caller gave is not handed to another service
+            chosen = free_ports(wanted, host)
+        picked = iter(chosen)
+        self.http_port = http_port or next(picked)
+        self.grpc_port = grpc_port or next(picked)
+        self.metrics_port = metrics_port or next(picked)
         self.exit_timeout_s = exit_timeout_s
         self.shm_prefix = f"teleo_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         self.proc: subprocess.Popen | None = None
