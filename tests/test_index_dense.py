@@ -43,7 +43,7 @@ def test_truncated_search_rescored_at_full_dimension():
     idx = DenseIndex(64, truncations=(16, 32), oversample=4)
     idx.add(x)
     rows, scores = idx.search(OPS, x[5], 5, dim=16)
-    assert rows[0] == 5
+    assert rows[0] == 5 and idx.last_scan == ("exact", 16)
     np.testing.assert_allclose(scores, x[rows] @ x[5], rtol=1e-5)
     chosen = idx.calibrate(OPS, threshold=0.9, k=5)
     assert chosen == 16 and idx.recall_by_dim[16] >= 0.9
@@ -59,6 +59,7 @@ def test_a_prefix_pass_that_would_gather_most_rows_is_one_exact_scan():
     assert idx.scan_dim(5, 16, "numpy") == 16   # a quarter of each row, then 20 rows gathered
     assert idx.scan_dim(60, 16, "numpy") == 64  # 240 of 400 rows gathered: more than one pass
     rows, scores = idx.search(OPS, x[7], 60, dim=16)
+    assert idx.last_scan == ("exact", 64)  # the prefix pass would cost more: a full one ran
     exact_rows, exact_scores = idx.search(OPS, x[7], 60)
     np.testing.assert_array_equal(rows, exact_rows)
     np.testing.assert_allclose(scores, exact_scores, rtol=1e-6)
@@ -92,11 +93,13 @@ def test_hnsw_above_threshold_finds_neighbours_and_honours_deletes_and_masks():
     mask[::4] = True
     rows, _ = idx.search(OPS, x[43], 5, mask)
     assert rows.size == 5 and np.all(rows % 4 == 0)  # fewer rows than the threshold: exact over them
+    assert idx.last_scan == ("exact", 32)  # what a report of this search names, HNSW or not
     truth = np.flatnonzero(mask)[np.argsort(-(x[mask] @ x[43]))[:5]]
     np.testing.assert_array_equal(np.sort(rows), np.sort(truth))
     mask[::2] = True
     rows, _ = idx.search(OPS, x[43], 5, mask)
     assert rows.size == 5 and np.all(rows % 2 == 0)  # HNSW, post-filtered
+    assert idx.last_scan == ("hnsw", 32)
 
 
 def test_candidate_scores_are_the_same_whether_gathered_or_from_one_full_pass():

@@ -78,6 +78,9 @@ class DenseIndex:
         # full-dimension scores of every row for the last query vector seen (host backend): the
         # exact search and the candidates' scoring of one retrieval share one pass over the matrix
         self._memo: tuple[bytes, np.ndarray] | None = None
+        # how the last search found its rows: ("hnsw" | "exact", the dimension it first scanned at);
+        # one assignment, for the dense stage's report
+        self.last_scan: tuple[str, int] = ("exact", dim)
         self.alive = np.zeros(64, dtype=bool)
         self._hnsw: Any = None
         self.adaptive_dim = dim
@@ -251,12 +254,15 @@ class DenseIndex:
         query = np.asarray(query, dtype=np.float32)
         if self._hnsw is not None and int(live.sum()) >= self.exact_threshold:
             try:
-                return self._search_hnsw(query, k, live)
+                found = self._search_hnsw(query, k, live)
+                self.last_scan = ("hnsw", self.dim)
+                return found
             except RuntimeError:
                 # hnswlib refuses when deletions leave fewer reachable items than asked for
                 log.warning("dense_hnsw_fallback_exact", k=k)
         host = ops.name == "numpy" or self.quantized  # int8 rows are a host layout
         dim = self.scan_dim(k, dim, ops.name)
+        self.last_scan = ("exact", dim)
         if dim >= self.dim:
             if host:  # the host scan is memoised for the candidates' scoring
                 ids, scores = ops.topk(self.full_scores(query), k, mask=live)

@@ -151,7 +151,7 @@ def dense(state: State) -> str:
     rows, _ = space.search(state.ctx, q, k, dim=dim)
     index = space.index
     assert index is not None
-    dim = space.scan_dimension(k, dim, state.ctx.ops.name)  # what the search scanned at
+    kind, dim = index.last_scan  # how the search went: HNSW, or an exact pass at this dimension
     c = state.cands
     pos = c.extend(rows)
     scores, chunk = space.score_with_chunks(q, c.rows)
@@ -160,7 +160,6 @@ def dense(state: State) -> str:
     c.set_space(name, scores, found)
     c.chunk = chunk
     recall = index.recall_by_dim.get(dim)
-    kind = "hnsw" if index.uses_hnsw else "exact"
     return f"dense_dimension={dim} index={kind}" + (f" measured_recall={recall:.3f}" if recall is not None else "")
 
 

@@ -123,15 +123,6 @@ class DenseHeadSpace(Space):
         """Chunks a search for ``k`` memories asks for: twice as many where memories have several."""
         return k * 2 if self._several_chunks() else k
 
-    def scan_dimension(self, k: int, dim: int | None, ops_name: str) -> int:
-        """The dimension a search for ``k`` memories at ``dim`` first scans at: the full one where
-        the index walks its HNSW graph or where a prefix pass would cost more than an exact scan
-        (``DenseIndex.scan_dim``)."""
-        assert self.index is not None
-        if self.index.uses_hnsw:
-            return self.index.dim
-        return self.index.scan_dim(self._chunk_fetch(k), dim, ops_name)  # it caps the fetch at the rows held
-
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(feats, rows)[0]
 
