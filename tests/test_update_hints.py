@@ -74,3 +74,12 @@ def test_a_plain_statement_is_named_only_when_it_restates_a_fact(stub, auth):
     assert [h.id for h in restated.possible_updates][:1] == [port.id]
     unrelated = _store(stub, auth, ns, "The football club plays its home games on Sunday mornings.", "2024-03-01")
     assert not unrelated.possible_updates
+
+
+def test_a_hint_carries_at_most_500_characters_of_the_earlier_text(stub, auth):
+    ns = "hints-long"
+    long_text = " ".join(["The staging cluster runs in eu-west-1 and serves the nightly integration runs."] * 30)
+    old = _store(stub, auth, ns, long_text, "2024-01-01")
+    note = _store(stub, auth, ns, "We moved the staging cluster to us-east-2 now.", "2024-02-01")
+    [hint] = [h for h in note.possible_updates if h.id == old.id]
+    assert len(hint.content) == 500 and hint.content.endswith("…") and long_text.startswith(hint.content[:-1])

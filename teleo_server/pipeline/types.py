@@ -63,7 +63,7 @@ class UpdateHint:
 
     id: str
     similarity: float    # cosine of the two memories' sentence vectors, in [-1, 1]
-    content: str         # the earlier memory's text, so that a reader can judge without a Get
+    content: str         # the earlier memory's text (its first 500 characters), to judge without a Get
 
 
 @dataclass(slots=True)

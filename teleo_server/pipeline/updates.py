@@ -37,6 +37,8 @@ from teleo_server.query import Filters
 
 # candidates fetched for each hint wanted, before the earlier ones are kept
 OVERFETCH = 8
+# a hint carries at most this many characters of the earlier memory's text (a Get has it all)
+HINT_CHARS = 500
 
 # words and phrases that mark a note about a change (lower case, matched on word boundaries)
 CHANGE = re.compile(
@@ -100,10 +102,13 @@ def update_hints(make_state, spaces: dict, dense_role: str | None, row: int, pri
         other = cat.memory(r)
         if other.id in linked or links.superseders(other.id):
             continue
-        out.append(UpdateHint(other.id, round(float(s), 4), other.content))
+        text = other.content
+        if len(text) > HINT_CHARS:
+            text = text[: HINT_CHARS - 1] + "…"
+        out.append(UpdateHint(other.id, round(float(s), 4), text))
         if len(out) == limit:
             break
     return out
 
 
-__all__ = ["CHANGE", "reads_as_change", "update_hints"]
+__all__ = ["CHANGE", "HINT_CHARS", "OVERFETCH", "reads_as_change", "update_hints"]
