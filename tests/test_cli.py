@@ -89,6 +89,13 @@ def test_store_names_what_a_change_note_probably_updates_on_stderr(srv):
     r = _cli(srv, "store", "We moved staging to us-east-2 in March.", "--namespace", "cli-hints")
     assert r.returncode == 0 and len(r.stdout.split()) == 1  # stdout: the new id alone
     assert f"may update {first} (" in r.stderr and "The staging cluster runs in eu-west-1." in r.stderr
+    move = r.stdout.strip()
+    for _ in range(2):  # naming it twice links it once
+        linked = json.loads(_ok(_cli(srv, "update", move, "--supersedes", first)))
+    links = linked["memory"]["input"]["links"]
+    assert [(lk["targetId"], lk["type"]) for lk in links] == [(first, "LINK_TYPE_SUPERSEDES")], links
+    found = _ok(_cli(srv, "query", "which region is staging in", "--namespace", "cli-hints", "--profile", "hipporag"))
+    assert move in found and first not in found  # the replaced fact is hidden now
 
 
 def test_query_filters(srv, tmp_path):

@@ -14,7 +14,7 @@ from datetime import datetime
 from teleo_server.cli.common import client_for, connection_options
 from teleo_server.client import convert
 from teleo_server.client.connection import DEFAULT_ADDRESS, ClientError
-from teleo_server.client.types import Filters, MemoryInput
+from teleo_server.client.types import Filters, Link, MemoryInput
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural", "working", "reflective")
 AGGREGATIONS = ("weighted-average", "rrf", "max", "min", "geometric-mean")
@@ -481,9 +481,15 @@ def cmd_update(args: argparse.Namespace) -> int:
         fields["metadata"] = _meta_pairs(args.meta)
     if args.importance is not None:
         fields["importance"] = args.importance
-    if not fields:
-        raise SystemExit("teleo: nothing to change: give --content, --meta or --importance")
+    if not fields and not args.supersedes:
+        raise SystemExit("teleo: nothing to change: give --content, --meta, --importance or --supersedes")
     with client_for(args) as client:
+        if args.supersedes:
+            # added to the memory's links (an Update replaces them all: the ones it has are kept)
+            (current,) = client.get([args.id])
+            have = {(link.target_id, link.type) for link in current.links}
+            fields["links"] = current.links + tuple(Link(t, "supersedes") for t in dict.fromkeys(args.supersedes)
+                                                    if (t, "supersedes") not in have)
         _print_json(convert.update_json(client.update(args.id, keep_previous=args.keep_previous, **fields)))
     return 0
 
@@ -689,6 +695,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="replaces the metadata (repeatable)")
     c.add_argument("--importance", type=float)
     c.add_argument("--keep-previous", action="store_true", help="keep the old version; the new one supersedes it")
+    c.add_argument("--supersedes", action="append", metavar="ID", default=[],
+                   help="an earlier memory this one replaces, added to its links (repeatable; `store` names "
+                        "candidates on stderr)")
     c = client("list", "list memories you may read, oldest first (JSON lines)", cmd_list)
     _filter_options(c)
     c.add_argument("--page-size", type=int, default=100)
