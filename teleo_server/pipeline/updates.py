@@ -12,11 +12,11 @@ A memory's hints are the earlier memories (event time before its own) of its own
 the writer may read, that nothing visible supersedes already and that it does not link to yet,
 ranked by the cosine of their sentence vectors, above a floor:
 
-* ``update_hint_change_similarity`` when the new memory reads as a change note: a change verb or phrase
-  ("moved", "switched", "upgraded", "replaced", "no longer", "from now on", "instead of", "(was
-  ...)", "now"), in English and in a few other languages (``CHANGE``);
-* ``update_hint_restated_similarity`` otherwise: the same fact said again with another value ("Dana
-  works from Lisbon." after "Dana works from Berlin.").
+* ``update_hint_change_similarity`` when the new memory reads as a change note: a change verb
+  or phrase ("moved", "switched", "upgraded", "replaced", "no longer", "from now on", "instead
+  of", "(was ...)", "now"), in English and in a few other languages (``CHANGE``);
+* ``update_hint_restated_similarity`` otherwise: the same fact said again with another value
+  ("Dana works from Lisbon." after "Dana works from Berlin.").
 
 Nothing is linked, hidden or reordered by a hint. The floors were chosen on the even-numbered
 scenarios of the knowledge-update set (``bench/eval/knowledge_update``); the README gives what they
