@@ -84,10 +84,15 @@ def test_store_names_what_it_probably_updates_and_an_update_links_it(client):
     [hint] = [h for h in move.possible_updates if h.id == old.id]
     assert isinstance(hint, UpdateHint) and hint.content == "The staging cluster runs in eu-west-1."
     assert 0.4 <= hint.similarity <= 1.0
-    linked = client.update(move.id, links=[Link(old.id, "supersedes")])
-    assert [(lk.target_id, lk.type) for lk in linked.memory.links] == [(old.id, "supersedes")]
+    other = client.store("Staging deploys go out every Tuesday.", namespace="cl-hints",
+                         event_time=datetime(2024, 1, 6, tzinfo=timezone.utc))
+    client.update(move.id, links=[Link(other.id, "relates_to")])
+    for _ in range(2):  # linking twice links once; the link it had stays
+        linked = client.supersede(move.id, old.id)
+    assert [(lk.target_id, lk.type) for lk in linked.memory.links] == [(other.id, "relates_to"), (old.id, "supersedes")]
     hits = client.search("which region is staging in?", profile="hipporag", filters={"namespaces": ["cl-hints"]})
-    assert [r.memory.id for r in hits.results] == [move.id]
+    found = [r.memory.id for r in hits.results]
+    assert found[0] == move.id and old.id not in found  # the replaced fact is hidden
 
 
 def test_search_options_reach_the_server(client):
@@ -410,13 +415,16 @@ def test_async_client_mirrors_the_sync_one(api_server):
             listed = [m.id async for m in c.memories({"namespaces": ["cl-async"]})]
             exported = [e.memory.id async for e in c.export({"namespaces": ["cl-async"]})]
             batch = await c.store_batch(["async batch one", "async batch two"], namespace="cl-async")
+            note = await c.store("the release train now leaves every Thursday", namespace="cl-async")
+            linked = await c.supersede(note.id, [h.id for h in note.possible_updates if h.id == stored.id])
             try:
                 await c.get("f" * 32)
             except ClientError as exc:
                 missing = exc.code
-            return stored, events, hits, listed, exported, batch, missing, await c.health()
+            return stored, events, hits, listed, exported, batch, missing, await c.health(), linked
 
-    stored, events, hits, listed, exported, batch, missing, health = asyncio.run(scenario())
+    stored, events, hits, listed, exported, batch, missing, health, linked = asyncio.run(scenario())
+    assert [(lk.target_id, lk.type) for lk in linked.memory.links] == [(stored.id, "supersedes")]
     assert isinstance(events[-1], Summary) and any(isinstance(e, Result) and e.memory.id == stored.id for e in events)
     assert hits.results[0].memory.id == stored.id
     assert listed == exported == [stored.id]

@@ -259,14 +259,12 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
     ) -> UpdatedMemory:
         """Correct a stored memory when the fact it records has changed, or link it to the earlier
         memories it replaces (supersedes)."""
-        fields: dict[str, Any] = {k: v for k, v in (("content", content), ("metadata", metadata),
-                                                    ("importance", importance)) if v is not None}
-        if supersedes:
-            (current,) = call(client.get, [id])
-            have = {(link.target_id, link.type) for link in current.links}
-            fields["links"] = current.links + tuple(Link(i, "supersedes") for i in dict.fromkeys(supersedes)
-                                                    if (i, "supersedes") not in have)
-        out = call(client.update, id, keep_previous=keep_previous and "content" in fields, **fields)
+        fields = {k: v for k, v in (("content", content), ("metadata", metadata), ("importance", importance))
+                  if v is not None}
+        if supersedes:  # added to the memory's links; the ones it has are kept
+            out = call(client.supersede, id, supersedes)
+        if fields or not supersedes:
+            out = call(client.update, id, keep_previous=keep_previous and "content" in fields, **fields)
         return UpdatedMemory(memory=_memory_out(out.memory), previous_id=out.previous_id)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,

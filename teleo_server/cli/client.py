@@ -14,7 +14,7 @@ from datetime import datetime
 from teleo_server.cli.common import client_for, connection_options
 from teleo_server.client import convert
 from teleo_server.client.connection import DEFAULT_ADDRESS, ClientError
-from teleo_server.client.types import Filters, Link, MemoryInput
+from teleo_server.client.types import Filters, MemoryInput
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural", "working", "reflective")
 AGGREGATIONS = ("weighted-average", "rrf", "max", "min", "geometric-mean")
@@ -484,13 +484,11 @@ def cmd_update(args: argparse.Namespace) -> int:
     if not fields and not args.supersedes:
         raise SystemExit("teleo: nothing to change: give --content, --meta, --importance or --supersedes")
     with client_for(args) as client:
-        if args.supersedes:
-            # added to the memory's links (an Update replaces them all: the ones it has are kept)
-            (current,) = client.get([args.id])
-            have = {(link.target_id, link.type) for link in current.links}
-            fields["links"] = current.links + tuple(Link(t, "supersedes") for t in dict.fromkeys(args.supersedes)
-                                                    if (t, "supersedes") not in have)
-        _print_json(convert.update_json(client.update(args.id, keep_previous=args.keep_previous, **fields)))
+        if args.supersedes:  # added to the memory's links; the ones it has are kept
+            out = client.supersede(args.id, args.supersedes)
+        if fields:
+            out = client.update(args.id, keep_previous=args.keep_previous, **fields)
+        _print_json(convert.update_json(out))
     return 0
 
 

@@ -10,16 +10,17 @@ are async iterators.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from teleo.v1 import memory_pb2_grpc
 
+from teleo_server.client import convert
 from teleo_server.client.base import Api, Call, collect
 from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials
-from teleo_server.client.types import Event, Filters, Memory, SearchResponse
+from teleo_server.client.types import Event, Filters, Memory, SearchResponse, UpdateResult
 
 
 class AsyncClient(Api):
@@ -85,6 +86,11 @@ class AsyncClient(Api):
             cursor = page.next_cursor
             if not cursor:
                 return
+
+    async def supersede(self, id: str, replaced: str | Sequence[str], *, timeout: float | None = None) -> UpdateResult:
+        """Link memory ``id`` to the earlier memories it replaces (``supersedes``), keeping its other links."""
+        (current,) = await self.get(id, timeout=timeout)
+        return await self.update(id, links=convert.with_links(current.links, replaced), timeout=timeout)
 
     async def health(self, component: str = "", *, timeout: float = 5.0) -> str:
         stub = health_pb2_grpc.HealthStub(self._channel)

@@ -5,7 +5,7 @@ responses in, and the JSON form of memories and exports (protobuf's JSON mapping
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -205,6 +205,14 @@ def retrieve_request(text: str | QueryVectors, *, top_k: int, profile: str, wher
     if boosts is not None:
         req.time_boosts.CopyFrom(time_boosts(boosts))
     return req
+
+
+def with_links(current: tuple[Link, ...], targets: str | Sequence[str], type: str = "supersedes") -> tuple[Link, ...]:
+    """``current`` links and a ``type`` link to each of ``targets`` it does not have yet (an Update
+    replaces a memory's links: what it links to already is kept)."""
+    have = {(link.target_id, link.type) for link in current}
+    wanted = [targets] if isinstance(targets, str) else list(targets)
+    return tuple(current) + tuple(Link(t, type) for t in dict.fromkeys(wanted) if (t, type) not in have)
 
 
 def update_request(id: str, fields: Mapping[str, Any], keep_previous: bool) -> pb.UpdateRequest:
@@ -539,4 +547,5 @@ __all__ = [
     "time_boosts",
     "update_json",
     "update_request",
+    "with_links",
 ]

@@ -114,8 +114,7 @@ class StoreResult:
     content_hash: str
     duplicate: bool  # the namespace already held this content: ``id`` is the existing memory
     # earlier memories of the namespace, readable by the caller, that this one probably updates,
-    # best first; nothing is linked: link the ones it replaces with ``update(id, links=[...,
-    # Link(old_id, "supersedes")])`` (``links`` replaces the memory's links: keep those it has)
+    # best first; nothing is linked: link the ones it replaces with ``supersede(id, old_id)``
     possible_updates: tuple[UpdateHint, ...] = ()
 
 
