@@ -14,7 +14,8 @@ ranked by the cosine of their sentence vectors, above a floor:
 
 * ``update_hint_change_similarity`` when the new memory reads as a change note: a change verb
   or phrase ("moved", "switched", "upgraded", "replaced", "no longer", "from now on", "instead
-  of", "(was ...)", "now"), in English and in a few other languages (``CHANGE``);
+  of", "(was ...)", "now"), in English and in a few other languages (``CHANGE_WORDS``,
+  ``CHANGE_PHRASES``);
 * ``update_hint_restated_similarity`` otherwise: the same fact said again with another value
   ("Dana works from Lisbon." after "Dana works from Berlin.").
 
@@ -40,26 +41,32 @@ OVERFETCH = 8
 # a hint carries at most this many characters of the earlier memory's text (a Get has it all)
 HINT_CHARS = 500
 
-# words and phrases that mark a note about a change (lower case, matched on word boundaries)
-CHANGE = re.compile(
-    r"\b(?:now|no longer|not any more|anymore|from now on|instead of|replac(?:ed|es|ing)|moved?|moves|migrated|"
-    r"switched|switches|changed?|changes|upgraded|downgraded|ported|cut over|renamed|repriced|raised|lowered|"
-    r"increased|decreased|reduced|bumped|resized|rotated|reassigned|relocated|transferred|promoted|shifted|"
-    r"took over|takes over|handed over|handover|stepped (?:back|down)|moved on|left|joined|new|newly|updated?|"
-    r"correction|corrected|used to|formerly|previously|"
-    # German, French, Spanish, Portuguese, Italian, Dutch
-    r"jetzt|nun|nicht mehr|stattdessen|ge(?:wechselt|ändert)|umgezogen|maintenant|désormais|"
-    r"remplacé|changé|déménagé|ahora|ya no|en lugar de|cambiad[oa]|reemplazad[oa]|agora|não mais|"
-    r"substituíd[oa]|mudou|adesso|ora|non più|invece di|cambiat[oa]|sostituit[oa]|nu|niet meer|"
-    r"in plaats van|veranderd|vervangen)\b"
-    # "(was 30 s)"
-    r"|\((?:was|were)\b",
-    re.IGNORECASE)
+# words and phrases that mark a note about a change, in English, German, French, Spanish,
+# Portuguese, Italian and Dutch (lower case; a word is matched whole, a phrase on word boundaries)
+CHANGE_WORDS = frozenset("""
+    now anymore instead replaced replaces replacing move moved moves migrated switched switches change
+    changed changes upgraded downgraded ported renamed repriced raised lowered increased decreased reduced
+    bumped resized rotated reassigned relocated transferred promoted shifted handover left joined new newly
+    update updated correction corrected formerly previously
+    jetzt nun stattdessen gewechselt geändert umgezogen maintenant désormais remplacé changé déménagé ahora
+    cambiado cambiada reemplazado reemplazada agora substituído substituída mudou adesso ora cambiato
+    cambiata sostituito sostituita nu veranderd vervangen
+""".split())
+CHANGE_PHRASES = ("no longer", "not any more", "from now on", "instead of", "cut over", "took over", "takes over",
+                  "handed over", "stepped back", "stepped down", "moved on", "used to", "nicht mehr", "ya no",
+                  "en lugar de", "não mais", "non più", "invece di", "niet meer", "in plaats van", "(was ", "(were ")
+_WORD = re.compile(r"\w+")
 
 
 def reads_as_change(text: str) -> bool:
-    """Whether ``text`` is written as a note about a change (``CHANGE``)."""
-    return CHANGE.search(text) is not None
+    """Whether ``text`` is written as a note about a change: one of ``CHANGE_WORDS`` as a word, or
+    one of ``CHANGE_PHRASES`` ("moved", "no longer", "(was 30 s)", "désormais", ...)."""
+    low = text.lower()
+    words = _WORD.findall(low)
+    if not CHANGE_WORDS.isdisjoint(words):
+        return True
+    padded = f" {' '.join(words)} "
+    return any((f" {p} " in padded) if p[0] != "(" else (p in low) for p in CHANGE_PHRASES)
 
 
 def update_hints(make_state, spaces: dict, dense_role: str | None, row: int, principal: Principal,
@@ -111,4 +118,4 @@ def update_hints(make_state, spaces: dict, dense_role: str | None, row: int, pri
     return out
 
 
-__all__ = ["CHANGE", "HINT_CHARS", "OVERFETCH", "reads_as_change", "update_hints"]
+__all__ = ["CHANGE_PHRASES", "CHANGE_WORDS", "HINT_CHARS", "OVERFETCH", "reads_as_change", "update_hints"]
