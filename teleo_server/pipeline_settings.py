@@ -338,7 +338,7 @@ class PipelineSettings(BaseModel):
     # for a note written as a change and for a plain statement
     update_hints: int = Field(3, ge=0, le=20)
     update_hint_change_similarity: float = Field(0.4, ge=-1, le=1)
-    update_hint_restated_similarity: float = Field(0.85, ge=-1, le=1)
+    update_hint_restated_similarity: float = Field(0.9, ge=-1, le=1)
     # validation (pipeline/validate.py)
     validation_depth: int = Field(50, ge=1)                  # candidates validated (at least top_k)
     validation_min_confidence: float = Field(0.0, ge=0, le=1)

@@ -28,6 +28,7 @@ def _store(stub, auth, ns: str, content: str, day: str, links=()) -> pb.StoreRes
     "We moved staging to us-east-2 in March.", "Dana now works from Lisbon.", "The API no longer accepts XML.",
     "Switched the build to Bazel.", "The timeout is 5 s (was 30 s).", "Correction: the launch is on May 2.",
     "Das Team trifft sich jetzt dienstags.", "Le serveur est désormais à Paris.", "El equipo ya no usa Jira.",
+    "Kenji manages the Warsaw office. (Not Isabel as noted before.)", "Shipped the Ranger app v1.9.2.",
 ])
 def test_change_notes_are_recognised(text):
     assert reads_as_change(text)

@@ -13,9 +13,9 @@ the writer may read, that nothing visible supersedes already and that it does no
 ranked by the cosine of their sentence vectors, above a floor:
 
 * ``update_hint_change_similarity`` when the new memory reads as a change note: a change verb
-  or phrase ("moved", "switched", "upgraded", "replaced", "no longer", "from now on", "instead
-  of", "(was ...)", "now"), in English and in a few other languages (``CHANGE_WORDS``,
-  ``CHANGE_PHRASES``);
+  or phrase ("moved", "switched", "upgraded", "shipped", "no longer", "from now on", "instead
+  of", "(was ...)", "(not ...)", "wrong", "now"), in English and in a few other languages
+  (``CHANGE_WORDS``, ``CHANGE_PHRASES``);
 * ``update_hint_restated_similarity`` otherwise: the same fact said again with another value
   ("Dana works from Lisbon." after "Dana works from Berlin.").
 
@@ -47,14 +47,16 @@ CHANGE_WORDS = frozenset("""
     now anymore instead replaced replaces replacing move moved moves migrated switched switches change
     changed changes upgraded downgraded ported renamed repriced raised lowered increased decreased reduced
     bumped resized rotated reassigned relocated transferred promoted shifted handover left joined new newly
-    update updated correction corrected formerly previously
+    update updated correction corrected formerly previously wrong mistaken actually rescheduled postponed delayed
+    shipped released scaled finished
     jetzt nun stattdessen gewechselt geändert umgezogen maintenant désormais remplacé changé déménagé ahora
     cambiado cambiada reemplazado reemplazada agora substituído substituída mudou adesso ora cambiato
     cambiata sostituito sostituita nu veranderd vervangen
 """.split())
 CHANGE_PHRASES = ("no longer", "not any more", "from now on", "instead of", "cut over", "took over", "takes over",
                   "handed over", "stepped back", "stepped down", "moved on", "used to", "nicht mehr", "ya no",
-                  "en lugar de", "não mais", "non più", "invece di", "niet meer", "in plaats van", "(was ", "(were ")
+                  "en lugar de", "não mais", "non più", "invece di", "niet meer", "in plaats van", "(was ", "(were ",
+                  "(not ", "as noted before", "earlier note")
 _WORD = re.compile(r"\w+")
 
 
