@@ -89,7 +89,41 @@ def test_bad_input_fails_only_its_caller():
     assert [s.model_version for s in ok1] == ["ok1|d"]
     assert [s.model_version for s in ok2] == ["ok2|q"]
     assert isinstance(bad, errors.InvalidArgument)
-    assert ["ok1", "bad", "x", "ok2"] in backend.batches   # they were batched together
+    assert ["ok1", "bad", "x"] in backend.batches   # the documents were batched together
+    assert backend.batches.index(["ok2"]) < backend.batches.index(["ok1", "bad", "x"])  # the query went first
+
+
+def test_a_query_goes_before_the_documents_queued_ahead_of_it():
+    backend = _Backend(delay_s=0.05)
+    roles: list[list[bool]] = []
+    run = backend.run
+
+    async def recording(texts, is_query):
+        roles.append(list(is_query))
+        return await run(texts, is_query)
+
+    async def main():
+        c = Coalescer(recording, max_batch=2, max_in_flight=1)
+        try:
+            running = asyncio.create_task(c.submit(["bulk0"], False))
+            await asyncio.sleep(0.01)  # bulk0 is being embedded; the rest queue behind it
+            bulk = asyncio.create_task(c.submit([f"bulk{i}" for i in range(1, 7)], False))
+            await asyncio.sleep(0.005)
+            asked = asyncio.create_task(c.submit(["where is staging?"], True))
+            while ["where is staging?"] not in backend.batches:  # the query's batch runs; bulk1.. still wait
+                await asyncio.sleep(0.005)
+            later = asyncio.create_task(c.submit(["and production?"], True))
+            return await asyncio.gather(running, bulk, asked, later)
+        finally:
+            await c.close(errors.Unavailable("closed"))
+
+    *_, asked, later = _run(main)
+    assert asked[0].model_version == "where is staging?|q" and later[0].model_version == "and production?|q"
+    assert all(len(set(r)) == 1 for r in roles)  # each batch one kind
+    order = backend.batches
+    assert order[:3] == [["bulk0"], ["where is staging?"], ["bulk1", "bulk2"]]
+    # documents were waiting: the second query comes after one document batch, not before it
+    assert order.index(["and production?"]) == 3 and order[4:] == [["bulk3", "bulk4"], ["bulk5", "bulk6"]]
 
 
 def test_backend_failure_fails_the_batch_and_reports_it():
@@ -121,3 +155,23 @@ def test_close_fails_queued_and_in_flight_calls():
 
     results = _run(main)
     assert all(isinstance(r, errors.Unavailable) for r in results)
+
+
+def test_documents_go_in_smaller_batches_than_queries():
+    backend = _Backend(delay_s=0.02)
+
+    async def main():
+        c = Coalescer(backend.run, max_batch=8, document_batch=2, max_in_flight=1)
+        try:
+            blocker = asyncio.create_task(c.submit(["first"], False))
+            await asyncio.sleep(0.005)
+            docs = asyncio.create_task(c.submit([f"d{i}" for i in range(5)], False))
+            queries = asyncio.create_task(c.submit([f"q{i}" for i in range(5)], True))
+            return await asyncio.gather(blocker, docs, queries)
+        finally:
+            await c.close(errors.Unavailable("closed"))
+
+    _, docs, queries = _run(main)
+    assert [s.model_version for s in docs] == [f"d{i}|d" for i in range(5)]
+    assert [s.model_version for s in queries] == [f"q{i}|q" for i in range(5)]
+    assert backend.batches == [["first"], [f"q{i}" for i in range(5)], ["d0", "d1"], ["d2", "d3"], ["d4"]]

@@ -1,9 +1,14 @@
 """Coalesce concurrent embed calls into batches (both embedders use it).
 
 Each text becomes a queue item with its own future. A pump takes a free slot (one per request
-that may be in flight), then the first queued item, then whatever else is queued (waiting up to
-``window_s`` for more) up to ``max_batch`` texts, and runs them as one batch. While every slot
-is busy, new calls accumulate and go together when one frees up.
+that may be in flight), then the first queued item, then whatever else of its kind is queued
+(waiting up to ``window_s`` for more) up to ``max_batch`` texts, and runs them as one batch. While
+every slot is busy, new calls accumulate and go together when one frees up.
+
+Queries and documents queue apart and a batch holds one kind: a query (a short text someone is
+waiting on) goes before the documents queued ahead of it, so a retrieval does not wait for a bulk
+store's texts to be embedded, only for the batch already running. Documents are never starved:
+while they wait, no two query batches run in a row.
 
 A monitor may set the callbacks of :class:`EmbedObservers` (the coalescer never imports one).
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -54,6 +60,8 @@ class Coalescer:
     ----------
     run : embeds a batch; returns one EmbeddingSet per text, raises TeleoError on failure.
     max_batch : most texts per ``run`` call.
+    document_batch : most documents per ``run`` call (``max_batch`` when None): smaller, a query
+        that arrives during a bulk store waits less for the batch running.
     window_s : how long a batch's first text waits for company (0: take only what is queued).
     max_in_flight : ``run`` calls outstanding at once.
     on_error : called with every TeleoError a batch raised (e.g. to mark a backend down).
@@ -61,16 +69,19 @@ class Coalescer:
         that owns this coalescer, so they can be set before or after it exists.
     """
 
-    def __init__(self, run: RunBatch, *, max_batch: int, window_s: float = 0.0,
+    def __init__(self, run: RunBatch, *, max_batch: int, document_batch: int | None = None, window_s: float = 0.0,
                  max_in_flight: int = 1,
                  on_error: Callable[[TeleoError], None] | None = None,
                  observers: EmbedObservers | None = None) -> None:
         self._run = run
         self.observers = observers if observers is not None else EmbedObservers()
         self.max_batch = max_batch
+        self.document_batch = min(document_batch or max_batch, max_batch)
         self.window_s = window_s
         self._on_error = on_error
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._queues: dict[bool, deque[_Item]] = {True: deque(), False: deque()}  # is_query -> items
+        self._arrived = asyncio.Event()
+        self._last_query = False  # the kind of the last batch taken
         self._slots = asyncio.Semaphore(max_in_flight)
         self._callers = itertools.count()
         self._tasks: set[asyncio.Task] = set()
@@ -78,16 +89,16 @@ class Coalescer:
 
     @property
     def pending(self) -> int:
-        """Texts queued and not yet taken into a batch (a plain length: safe from any thread)."""
-        return self._queue.qsize()
+        """Texts queued and not yet taken into a batch (plain lengths: safe from any thread)."""
+        return len(self._queues[True]) + len(self._queues[False])
 
     async def submit(self, texts: list[str], is_query: bool) -> list[EmbeddingSet]:
         loop = asyncio.get_running_loop()
         caller = next(self._callers)
         items = [_Item(t, is_query, caller, loop.create_future()) for t in texts]
         t0 = time.perf_counter()
-        for item in items:
-            self._queue.put_nowait(item)
+        self._queues[is_query].extend(items)
+        self._arrived.set()
         try:
             results = list(await asyncio.gather(*(i.future for i in items)))
         except BaseException:
@@ -98,20 +109,29 @@ class Coalescer:
             self.observers.call(is_query, time.perf_counter() - t0)
         return results
 
+    async def _wait_arrival(self) -> None:
+        self._arrived.clear()
+        await self._arrived.wait()
+
     async def _collect(self) -> list[_Item]:
-        batch = [await self._queue.get()]
+        queries, documents = self._queues[True], self._queues[False]
+        while not (queries or documents):
+            await self._wait_arrival()
+        # queries first, unless the last batch was queries and documents are waiting
+        kind = bool(queries) and not (self._last_query and documents)
+        self._last_query = kind
+        queue = self._queues[kind]
+        size = self.max_batch if kind else self.document_batch
+        batch: list[_Item] = []
         deadline = time.monotonic() + self.window_s
-        while len(batch) < self.max_batch:
-            try:
-                batch.append(self._queue.get_nowait())
-                continue
-            except asyncio.QueueEmpty:
-                pass
+        while True:
+            while queue and len(batch) < size:
+                batch.append(queue.popleft())
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if len(batch) >= size or remaining <= 0:
                 break
             try:
-                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                await asyncio.wait_for(self._wait_arrival(), remaining)
             except TimeoutError:
                 break
         return [i for i in batch if not i.future.done()]
@@ -175,8 +195,9 @@ class Coalescer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        while not self._queue.empty():
-            _fail([self._queue.get_nowait()], error)
+        for queue in self._queues.values():
+            _fail(list(queue), error)
+            queue.clear()
 
 
 def _fail(items: list[_Item], exc: TeleoError) -> None:

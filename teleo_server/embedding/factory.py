@@ -29,7 +29,7 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
 
         embedder = InProcessEmbedder(
             settings.model_dir or default_model_dir(), threads=settings.threads,
-            max_batch=settings.max_batch, nice=settings.worker_nice,
+            max_batch=settings.max_batch, document_batch=settings.document_batch, nice=settings.worker_nice,
             plan=ChunkPlan(settings.chunk_tokens, settings.chunk_overlap),
             query_max_terms=settings.query_max_terms)
     log.info("embedder.configured", backend=embedder.description,

@@ -32,18 +32,21 @@ class InProcessEmbedder:
     threads : onnxruntime intra-op threads per model.
     nice : nice steps below the event loop for the embedding thread (and the runtime's pool,
         which it creates and which inherits it).
-    max_batch : chunk texts per onnxruntime call.
+    max_batch : chunk texts per onnxruntime call, and queries per batch.
+    document_batch : documents per batch (a query waits at most for the batch running when it
+        arrives: queries go before queued documents).
     plan : chunk size and overlap in word pieces.
     query_max_terms : sparse terms kept for a query.
     """
 
-    def __init__(self, model_dir: Path, *, threads: int = 2, max_batch: int = 32,
+    def __init__(self, model_dir: Path, *, threads: int = 2, max_batch: int = 32, document_batch: int | None = None,
                  plan: ChunkPlan | None = None, query_max_terms: int = 64, nice: int = DEFAULT_NICE) -> None:
         self._model_dir = model_dir
         self._nice = nice
         self._kwargs = dict(threads=threads, max_batch=max_batch, plan=plan or ChunkPlan(),
                             query_max_terms=query_max_terms)
         self._max_batch = max_batch
+        self._document_batch = document_batch
         self._engine: Engine | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._batches: Coalescer | None = None
@@ -77,8 +80,8 @@ class InProcessEmbedder:
             self._executor.shutdown(wait=False)
             self._executor = None
             raise
-        self._batches = Coalescer(self._run, max_batch=self._max_batch, max_in_flight=1,
-                                  observers=self.observers)
+        self._batches = Coalescer(self._run, max_batch=self._max_batch, document_batch=self._document_batch,
+                                  max_in_flight=1, observers=self.observers)
         log.info("embedder.started", backend="in-process", model_version=self._engine.version,
                  threads=self._kwargs["threads"])
 

@@ -36,6 +36,11 @@ class EmbeddingSettings(BaseModel):
     threads: int = Field(2, ge=1)              # onnxruntime intra-op threads (in-process)
     worker_nice: int = Field(10, ge=0, le=19)  # nice steps below the event loop (in-process)
     max_batch: int = Field(32, ge=1, le=64)    # texts per model call / per Triton request
+    # documents embedded together in-process: a query waits at most for the batch running when it
+    # arrives (queries go before queued documents), so smaller batches answer it sooner during a
+    # bulk store (8: a query 1.1-1.4 s behind 96 SciFact abstracts instead of 5.4-6.7 s with 32,
+    # the bulk about 3% slower)
+    document_batch: int = Field(8, ge=1, le=64)
     batch_window_ms: float = Field(2.0, ge=0)  # how long the Triton client waits to fill a batch
 
     @field_validator("cache_dir", "triton_url", mode="before")
