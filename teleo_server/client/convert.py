@@ -207,12 +207,12 @@ def retrieve_request(text: str | QueryVectors, *, top_k: int, profile: str, wher
     return req
 
 
-def with_links(current: tuple[Link, ...], targets: str | Sequence[str], type: str = "supersedes") -> tuple[Link, ...]:
-    """``current`` links and a ``type`` link to each of ``targets`` it does not have yet (an Update
+def with_links(current: tuple[Link, ...], targets: str | Sequence[str], kind: str = "supersedes") -> tuple[Link, ...]:
+    """``current`` links and a ``kind`` link to each of ``targets`` it does not have yet (an Update
     replaces a memory's links: what it links to already is kept)."""
     have = {(link.target_id, link.type) for link in current}
     wanted = [targets] if isinstance(targets, str) else list(targets)
-    return tuple(current) + tuple(Link(t, type) for t in dict.fromkeys(wanted) if (t, type) not in have)
+    return tuple(current) + tuple(Link(t, kind) for t in dict.fromkeys(wanted) if (t, kind) not in have)
 
 
 def update_request(id: str, fields: Mapping[str, Any], keep_previous: bool) -> pb.UpdateRequest:

@@ -137,7 +137,9 @@ class TritonServer:
         given = {p for p in (http_port, grpc_port, metrics_port) if p}
         wanted = 3 - sum(1 for p in (http_port, grpc_port, metrics_port) if p)
         chosen = free_ports(wanted, host) if wanted else []
-        while given & set(chosen):  # a port the caller gave is not handed to another service
+        for _ in range(8):  # a port the caller gave is not handed to another service
+            if not given & set(chosen):
+                break
             chosen = free_ports(wanted, host)
         picked = iter(chosen)
         self.http_port = http_port or next(picked)

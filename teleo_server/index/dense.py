@@ -250,6 +250,7 @@ class DenseIndex:
         live = self.alive[: self.n] if mask is None else (mask[: self.n] & self.alive[: self.n])
         k = min(k, self.n)
         if k <= 0:
+            self.last_scan = ("exact", self.dim)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         query = np.asarray(query, dtype=np.float32)
         if self._hnsw is not None and int(live.sum()) >= self.exact_threshold:
