@@ -11,12 +11,15 @@
 #                      bench/results/floors.json
 #   make agent-loop    LoCoMo dev replayed through the Claude Code hooks -> bench/results/agent_loop.json
 #                      (~20 min on 2 cores; AGENT_LOOP_ARGS=--quick for ~2 min)
+#   make knowledge-update  the generated knowledge-update set (no DATA needed): the profiles side by
+#                      side -> bench/results/knowledge_update.json, and a Store's update hints ->
+#                      bench/results/knowledge_update_hints.json (~1 min once embeddings are cached)
 #   EVAL_ARGS="--only scifact --quick" narrows a run.
 
 EVAL_ARGS ?=
 EVAL_NICE ?= nice -n 10
 
-.PHONY: eval eval-latency calibrate floors agent-loop
+.PHONY: eval eval-latency calibrate floors agent-loop knowledge-update
 
 eval: $(STAMP) $(MODELS_STAMP)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.run --data $(DATA) $(EVAL_ARGS)
@@ -33,3 +36,7 @@ floors: $(STAMP) $(MODELS_STAMP)
 AGENT_LOOP_ARGS ?=
 agent-loop: $(STAMP) $(MODELS_STAMP)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.agents.loop --data $(DATA) $(AGENT_LOOP_ARGS)
+
+knowledge-update: $(STAMP) $(MODELS_STAMP)
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.knowledge_update.run
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(EVAL_NICE) $(PY) -m bench.eval.knowledge_update.hints --grid
