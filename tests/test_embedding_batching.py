@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -33,17 +34,24 @@ def _run(coro_fn):
     return asyncio.run(coro_fn())
 
 
+@asynccontextmanager
+async def _coalescer(run, **kwargs):
+    """A Coalescer closed (whatever is still queued failed) when the block ends."""
+    c = Coalescer(run, **kwargs)
+    try:
+        yield c
+    finally:
+        await c.close(errors.Unavailable("closed"))
+
+
 @pytest.mark.parametrize("max_batch", [4, 64])
 def test_concurrent_calls_merge_and_each_caller_gets_its_own_results(max_batch):
     backend = _Backend()
 
     async def main():
-        c = Coalescer(backend.run, max_batch=max_batch, max_in_flight=1)
-        try:
+        async with _coalescer(backend.run, max_batch=max_batch, max_in_flight=1) as c:
             calls = [c.submit([f"a{i}", f"b{i}"], is_query=i % 2 == 0) for i in range(10)]
             return await asyncio.gather(*calls)
-        finally:
-            await c.close(errors.Unavailable("closed"))
 
     results = _run(main)
     for i, r in enumerate(results):
@@ -58,14 +66,11 @@ def test_window_waits_for_company():
     backend = _Backend(delay_s=0)
 
     async def main():
-        c = Coalescer(backend.run, max_batch=8, window_s=0.2, max_in_flight=4)
-        try:
+        async with _coalescer(backend.run, max_batch=8, window_s=0.2, max_in_flight=4) as c:
             first = asyncio.create_task(c.submit(["x"], False))
             await asyncio.sleep(0.02)
             second = asyncio.create_task(c.submit(["y"], False))
             return await asyncio.gather(first, second)
-        finally:
-            await c.close(errors.Unavailable("closed"))
 
     _run(main)
     assert backend.batches == [["x", "y"]]
@@ -75,15 +80,12 @@ def test_bad_input_fails_only_its_caller():
     backend = _Backend(delay_s=0.02)
 
     async def main():
-        c = Coalescer(backend.run, max_batch=16, max_in_flight=1)
-        try:
+        async with _coalescer(backend.run, max_batch=16, max_in_flight=1) as c:
             blocker = asyncio.create_task(c.submit(["first"], False))
             await asyncio.sleep(0.005)         # the next three queue up behind it, together
             calls = [c.submit(["ok1"], False), c.submit(["bad", "x"], False),
                      c.submit(["ok2"], True)]
             return await blocker, await asyncio.gather(*calls, return_exceptions=True)
-        finally:
-            await c.close(errors.Unavailable("closed"))
 
     _, (ok1, bad, ok2) = _run(main)
     assert [s.model_version for s in ok1] == ["ok1|d"]
@@ -103,8 +105,7 @@ def test_a_query_goes_before_the_documents_queued_ahead_of_it():
         return await run(texts, is_query)
 
     async def main():
-        c = Coalescer(recording, max_batch=2, max_in_flight=1)
-        try:
+        async with _coalescer(recording, max_batch=2, max_in_flight=1) as c:
             running = asyncio.create_task(c.submit(["bulk0"], False))
             await asyncio.sleep(0.01)  # bulk0 is being embedded; the rest queue behind it
             bulk = asyncio.create_task(c.submit([f"bulk{i}" for i in range(1, 7)], False))
@@ -114,8 +115,6 @@ def test_a_query_goes_before_the_documents_queued_ahead_of_it():
                 await asyncio.sleep(0.005)
             later = asyncio.create_task(c.submit(["and production?"], True))
             return await asyncio.gather(running, bulk, asked, later)
-        finally:
-            await c.close(errors.Unavailable("closed"))
 
     *_, asked, later = _run(main)
     assert asked[0].model_version == "where is staging?|q" and later[0].model_version == "and production?|q"
@@ -131,12 +130,9 @@ def test_backend_failure_fails_the_batch_and_reports_it():
     seen: list[errors.TeleoError] = []
 
     async def main():
-        c = Coalescer(backend.run, max_batch=8, max_in_flight=1, on_error=seen.append)
-        try:
+        async with _coalescer(backend.run, max_batch=8, max_in_flight=1, on_error=seen.append) as c:
             return await asyncio.gather(c.submit(["a"], False), c.submit(["b"], False),
                                         return_exceptions=True)
-        finally:
-            await c.close(errors.Unavailable("closed"))
 
     results = _run(main)
     assert all(isinstance(r, errors.Unavailable) for r in results)
@@ -161,15 +157,12 @@ def test_documents_go_in_smaller_batches_than_queries():
     backend = _Backend(delay_s=0.02)
 
     async def main():
-        c = Coalescer(backend.run, max_batch=8, document_batch=2, max_in_flight=1)
-        try:
+        async with _coalescer(backend.run, max_batch=8, document_batch=2, max_in_flight=1) as c:
             blocker = asyncio.create_task(c.submit(["first"], False))
             await asyncio.sleep(0.005)
             docs = asyncio.create_task(c.submit([f"d{i}" for i in range(5)], False))
             queries = asyncio.create_task(c.submit([f"q{i}" for i in range(5)], True))
             return await asyncio.gather(blocker, docs, queries)
-        finally:
-            await c.close(errors.Unavailable("closed"))
 
     _, docs, queries = _run(main)
     assert [s.model_version for s in docs] == [f"d{i}|d" for i in range(5)]

@@ -17,8 +17,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from teleo_server.client import Client, ClientError, Filters, Link, MemoryInput
+from teleo_server.client import Client, ClientError, Filters, MemoryInput
 from teleo_server.client import Memory as ClientMemory
+from teleo_server.client.convert import with_links
 
 MemoryType = Literal["episodic", "semantic", "procedural", "working", "reflective"]
 Aggregation = Literal["weighted_average", "rrf", "max", "min", "geometric_mean"]
@@ -177,7 +178,7 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         The answer lists earlier memories the new one probably updates; link those it replaces."""
         memory = MemoryInput(content=content, namespace=namespace or default_namespace, memory_type=memory_type,
                              metadata=metadata or {}, importance=importance, source=source, session_id=session_id,
-                             evergreen=evergreen, links=tuple(Link(i, "supersedes") for i in supersedes or ()))
+                             evergreen=evergreen, links=with_links((), supersedes or ()))
         out = call(client.store, memory)
         return StoredMemory(id=out.id, duplicate=out.duplicate,
                             possible_updates=[PossibleUpdate(id=h.id, content=h.content, similarity=round(h.similarity, 4))

@@ -425,8 +425,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     width, indent = 50, " " * 13
     print(f"{'#':>3}  {'SCORE':>6}  {'REL':>5}  {'ID':<32}  {'FOUND BY':<18}  CONTENT")
     for r in results:
-        content = " ".join(r.memory.content.split())
-        content = content[: width - 1] + "…" if len(content) > width else content
+        content = _clip(r.memory.content, width)
         print(f"{r.rank:>3}  {r.score:6.3f}  {r.relevance:5.3f}  {r.memory.id:<32}  {_found_by(r.found_by):<18}  {content}")
         if r.explanation:
             print(f"{indent}{r.explanation}")
