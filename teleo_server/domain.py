@@ -87,7 +87,17 @@ class Memory:
 
     def pack(self) -> None:
         """Keep ``content`` compressed from now on, where that is smaller (a record the index
-        holds for as long as the memory lives); reading ``content`` still gives the text."""
+        holds for as long as the memory lives); reading ``content`` still gives the text. The
+        strings most records repeat (namespace, source, session, model version) become one shared
+        object each, and so do equal times and the default confidence and importance."""
+        self.namespace = sys.intern(self.namespace)
+        self.source = sys.intern(self.source)
+        self.session_id = sys.intern(self.session_id)
+        self.model_version = sys.intern(self.model_version)
+        self.confidence = _SHARED_FLOATS.get(self.confidence, self.confidence)
+        self.importance = _SHARED_FLOATS.get(self.importance, self.importance)
+        if self.ingestion_time == self.event_time:
+            self.ingestion_time = self.event_time
         text = _CONTENT_SLOT.__get__(self, Memory)
         if type(text) is str and len(text) >= PACK_AT:
             packed = zlib.compress(text.encode("utf-8"), 6, _WBITS)
@@ -106,6 +116,8 @@ PACK_AT = 256
 PACK_RATIO = 0.8           # kept deflated only when that saves at least a fifth
 _WBITS = -15               # raw deflate: no header or checksum (the text is in the database too)
 _CONTENT_SLOT = Memory.__dict__["content"]
+# one float object each for the values nearly every record carries (24 bytes a record apiece)
+_SHARED_FLOATS = {v: v for v in (0.0, 0.5, 1.0)}
 
 
 def _get_content(self: Memory) -> str:

@@ -290,7 +290,9 @@ def test_the_word_lists_leave_no_copy_in_the_stop_words_package():
     analysis.stopwords.cache_clear()
     analysis._folded_stopwords.cache_clear()
     analysis.keyword_stopwords.cache_clear()
-    _, en_all, codes, sets, index = entities._word_lists()
-    assert "the" in en_all and "de" in codes and "und" in sets[codes.index("de")] and index["und"]
+    _, en_all, codes, index = entities._word_lists()
+    assert "the" in en_all and "de" in codes and codes.index("de") in index["und"]
+    assert codes.index("fr") in index["les"] and codes.index("de") not in index["les"]
+    assert index["und"] is index["oder"]  # words of the same languages share one tuple
     assert "der" in analysis.stopwords("de")
     assert stop_words.STOP_WORDS_CACHE == {}

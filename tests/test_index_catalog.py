@@ -129,3 +129,31 @@ def test_records_the_index_keeps_hold_their_text_deflated_and_read_it_back_uncha
     updated = replace(records["accented"], used_count=3)
     r.catalog.update(updated)
     assert r.catalog.memory(r.catalog.row_of["accented"]).packed and updated.content == accented
+
+
+def test_records_the_index_keeps_share_the_strings_and_values_they_repeat():
+    """Two memories built from separate but equal strings (as rows read from the database are) hold
+    one namespace, source, session and model version object between them once indexed, and one
+    object for equal times and the default confidence; the values read the same."""
+    from dataclasses import replace
+
+    from teleo_server.pipeline import PipelineSettings, make_retriever
+
+    def fresh(s: str) -> str:
+        return "".join(list(s))  # an equal str that is not the same object
+
+    r = make_retriever(PipelineSettings(), "numpy")
+    for mid in ("a", "b"):
+        m = replace(syn.memory(mid, f"note {mid} about the staging cluster"), namespace=fresh("team-alpha"),
+                    source=fresh("slack-import"), session_id=fresh("session-17"),
+                    model_version=fresh("minilm+splade+r1"), confidence=float("1.0"),
+                    event_time=1_700_000_000.5, ingestion_time=float("1700000000.5"))
+        assert m.ingestion_time is not m.event_time
+        r.add(m, syn.embedding())
+    a, b = (r.catalog.memory(r.catalog.row_of[i]) for i in ("a", "b"))
+    for name in ("namespace", "source", "session_id", "model_version"):
+        assert getattr(a, name) is getattr(b, name), name
+    assert (a.namespace, a.source, a.session_id, a.model_version) == (
+        "team-alpha", "slack-import", "session-17", "minilm+splade+r1")
+    assert a.confidence is b.confidence and a.confidence == 1.0
+    assert a.ingestion_time is a.event_time and a.event_time == 1_700_000_000.5

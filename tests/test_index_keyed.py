@@ -1,4 +1,4 @@
-"""Growing int64 -> int32 postings (the entity space's trigram tables), against a dict of lists."""
+"""Growing int64 -> integer id postings (the entity space's trigram tables), against a dict of lists."""
 
 from __future__ import annotations
 
@@ -35,6 +35,22 @@ def test_lookups_match_a_dict_of_lists_through_buffered_and_merged_postings():
     assert kp.lookup(np.array([10**15], np.int64)).size == 0
 
 
+def test_ids_take_two_bytes_until_one_reaches_65536():
+    kp = KeyedPostings(min_merge=10)
+    for i in range(0, 65_536, 4096):
+        kp.add([i % 7, 100], i)
+    kp.add([3], 65_535)
+    kp.merge()
+    assert kp.ids.dtype == np.uint16
+    assert kp.lookup(np.array([3], np.int64)).tolist()[-1] == 65_535
+    kp.add([3, 100], 70_000)
+    assert kp.lookup(np.array([3], np.int64)).tolist()[-2:] == [65_535, 70_000]  # CSR and buffer
+    kp.merge()
+    assert kp.ids.dtype == np.int32
+    assert kp.lookup(np.array([3], np.int64)).tolist()[-2:] == [65_535, 70_000]
+    assert kp.lookup(np.array([100], np.int64)).tolist() == list(range(0, 65_536, 4096)) + [70_000]
+
+
 def test_entity_space_reaches_the_same_names_from_its_write_buffer_and_after_settling():
     from teleo_server.pipeline import PipelineSettings, make_retriever
     from bench.harness import memories as syn
@@ -54,28 +70,3 @@ def test_entity_space_reaches_the_same_names_from_its_write_buffer_and_after_set
     terms = space.field.terms
     assert "melanie smith" in {terms[t] for t in before[0]} and "joanna smythe" in {terms[t] for t in before[1]}
     assert "carlos santana" in {terms[t] for t in before[4]}
-
-
-def test_name_tables_share_one_int_object_per_id():
-    """Ids above CPython's own small-int cache are one object across the BM25 vocabularies and
-    the memory graph's entities, however many tables hold them."""
-    from teleo_server.index.keyed import shared_id
-    from teleo_server.pipeline import PipelineSettings, make_retriever
-    from bench.harness import memories as syn
-
-    assert shared_id(5000) is shared_id(int("5000")) and shared_id(5000) == 5000
-    assert [shared_id(i) for i in range(3000, 3005)] == list(range(3000, 3005))
-    r = make_retriever(PipelineSettings(), "numpy")
-    words = [f"term{i}" for i in range(700)]
-    names = [f"Person{i} Surname{i}" for i in range(350)]
-    for i in range(350):
-        text = f"{names[i]} wrote {words[2 * i]} and {words[2 * i + 1]} in Zurich."
-        r.add(syn.memory(f"m{i}", text), syn.embedding())
-    lexical = dict(r.spaces["E6_lexical"].field.vocab.items())
-    entity = dict(r.spaces["E11_entity"].field.vocab.items())
-    graph = dict(r.spaces["E8_graph"].graph.entity_of.items())
-    big = [v for v in lexical.values() if v > 300]
-    assert big, "the lexical vocabulary grew past the small-int cache"
-    by_value = {v: v for v in big}
-    shared = [v for v in list(entity.values()) + list(graph.values()) if v in by_value]
-    assert shared and all(v is by_value[v] for v in shared)

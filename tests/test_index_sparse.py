@@ -379,3 +379,52 @@ def test_weighed_values_kept_as_float16_score_the_same_before_and_after_a_merge(
     exact = full.scores(ops("numpy"), q_ids, q_w)
     np.testing.assert_allclose(before, exact, rtol=2e-3, atol=1e-4)
     assert not np.array_equal(before, exact)
+
+
+def test_row_ids_take_two_bytes_up_to_65536_rows_and_four_past_that():
+    """Every query path gives the oracle's answer on either side of the switch, including postings
+    to the last two-byte row (65,535) and the first four-byte one (65,536)."""
+    rng = np.random.default_rng(7)
+    idx = SparseIndex(merge_fraction=0.0, min_merge=1000)
+    entries: dict[tuple[int, int], float] = {}
+    # sparse rows keep the test small: row ids come in strides, ending exactly at the boundary
+    rows = np.r_[np.arange(0, 65_000, 97), np.arange(65_500, 65_536)]
+    for r in rows:
+        ids = rng.choice(40, size=3, replace=False)
+        vals = rng.random(3).astype(np.float32) + 0.1
+        idx.add(int(r), ids, vals)
+        entries.update({(int(r), int(t)): float(v) for t, v in zip(ids, vals)})
+    idx.merge()
+    assert idx.indices.dtype == np.uint16 and idx.n_rows == 65_536
+    half = idx.nbytes
+
+    def check() -> None:
+        q = np.array([0, 5, 17, 39], dtype=np.int32)
+        w = np.array([1.0, 0.5, 2.0, 0.25], dtype=np.float32)
+        want = np.zeros(idx.n_rows)
+        for (r, t), v in entries.items():
+            if t in q:
+                want[r] += v * w[list(q).index(t)]
+        np.testing.assert_allclose(idx.scores(ops("numpy"), q, w), want, rtol=1e-5, atol=1e-6)
+        hit, got = idx.reached(q, w)
+        np.testing.assert_array_equal(hit, np.flatnonzero(want))
+        np.testing.assert_allclose(got, want[hit], rtol=1e-5)
+        which, prow, _ = idx.postings(q.astype(np.int64))
+        assert sorted(zip(prow.tolist(), q[which].tolist())) == sorted(k for k in entries if k[1] in q)
+        at, _, _ = idx.rows_entries(np.array([65_535], dtype=np.int64))
+        assert at.size == sum(1 for r, _ in entries if r == 65_535)
+
+    check()
+    for r in (65_536, 65_537, 70_000):
+        ids = np.array([5, 17], dtype=np.int64)
+        vals = np.array([1.5, 0.75], dtype=np.float32)
+        idx.add(r, ids, vals)
+        entries.update({(r, 5): 1.5, (r, 17): 0.75})
+    check()  # new rows in the delta, old ones in the two-byte CSC
+    idx.merge()
+    assert idx.indices.dtype == np.int32 and idx.nbytes > half
+    check()
+    # compaction back under the boundary returns to two bytes
+    keep = np.array(sorted({r for r, _ in entries if r % 2 == 0 and r < 65_536}), dtype=np.int64)
+    idx.compact(keep)
+    assert idx.indices.dtype == np.uint16 and idx.n_rows == keep.size

@@ -107,3 +107,27 @@ def test_readers_beside_the_writer_only_ever_see_right_ids(monkeypatch):
         sys.setswitchinterval(old)
     assert not errors, errors[:3]
     assert table._state[2] > 1000
+
+
+def test_settling_a_retriever_after_a_load_folds_every_vocabulary_into_its_arrays():
+    """After a bulk load every term table (BM25 fields, the memory graph's entities) holds no terms
+    in its dict any more, and every term still has the id it had."""
+    from bench.harness import memories as syn
+    from teleo_server.pipeline import PipelineSettings, make_retriever
+
+    r = make_retriever(PipelineSettings(), "numpy")
+    texts = ["Melanie Smith moved the staging cluster to us-east-2 because the eu-west-1 quota ran out.",
+             "We want to cut deploy time, so the canary runs first; `deploy_canary()` in ci/deploy.py.",
+             "Caroline Jones from Acme Corp presented the 2025 roadmap in Berlin on Tuesday."]
+    for i, text in enumerate(texts):
+        r.add(syn.memory(f"m{i}", text), syn.embedding())
+    tables = {name: getattr(space, "field").vocab for name, space in r.spaces.items() if hasattr(space, "field")}
+    tables["E8_graph"] = r.spaces["E8_graph"].graph.entity_of
+    assert len(tables) >= 5 and all(len(t) > 0 for t in tables.values())
+    before = {name: dict(t.items()) for name, t in tables.items()}
+    assert any(t._state[3] for t in tables.values())  # the newest terms wait in the dict after adds
+    r.settle()
+    for name, table in tables.items():
+        assert not table._state[3] and table._state[2] == len(table), name
+        assert dict(table.items()) == before[name], name
+        assert table.ids_of(list(before[name])) == list(before[name].values()), name

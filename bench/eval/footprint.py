@@ -203,10 +203,16 @@ def wait_for_goals(server: Any, limit_s: float = 300.0) -> float:
     """Seconds until the server reports goals (its first upkeep round has clustered the corpus)."""
     from bench.harness.server import stats
 
+    import grpc
+
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < limit_s:
-        if stats(server.address, server.metadata).goals > 0:
-            return time.perf_counter() - t0
+        try:
+            if stats(server.address, server.metadata).goals > 0:
+                return time.perf_counter() - t0
+        except grpc.RpcError as exc:  # still starting (the embedder loads beside the index)
+            if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
         time.sleep(0.5)
     raise RuntimeError(f"the server reported no goals within {limit_s:.0f} s of starting")
 

@@ -49,7 +49,7 @@ def spmv_scores(
     Parameters
     ----------
     indptr : np.ndarray int64 or int32, shape (V+1,), host
-    indices : np.ndarray int32, shape (nnz,), host — row ids in ``[0, n_rows)``
+    indices : np.ndarray int32 or uint16, shape (nnz,), host — row ids in ``[0, n_rows)``
     data : np.ndarray float32, shape (nnz,), host
     n_rows : int
         Number of memory rows N.
@@ -101,7 +101,7 @@ def spmv_scores(
     # compiled CSC mat-vec. The same float64 products are added in the same order (term by term,
     # rows within a term) as by the bincount, so both give the same bits.
     spans = list(zip(starts.tolist(), ends.tolist()))
-    rows = np.concatenate([indices[a:b] for a, b in spans])
+    rows = np.concatenate([indices[a:b] for a, b in spans]).astype(np.int32 if n_rows < 2**31 else np.int64, copy=False)
     _check_rows(rows, n_rows)
     values = np.concatenate([data[a:b] for a, b in spans]).astype(np.float64)
     columns = np.zeros(q_ids.size + 1, dtype=np.int32 if total < 2**31 else np.int64)

@@ -39,8 +39,8 @@ class Bm25Field:
         self.catalog = catalog
         self.row_terms = row_terms
         self.k1, self.b, self.sparse = k1, b, sparse
-        self.vocab = TermTable()  # term -> id, in a few arrays (about 28 bytes a term)
-        self.df = Column(np.int64)
+        self.vocab = TermTable()  # term -> id, in a few arrays (about 24 bytes a term)
+        self.df = Column(np.int32)  # documents per term id (a corpus of under 2^31 rows)
         self.doc_len = Column(np.float32)
         self._len_sum = 0.0
         self._n_docs = 0  # live rows with at least one term
@@ -78,7 +78,7 @@ class Bm25Field:
         known = len(self.vocab)
         ids = np.array(self.vocab.add_all(list(counts)), dtype=np.int64)
         if len(self.vocab) > known:  # new terms
-            self.df.extend(np.zeros(len(self.vocab) - known, dtype=np.int64))
+            self.df.extend(np.zeros(len(self.vocab) - known, dtype=np.int32))
         tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
         while self.doc_len.n < row:
             self.doc_len.append(0.0)
@@ -90,6 +90,12 @@ class Bm25Field:
             self._n_docs += 1
         self.index.add(row, ids, tf)
         self.index.grow_rows(row + 1)
+
+    def settle(self) -> None:
+        """Fold the write buffers (postings and the newest terms) into the arrays (after a bulk load)."""
+        if self.index.pending:
+            self.index.merge()
+        self.vocab.settle()
 
     def remove(self, row: int, terms: set[str]) -> None:
         """Forget one row's statistics (its postings stay, masked, until compaction); ``terms`` are
@@ -107,9 +113,9 @@ class Bm25Field:
         self.doc_len.keep(keep_rows[keep_rows < self.doc_len.n])
         self.index.compact(keep_rows)
         counts = np.diff(self.index.indptr)
-        df = np.zeros(len(self.vocab), dtype=np.int64)
+        df = np.zeros(len(self.vocab), dtype=np.int32)
         df[: counts.size] = counts
-        self.df = Column(np.int64)
+        self.df = Column(np.int32)
         self.df.extend(df)
         self._len_sum = float(self.doc_len.view.sum())
         self._n_docs = int(np.count_nonzero(self.doc_len.view))

@@ -1,37 +1,21 @@
-"""Postings from int64 keys to int32 ids, for lookup tables that only grow (a name's character
+"""Postings from int64 keys to integer ids, for lookup tables that only grow (a name's character
 trigrams -> the names that contain them).
 
 A Python dict of per-key arrays costs about 200 bytes a key before its first id (the key object,
-the table slot, the array object and its spare room); here every posting is 4 bytes in one CSR
-(keys sorted, int64 (K,); offsets int64 (K+1,); ids int32 (E,)), plus a write buffer that is
-folded in once it holds an eighth as many entries, so a burst of writes costs amortised O(1) each.
+the table slot, the array object and its spare room); here every posting is 2 bytes (while every
+id is below 65,536) or 4 in one CSR (keys sorted, int64 (K,); offsets int64 (K+1,); ids uint16 or
+int32 (E,)), plus a write buffer that is folded in once it holds an eighth as many entries, so a
+burst of writes costs amortised O(1) each.
 """
 
 from __future__ import annotations
 
-import threading
 from array import array
 from collections.abc import Iterable
 
 import numpy as np
 
 from teleo_server.index.chunks import ranges, slices
-
-
-# One int object per id for every name table (BM25 vocabularies, graph entities, entity words):
-# CPython keeps its own only up to 256, so each table's ids above that were objects of their own,
-# 32 bytes each (3.5 MB over SciFact's 109,000 table entries, 2.5 MB of it repeats).
-_IDS: list[int] = list(range(1024))
-_IDS_LOCK = threading.Lock()
-
-
-def shared_id(i: int) -> int:
-    """``i`` (>= 0) as the one int object every name table stores for it."""
-    if i >= len(_IDS):
-        with _IDS_LOCK:
-            if i >= len(_IDS):
-                _IDS.extend(range(len(_IDS), max(i + 1, len(_IDS) + 1024)))
-    return _IDS[i]
 
 
 def _copy(buffer: array, dtype: type) -> np.ndarray:
@@ -47,7 +31,7 @@ class KeyedPostings:
         self._min_merge = min_merge
         self.keys = np.zeros(0, dtype=np.int64)
         self.offsets = np.zeros(1, dtype=np.int64)
-        self.ids = np.zeros(0, dtype=np.int32)
+        self.ids = np.zeros(0, dtype=np.uint16)
         self._p_keys = array("q")
         self._p_ids = array("i")
         self._p_sorted: tuple[np.ndarray, np.ndarray] | None = None  # the buffer sorted by key
@@ -72,15 +56,16 @@ class KeyedPostings:
         keys = np.concatenate([np.repeat(self.keys, np.diff(self.offsets)), _copy(self._p_keys, np.int64)])
         ids = np.concatenate([self.ids, _copy(self._p_ids, np.int32)])
         order = np.argsort(keys, kind="stable")  # stable: each key's ids stay in the order posted
-        keys, self.ids = keys[order], ids[order]
+        keys, ids = keys[order], ids[order]
+        self.ids = ids.astype(np.uint16 if not ids.size or int(ids.max()) < 1 << 16 else np.int32)
         first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
         self.keys = keys[first]
         self.offsets = np.append(first, keys.size).astype(np.int64)
         self._p_keys, self._p_ids, self._p_sorted = array("q"), array("i"), None
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
-        """The ids int32 posted under any of ``keys`` (distinct int64), one per posting (an id
-        posted under three of them appears three times)."""
+        """The ids (uint16 or int32) posted under any of ``keys`` (distinct int64), one per posting
+        (an id posted under three of them appears three times)."""
         keys = np.asarray(keys, dtype=np.int64)
         out = [self._from(self.keys, self.offsets, self.ids, keys)]
         if self._p_ids:
@@ -101,4 +86,4 @@ class KeyedPostings:
         return ids[slices(offsets, pos[found])[1]]
 
 
-__all__ = ["KeyedPostings", "shared_id"]
+__all__ = ["KeyedPostings"]

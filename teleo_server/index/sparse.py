@@ -51,6 +51,12 @@ def _offsets_dtype(entries: int) -> np.dtype:
     return np.dtype(np.int32 if entries < 2**31 else np.int64)
 
 
+def rows_dtype(n_rows: int) -> np.dtype:
+    """The CSC's row ids: two bytes while every row id fits in them (an index of up to 65,536 rows,
+    where the row ids are most of the postings' bytes), four past that."""
+    return np.dtype(np.uint16 if n_rows <= 1 << 16 else np.int32)
+
+
 class SparseIndex:
     """Rows are documents (memory or chunk rows); columns are term ids in ``[0, n_terms)``.
 
@@ -107,9 +113,10 @@ class SparseIndex:
         self.n_rows = 0
         self.n_terms = 0
         # CSC over (n_rows_main, n_terms_main): indptr (V+1,) int32 below 2^31 entries (int64
-        # past that; 1 MB less for the n-grams' 2^18 coordinates), indices int32, data float32
+        # past that; 1 MB less for the n-grams' 2^18 coordinates), indices uint16 up to 65,536 rows
+        # (int32 past that: ``rows_dtype``, chosen at each rebuild), data float32
         self.indptr = np.zeros(1, dtype=np.int32)
-        self.indices = np.zeros(0, dtype=np.int32)
+        self.indices = np.zeros(0, dtype=rows_dtype(0))
         self.raw = np.zeros(0, dtype=self._values)
         self.data = self.raw
         self._d_rows, self._d_terms, self._d_raw = self._new_delta()
@@ -259,7 +266,7 @@ class SparseIndex:
         counts = np.bincount(terms, minlength=max(self.n_terms, 1))
         self.indptr = np.zeros(counts.size + 1, dtype=_offsets_dtype(rows.size))
         np.cumsum(counts, out=self.indptr[1:])
-        self.indices = rows.astype(np.int32)
+        self.indices = rows.astype(rows_dtype(self.n_rows))
         self.raw = (np.clip(raw, -127, 127) if self.coded else raw).astype(self._values)
         self._weighed_key = self._weigh_key() if self._weigh_key is not None else 0.0
         self.data = self.raw if self._weigh is None else self._weighed()
@@ -441,7 +448,7 @@ class SparseIndex:
             return rows, out[rows]
         if in_main.size and self.indices.size:
             lengths, pos = slices(self.indptr, main_ids)
-            rows_parts.append(self.indices[pos])
+            rows_parts.append(self.indices[pos].astype(np.int64))
             value_parts.append(self.data[pos].astype(np.float64) * np.repeat(q_w[in_main], lengths))
         if self.pending:
             which, rows, raw = self._delta_postings(q_ids)
@@ -495,4 +502,4 @@ class SparseIndex:
             out += np.bincount(rows, weights=weights, minlength=self.n_rows)[: self.n_rows].astype(np.float32)
 
 
-__all__ = ["SparseIndex", "rows_sized"]
+__all__ = ["SparseIndex", "rows_dtype", "rows_sized"]

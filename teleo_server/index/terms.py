@@ -3,7 +3,7 @@
 A BM25 field's vocabulary held each term as a dict entry, a str object and a list slot: about
 115 bytes a term (with the memory graph's entity table, 2.2 KB a SciFact memory). Here the settled terms are their
 UTF-8 bytes in one buffer (with an offset each) and a hash index (the terms' hashes sorted, with
-their ids): about 28 bytes a term. The newest terms wait in a small dict and are folded into the
+their ids): about 24 bytes a term. The newest terms wait in a small dict and are folded into the
 arrays once it holds an eighth as many as they do, so adding a term stays O(1) amortised.
 
 Hashes are Python's own ``hash`` of the str, stable for the life of the process (the table is
@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from teleo_server.index.catalog import Column
-from teleo_server.index.keyed import shared_id
 
 # the newest terms stay in a dict until there are this many (or an eighth of the settled ones)
 MIN_RECENT = 4096
@@ -35,7 +34,7 @@ class TermTable:
 
     def __init__(self) -> None:
         self._bytes = Column(np.uint8)      # settled terms' UTF-8 bytes, in id order (append-only)
-        self._offsets = Column(np.int64)    # term i is _bytes[_offsets[i]:_offsets[i + 1]]
+        self._offsets = Column(np.int32)    # term i is _bytes[_offsets[i]:_offsets[i + 1]] (under 2 GB of terms)
         self._offsets.append(0)
         # (settled terms' hashes ascending, the id of each, how many are settled, the newest terms:
         # term -> id, and those terms in id order)
@@ -114,7 +113,9 @@ class TermTable:
                 term = terms[i]
                 tid = recent.get(term)  # a repeat within ``terms``
                 if tid is None:
-                    tid = shared_id(settled + len(recent_terms))
+                    # a plain int: the newest terms' dict is emptied at the next settle, and a
+                    # list of shared ints as long as the vocabulary would outlive it (36 bytes a term)
+                    tid = settled + len(recent_terms)
                     recent_terms.append(term)  # the list first: an id a reader finds is readable
                     recent[term] = tid
                 ids[i] = tid
@@ -142,7 +143,7 @@ class TermTable:
 
     def items(self) -> Iterator[tuple[str, int]]:
         """(term, id) pairs in id order, like a dict's."""
-        return ((t, shared_id(i)) for i, t in enumerate(self.terms))
+        return ((t, i) for i, t in enumerate(self.terms))
 
     @property
     def terms(self) -> Sequence[str]:
@@ -167,7 +168,7 @@ class TermTable:
     def nbytes(self) -> int:
         """Bytes of the arrays (the unsettled dict not counted)."""
         hashes, hash_ids = self._state[:2]
-        return self._bytes.n + 8 * self._offsets.n + hashes.nbytes + hash_ids.nbytes
+        return self._bytes.n + 4 * self._offsets.n + hashes.nbytes + hash_ids.nbytes
 
 
 class _Terms(Sequence[str]):

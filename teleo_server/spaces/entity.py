@@ -36,7 +36,8 @@ from teleo_server.analysis import ENGLISH_STOPWORDS
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.entities import PROPER, extract, normalize_key
 from teleo_server.index.catalog import Catalog
-from teleo_server.index.keyed import KeyedPostings, shared_id
+from teleo_server.index.keyed import KeyedPostings
+from teleo_server.index.terms import TermTable
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.fielded import FieldSettings, FieldSpace
@@ -96,7 +97,7 @@ class EntitySpace(FieldSpace):
         # of a list of words per word trigram held 1.4 KB a SciFact memory, this about 0.4
         self._grams = KeyedPostings()                         # trigram -> key ids
         self._key_grams = array("I")                          # key id -> its trigram count
-        self._word_id: dict[str, int] = {}                    # word of a multi-word key -> word id
+        self._word_id = TermTable()                           # word of a multi-word key -> word id
         self._word_keys = KeyedPostings()                     # word id -> key ids
         self._word_grams = KeyedPostings()                    # trigram -> word ids
         self._word_sizes = array("I")                         # word id -> its trigram count
@@ -125,7 +126,7 @@ class EntitySpace(FieldSpace):
                     if w not in _CONNECTORS and w not in ENGLISH_STOPWORDS and len(w) > 2:
                         wid = self._word_id.get(w)
                         if wid is None:
-                            wid = self._word_id[w] = shared_id(len(self._word_sizes))
+                            wid = self._word_id.add(w)  # the next id: len(self._word_sizes)
                             grams = _trigrams(w)
                             self._word_sizes.append(len(grams))
                             self._word_grams.add(grams, wid)
@@ -138,6 +139,7 @@ class EntitySpace(FieldSpace):
         super().settle()
         for postings in (self._grams, self._word_keys, self._word_grams):
             postings.merge()
+        self._word_id.settle()
 
     # ---- query side --------------------------------------------------------------------------------
     def _runs(self, text: str) -> list[str]:

@@ -43,6 +43,9 @@ class FieldSpace(SparseScoredSpace):
         self.index = self.field.index
         self.terms_of = settings.analyzer.build().terms
 
+    def settle(self) -> None:
+        self.field.settle()
+
     # ---- what a subclass says ---------------------------------------------------------------------
     def document_terms(self, memory: Memory) -> Mapping[str, float]:
         """The field's terms of a memory with their frequencies (empty: the memory has no field)."""

@@ -191,6 +191,7 @@ class GraphSpace(Space):
         self.graph.compact(keep_rows)
 
     def settle(self) -> None:
+        self.graph.entity_of.settle()
         self.graph.matrices(self.catalog.n_rows)
 
     # ---- typed links, for validation and conflict resolution ----------------------------------------

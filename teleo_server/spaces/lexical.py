@@ -60,6 +60,9 @@ class LexicalSpace(SparseScoredSpace):
     def doc_len(self) -> Column:
         return self.field.doc_len
 
+    def settle(self) -> None:
+        self.field.settle()
+
     def _row_terms(self, row: int) -> Counter[str]:
         return Counter(self.terms_of(self.catalog.memory(row).content))
 
