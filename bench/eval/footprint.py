@@ -25,6 +25,7 @@ import json
 import multiprocessing as mp
 import sqlite3
 import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -148,7 +149,32 @@ def _pages(conn: sqlite3.Connection, n: int) -> dict[str, dict[str, float]]:
 
 
 def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n: int,
-                   parts: tuple[str, ...] = ("server", "ingest")) -> dict[str, Any]:
+                   parts: tuple[str, ...] = ("server", "ingest"), repeat: int = 1) -> dict[str, Any]:
+    """Start the empty and the loaded server ``repeat`` times each, alternating (the RSS of one
+    start differs from the next by a few MB: which allocator arena each thread's blocks land in is
+    decided as the threads run); the figures are the medians, every run's RSS is kept beside them."""
+    runs: dict[str, list[float]] = {"empty": [], "loaded": []}
+    out: dict[str, Any] = {}
+    for i in range(repeat):
+        # a fresh empty store each time (the first one takes the 64 KB Store of ``ingest``)
+        empty = empty_dir if i == 0 else empty_dir.with_name(f"{empty_dir.name}-{i}")
+        one = _server_run(data_dir, empty, settings, parts if i == 0 else tuple(p for p in parts if p != "ingest"))
+        for name in runs:
+            if f"{name}_rss_mb" in one:
+                runs[name].append(one.pop(f"{name}_rss_mb"))
+        out.update({k: v for k, v in one.items() if k not in out})
+    for name, values in runs.items():
+        if values:
+            out[f"{name}_rss_mb"] = float(statistics.median(values))
+            out[f"{name}_rss_runs_mb"] = values
+    if runs["loaded"]:
+        out["rss_bytes_per_memory"] = (out["loaded_rss_mb"] - out["empty_rss_mb"]) * 2**20 / n
+        out["rss_bytes_per_memory_runs"] = [(b - a) * 2**20 / n for a, b in zip(runs["empty"], runs["loaded"])]
+    return out
+
+
+def _server_run(data_dir: Path, empty_dir: Path, settings: dict[str, Any],
+                parts: tuple[str, ...]) -> dict[str, Any]:
     from bench.harness.server import ServerProcess
 
     from bench.harness.server import store_batch
@@ -181,8 +207,6 @@ def measure_server(data_dir: Path, empty_dir: Path, settings: dict[str, Any], n:
                 out["ingest"] = {"bytes": len(text.encode()), "store_s": time.perf_counter() - t1,
                                  "rss_before_mb": before, "rss_after_mb": after,
                                  "rss_growth_mb": after - before, "target_growth_mb": 100}
-    if "loaded_rss_mb" in out:
-        out["rss_bytes_per_memory"] = (out["loaded_rss_mb"] - out["empty_rss_mb"]) * 2**20 / n
     return out
 
 
@@ -235,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--settings", type=json.loads, default={}, help="PipelineSettings overrides as JSON")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="start the empty and the loaded server this many times each (medians reported)")
     ap.add_argument("--parts", default="index,database,server,ingest",
                     help="comma-separated: index, database, server (loaded vs empty RSS), ingest (one 64 KB Store)")
     args = ap.parse_args(argv)
@@ -258,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                                "token_codecs": {h: c.spec.tag for h, c in token_codecs(args.settings).items()
                                                 if not c.identity}}
         if "server" in parts or "ingest" in parts:
-            res["server"] = measure_server(loaded, empty, args.settings, n, parts)
+            res["server"] = measure_server(loaded, empty, args.settings, n, parts, max(args.repeat, 1))
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"footprint{'-' + args.tag if args.tag else ''}.json"
     (args.out / name).write_text(json.dumps(res, indent=2))
