@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import structlog
 
 from teleo_server.domain import (AccessLevel, ChunkEmbedding, EmbeddingSet, Link, LinkType, Memory, Principal,
-                                 unreadable_reason)
+                                 content_hash, unreadable_reason)
 from teleo_server.heads import CodecSpec, TokenCodes, Vector
 from teleo_server.heap import TRIM_AFTER_CHUNKS, release_memory, whole_mappings
 from teleo_server.embedding.base import Embedder, TextRole
@@ -42,6 +42,15 @@ from teleo_server.workers import DEFAULT_NICE, worker_pool
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+
+# A fixed sample (never a caller's text) that names people, places, code, a cause and a goal, so
+# that warming up reaches every text analyser: ``MemoryCore.warm_up``.
+WARM_UP_TEXT = ("Melanie Smith moved the staging cluster from eu-west-1 to us-east-2 in March because the "
+                "quota ran out. To cut deploy time, `deploy_canary()` in ci/deploy.py now runs first.")
+WARM_UP_QUERY = "Why did Melanie Smith move the staging cluster?"
+_WARM_UP_PRINCIPAL = Principal(agent_id="teleo-warm-up", token_id="", read_namespaces=frozenset({"*"}),
+                               write_namespaces=frozenset(), access_level=AccessLevel.RESTRICTED,
+                               default_namespace="")
 
 _DONE = object()
 
@@ -594,6 +603,35 @@ class MemoryCore:
             # feedback moves scores (the feedback prior) and Johari quadrants
             self.results.written([(updated.namespace, updated.access_level)])
         return updated
+
+    async def warm_up(self) -> bool:
+        """Store the fixed sample in a scratch index and query it (the retriever's ``warm_up``),
+        so the first Store and Retrieve after a start do not build the text analysers' word
+        tables and caches themselves (the first Store took 45-55 ms more than the next ones).
+        Nothing reaches the store or the live index. False when the retriever has no warm-up or
+        the embedder is not ready; a failure is logged and never stops the server."""
+        warm = getattr(self.retriever, "warm_up", None)  # a retriever may have nothing to warm
+        if warm is None or not self.embedder_ready:
+            return False
+        try:
+            # the sample's vectors are the query's: only their shapes matter here, and embedding a
+            # document grew an empty server's embedding buffers by 29 MB (the first Store's own
+            # document grows them when it comes)
+            (query,) = await self.embedder.embed([WARM_UP_QUERY], TextRole.QUERY)
+            (doc,) = await self.stored_forms([query])
+            now = time.time()
+            memory = Memory(id="teleo-warm-up", namespace="", content=WARM_UP_TEXT,
+                            content_hash=content_hash(WARM_UP_TEXT), event_time=now, ingestion_time=now,
+                            model_version=doc.model_version, chunk_count=len(doc.chunks))
+            found = await self._on_index(warm, memory, doc, Query(text=WARM_UP_QUERY, embedding=query,
+                                                                  principal=_WARM_UP_PRINCIPAL, now=now))
+        except Exception:  # noqa: BLE001 - a warm-up is an optimisation: the server serves without it
+            log.exception("warm_up.failed")
+            return False
+        finally:
+            release_memory()  # the scratch index's pages go back to the system
+        log.info("warm_up.done", results=found)
+        return True
 
     # -- reads ------------------------------------------------------------------------------
 

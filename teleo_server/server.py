@@ -63,6 +63,8 @@ class App:
         await self.health.set("store", SERVING)
         ready = await self._check_embedder()
         await self.core.load_indexes()
+        if ready:
+            await self.core.warm_up()
         await self.health.set("index", SERVING)
         await self.health.set("", SERVING)
         await self.health.set(SERVICE_NAME, SERVING)

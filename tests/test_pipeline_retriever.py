@@ -260,3 +260,18 @@ def test_sparse_recall_ranks_alike_over_the_reached_rows_and_over_every_row(monk
             runs.append([(h.memory.id, round(h.score, 6), tuple(sorted(h.breakdown.spaces.items()))) for h in hits])
         outcomes[share] = runs
     assert outcomes[0.0] == outcomes[10.0**9] and all(outcomes[0.0])
+
+
+def test_warm_up_builds_the_word_tables_in_a_scratch_index_and_leaves_this_one_as_it_was():
+    from teleo_server import entities
+
+    r, items = _retriever(30)
+    entities._word_lists.cache_clear()
+    before = (len(r), r.catalog.n_rows, r.spaces["E6_lexical"].vocab.__len__())
+    text = "Melanie Smith moved the staging cluster to us-east-2 because the quota ran out."
+    found = r.warm_up(syn.memory("warm", text), syn.embedding(), Query(text="why did Melanie move the cluster",
+                                                                        embedding=None, principal=syn.admin()))
+    assert found >= 1
+    assert entities._word_lists.cache_info().currsize == 1  # built by the sample, not by a request
+    assert (len(r), r.catalog.n_rows, r.spaces["E6_lexical"].vocab.__len__()) == before
+    assert "warm" not in r.catalog.row_of and "melanie" not in r.spaces["E6_lexical"].vocab

@@ -59,6 +59,22 @@ def test_sigterm_drains_and_exits_cleanly(server_process):
     assert '"event": "server.stopped"' in srv.logs()
 
 
+def test_a_start_warms_up_on_a_sample_that_no_caller_can_see(server_process):
+    """Before it serves, the server stores a fixed sample in a scratch index and queries it; the
+    sample reaches neither the store nor the live index: nothing is counted, found or listed."""
+    from teleo_server.core import WARM_UP_TEXT
+
+    srv = server_process()
+    warmed = [json.loads(line) for line in srv.logs().splitlines() if '"warm_up.done"' in line]
+    assert warmed and warmed[0]["results"] >= 1, srv.logs()[-2000:]
+    auth = [("authorization", f"Bearer {srv.token}")]
+    stub = _stub(srv.address)
+    assert stub.Stats(pb.StatsRequest(), metadata=auth, timeout=30).memories == 0
+    events = list(stub.Retrieve(pb.RetrieveRequest(text=WARM_UP_TEXT, top_k=5), metadata=auth, timeout=60))
+    assert not [e for e in events if e.WhichOneof("event") == "result"]
+    assert not stub.List(pb.ListRequest(), metadata=auth, timeout=30).memories
+
+
 def _cli(srv, *args: str, token: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "TELEO_ADDRESS": srv.address, "TELEO_DEV_TOKEN_FILE": str(srv.token_file)}
     if not token:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import math
 import time
 from collections.abc import Generator, Iterator
@@ -129,6 +130,19 @@ class TeleologicalRetriever:
         for space in self.spaces.values():
             space.add(row, chunk_rows, memory, embeddings)
         memory.pack()  # every space has read the text: the record the catalog keeps holds it deflated
+
+    def warm_up(self, memory: Memory, embeddings: EmbeddingSet, query: Query) -> int:
+        """Index ``memory`` in a scratch retriever of the same settings, run ``query`` over it to
+        the end and drop it: what the first write and read build on first use (the text
+        analysers' word tables and caches, code paths run once) is ready before the first request.
+        This retriever's own indexes are not touched. Returns the results the scratch query gave."""
+        scratch = TeleologicalRetriever(self.settings, self._backend)
+        scratch.add(memory, embeddings)
+        scratch.settle()
+        found = sum(isinstance(event, Hit) for event in scratch.retrieve(query))
+        del scratch
+        gc.collect()  # the spaces refer to each other: the scratch index goes with the cycles
+        return found
 
     def add_many(self, items: list[tuple[Memory, EmbeddingSet]]) -> None:
         for memory, embeddings in items:
