@@ -460,8 +460,8 @@ __all__ = [
     "Stage",
     "Stats",
     "StoreResult",
-    "UpdateHint",
     "Summary",
     "TimeBoosts",
+    "UpdateHint",
     "UpdateResult",
 ]

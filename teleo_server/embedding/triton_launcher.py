@@ -134,8 +134,9 @@ class TritonServer:
         self.host = host
         # ports left to us are picked here, and picked again should one be taken before Triton binds it
         self._own_ports = not (http_port or grpc_port or metrics_port)
-        given = {p for p in (http_port, grpc_port, metrics_port) if p}
-        wanted = 3 - sum(1 for p in (http_port, grpc_port, metrics_port) if p)
+        ports = (http_port, grpc_port, metrics_port)
+        given = {p for p in ports if p}
+        wanted = sum(not p for p in ports)
         chosen = free_ports(wanted, host) if wanted else []
         for _ in range(8):  # a port the caller gave is not handed to another service
             if not given & set(chosen):

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from teleo_server.index.chunks import ranges, slices
+from teleo_server.index.sparse import rows_dtype
 
 
 def _copy(buffer: array, dtype: type) -> np.ndarray:
@@ -31,7 +32,7 @@ class KeyedPostings:
         self._min_merge = min_merge
         self.keys = np.zeros(0, dtype=np.int64)
         self.offsets = np.zeros(1, dtype=np.int64)
-        self.ids = np.zeros(0, dtype=np.uint16)
+        self.ids = np.zeros(0, dtype=rows_dtype(0))
         self._p_keys = array("q")
         self._p_ids = array("i")
         self._p_sorted: tuple[np.ndarray, np.ndarray] | None = None  # the buffer sorted by key
@@ -57,7 +58,7 @@ class KeyedPostings:
         ids = np.concatenate([self.ids, _copy(self._p_ids, np.int32)])
         order = np.argsort(keys, kind="stable")  # stable: each key's ids stay in the order posted
         keys, ids = keys[order], ids[order]
-        self.ids = ids.astype(np.uint16 if not ids.size or int(ids.max()) < 1 << 16 else np.int32)
+        self.ids = ids.astype(rows_dtype(int(ids.max()) + 1 if ids.size else 0))  # two bytes while they fit
         first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
         self.keys = keys[first]
         self.offsets = np.append(first, keys.size).astype(np.int64)
