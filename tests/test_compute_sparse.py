@@ -79,13 +79,20 @@ def test_spmv_scores_compiled_and_bincount_paths_give_the_same_bits(monkeypatch)
     q_ids = np.array([5, 5, 17, 59, 60, -3, 0, 33], np.int32)  # repeat, OOV, negative
     q_w = rng.random(q_ids.size).astype(np.float32) + 0.1
     got = {}
-    for start in (0, 10**12):
+    # the bincount path copies a few terms' postings slice by slice and gathers many by position
+    for start, sliced in ((0, 64), (10**12, 64), (10**12, 0)):
         monkeypatch.setattr(sparse, "COMPILED_FROM", start)
-        got[start] = sparse.spmv_scores(*index, n_rows, q_ids, q_w)
+        monkeypatch.setattr(sparse, "SLICED_UP_TO", sliced)
+        got[start, sliced] = sparse.spmv_scores(*index, n_rows, q_ids, q_w)
         with pytest.raises(sparse.InternalValueError, match="outside"):
             sparse.spmv_scores(*index, n_rows - 1, q_ids, q_w)  # a posting names row n_rows - 1
-    assert got[0].dtype == np.float32 and np.count_nonzero(got[0]) > n_rows // 2
-    np.testing.assert_array_equal(got[0], got[10**12])
+        negative = (index[0], index[1].astype(np.int32).copy(), index[2])
+        negative[1][int(index[0][17])] = -1  # the first posting of a query term
+        with pytest.raises(sparse.InternalValueError, match="outside"):
+            sparse.spmv_scores(*negative, n_rows, q_ids, q_w)
+    assert got[0, 64].dtype == np.float32 and np.count_nonzero(got[0, 64]) > n_rows // 2
+    np.testing.assert_array_equal(got[0, 64], got[10**12, 64])
+    np.testing.assert_array_equal(got[0, 64], got[10**12, 0])
 
 
 @pytest.mark.parametrize("k", [0, 1, 5, 299, 300, 1000])

@@ -444,7 +444,7 @@ class SparseIndex:
             # postings many against the rows (common words, SPLADE's expansions): one score per row
             # costs less than grouping the postings by row
             out = self.scores(HOST_OPS, q_ids.astype(np.int32), np.asarray(q_weights, np.float32))
-            rows = np.flatnonzero(out)
+            rows = np.flatnonzero(out != 0)  # a mask's nonzero entries are found faster than a float's
             return rows, out[rows]
         if in_main.size and self.indices.size:
             lengths, pos = slices(self.indptr, main_ids)
