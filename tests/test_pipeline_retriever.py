@@ -275,3 +275,24 @@ def test_warm_up_builds_the_word_tables_in_a_scratch_index_and_leaves_this_one_a
     assert entities._word_lists.cache_info().currsize == 1  # built by the sample, not by a request
     assert (len(r), r.catalog.n_rows, r.spaces["E6_lexical"].vocab.__len__()) == before
     assert "warm" not in r.catalog.row_of and "melanie" not in r.spaces["E6_lexical"].vocab
+
+
+def test_primary_space_is_the_largest_weighted_reciprocal_rank_and_ties_go_to_the_name_sorting_last():
+    from teleo_server.pipeline.retriever import _primary_spaces
+
+    names = ["E1_semantic", "E6_lexical", "E9_hdc", "E13_splade"]
+    weights = {"E1_semantic": 1.0, "E6_lexical": 2.0, "E13_splade": 1.0}  # E9_hdc unweighted
+    inf = np.inf
+    rank_mat = np.array([
+        [1.0, 5.0, 1.0, 2.0],     # 1/61 vs 2/65: the lexical rank gives more
+        [1.0, inf, 1.0, 1.0],     # E1 and E13 tie at 1/61: E1_semantic sorts after E13_splade
+        [inf, inf, 1.0, inf],     # only the unweighted space ranked it: none
+        [np.nan, inf, inf, 3.0],  # NaN is no rank
+    ])
+    assert _primary_spaces(names, weights, rank_mat, 60.0) == ["E6_lexical", "E1_semantic", "", "E13_splade"]
+    # the rule the list follows, written out one row at a time
+    for row, got in zip(rank_mat.tolist(), _primary_spaces(names, weights, rank_mat, 60.0)):
+        want = max(((weights[n] / (60.0 + r), n) for n, r in zip(names, row) if n in weights and np.isfinite(r)),
+                   default=(0.0, ""))[1]
+        assert got == want
+    assert _primary_spaces(names, {}, rank_mat, 60.0) == [""] * 4

@@ -98,6 +98,23 @@ def citation(namespace: str, event_time: float, memory_id: str) -> str:
     return f"{namespace}/{day} (memory {memory_id[:8]}\u2026)"
 
 
+def _primary_spaces(names: list[str], weights: dict[str, float], rank_mat: np.ndarray, k: float) -> list[str]:
+    """Each row's primary space: of the weighted spaces that ranked it, the one whose weighted
+    reciprocal rank ``w / (k + rank)`` is largest (on a tie the name that sorts last); "" when
+    none ranked it."""
+    n = rank_mat.shape[0]
+    cols = [j for j in sorted(range(len(names)), key=lambda j: names[j], reverse=True) if names[j] in weights]
+    if not cols:
+        return [""] * n
+    w = np.array([weights[names[j]] for j in cols], np.float64)
+    r = rank_mat[:, cols]
+    with np.errstate(invalid="ignore"):
+        gain = np.where(np.isfinite(r), w / (k + r), -np.inf)
+    best = gain.argmax(axis=1)  # the first of equal gains: the name that sorts last
+    ranked = np.isfinite(gain[np.arange(n), best])
+    return [names[cols[b]] if ok else "" for b, ok in zip(best.tolist(), ranked.tolist())]
+
+
 class TeleologicalRetriever:
     """In-memory indexes over every registered space; the store stays the source of truth."""
 
@@ -378,65 +395,100 @@ class TeleologicalRetriever:
         quadrants = alignment_stage.johari_of(state)
         assert c.score is not None and c.purpose is not None and c.goal is not None
         assert c.misaligned is not None and c.goal_index is not None
-        # ranks within the whole pool when fusion recorded them; else within what is left
-        rank_cols = {n: c.ranks[n] if n in c.ranks else ranks(s.astype(np.float64)) for n, s in c.spaces.items()}
-        # Columns become Python lists once: per-element reads of NumPy arrays cost ~10x more, and a
-        # result list of 100 hits with 8 spaces reads a few thousand elements.
+        # What every hit is made of is worked out over the whole list first, as arrays: one
+        # hit's own statements cost more than the rest of a retrieval at 100 results.
         names = list(c.spaces)
-        found_of = {n: c.found[n].tolist() for n in names}
-        value_of = {n: c.spaces[n].tolist() for n in names}
-        rank_of = {n: rank_cols[n].tolist() for n in names}
+        n = c.size
+        # ranks within the whole pool when fusion recorded them; else within what is left
+        rank_mat = np.empty((n, len(names)), np.float64)
+        found_mat = np.zeros((n, len(names)), bool)
+        for j, name in enumerate(names):
+            rank_mat[:, j] = c.ranks[name] if name in c.ranks else ranks(c.spaces[name].astype(np.float64))
+            found_mat[:, j] = c.found[name]
+        found_of, rank_of = self._found_sets(names, found_mat), rank_mat.tolist()
+        value_of = np.stack([c.spaces[name] for name in names], axis=1).tolist() if names else [[]] * n
         rows, scores = c.rows.tolist(), np.clip(c.score, 0.0, 1.0).tolist()
         content = (c.content if c.content is not None else c.score).tolist()
         purpose, goal_score, goal_index = c.purpose.tolist(), c.goal.tolist(), c.goal_index.tolist()
         misaligned, quadrant = c.misaligned.tolist(), [_JOHARI[q] for q in quadrants.tolist()]
         late_of = None if c.late is None else c.late.tolist()
         temporal_of = None if c.temporal is None else c.temporal.tolist()
-        chunk_of = None if c.chunk is None else c.chunk.tolist()
-        unique_of = c.columns["unique_contribution"].tolist() if "unique_contribution" in c.columns else None
         relevance_of = (c.columns["relevance"] if "relevance" in c.columns else relevance(c.spaces, c.size)).tolist()
+        weights = {name: w for name, w in state.cfg.space_weights.items() if w > 0}
+        weighted = np.array([name in weights for name in names], bool)
+        voted = found_mat & weighted
+        if "unique_contribution" in c.columns:
+            unique_of = c.columns["unique_contribution"].tolist()
+        else:  # the one fused space whose own list found it, if only one did
+            one = voted.sum(axis=1) == 1
+            first = voted.argmax(axis=1) if names else np.zeros(n, np.int64)
+            unique_of = [names[f] if o else "" for f, o in zip(first.tolist(), one.tolist())]
+        primary_of = _primary_spaces(names, weights, rank_mat, state.cfg.rrf_k)
+        coverage = state.report.setdefault("coverage", {})
+        for name, count in zip(names, found_mat.sum(axis=0).tolist()):
+            if count:
+                coverage.setdefault(name, [0, 0])[0] += count
+        for name in unique_of:
+            if name:
+                coverage.setdefault(name, [0, 0])[1] += 1
+        chunk = np.zeros(n, np.int64) if c.chunk is None else np.asarray(c.chunk, np.int64)
+        rows_arr = c.rows.astype(np.int64)
+        first_chunk = self.catalog.chunk_start[rows_arr].astype(np.int64)
+        has_span = (chunk >= 0) & (chunk < self.catalog.chunk_count[rows_arr])
+        at = (first_chunk + chunk)[has_span]
+        span_of: list[tuple[int, int] | None] = [None] * n
+        for i, a, b in zip(np.flatnonzero(has_span).tolist(), self._span_start.view[at].tolist(),
+                           self._span_end.view[at].tolist()):
+            span_of[i] = (a, b)
+        chunk_of = chunk.tolist()
         # provenance: the strategies (hipporag) or spaces whose own lists held each result
         strategy_of = {state.role(role): name for name, role in state.report.get("strategies", {}).items()}
+        strategies_of: dict[tuple[str, ...], tuple[str, ...]] = {}
         checks = tuple(state.report.get("validation", ()))
         conflicts_of = c.columns["conflicts_with"].tolist() if "conflicts_with" in c.columns else None
-        weights = {n: w for n, w in state.cfg.space_weights.items() if w > 0}
-        k = state.cfg.rrf_k
-        coverage = state.report.setdefault("coverage", {})
-        for i in range(c.size):
-            found = tuple(n for n in names if found_of[n][i])
-            voters = [n for n in found if n in weights]
-            unique = unique_of[i] if unique_of is not None else (voters[0] if len(voters) == 1 else "")
-            # the space that gave the most to its fused score (its weighted reciprocal rank)
-            primary = max(((weights[n] / (k + r), n) for n in names if n in weights
-                           and math.isfinite(r := rank_of[n][i])), default=(0.0, ""))[1]
-            for n in found:
-                coverage.setdefault(n, [0, 0])[0] += 1
-            if unique:
-                coverage.setdefault(unique, [0, 0])[1] += 1
-            spaces = {n: v for n in names if not math.isnan(v := value_of[n][i])}
-            space_ranks = {n: int(r) for n in found if math.isfinite(r := rank_of[n][i])}
+        goals = state.purpose.goals
+        memory_of = self.catalog.memory
+        for i in range(n):
+            found = found_of[i]
+            values, rank = value_of[i], rank_of[i]
+            spaces = {name: v for name, v in zip(names, values) if not math.isnan(v)}
+            space_ranks = {name: int(r) for name, r in zip(names, rank) if name in found and math.isfinite(r)}
             late = None if late_of is None else late_of[i]
             temporal = 1.0 if temporal_of is None else temporal_of[i]
             breakdown = Breakdown(content=content[i], purpose_alignment=purpose[i], goal_alignment=goal_score[i],
                                   late_interaction=late or 0.0, temporal=temporal, spaces=spaces, space_ranks=space_ranks)
             gi = goal_index[i]
-            goal = state.purpose.goals[gi] if gi >= 0 else None
+            goal = goals[gi] if gi >= 0 else None
             text = explanation(found, goal, goal_score[i], late, misaligned[i], temporal) if query.explain else ""
-            memory = self.catalog.memory(rows[i])
-            chunk = chunk_of[i] if chunk_of is not None else 0
-            first, count = int(self.catalog.chunk_start[rows[i]]), int(self.catalog.chunk_count[rows[i]])
+            memory = memory_of(rows[i])
+            strategies = strategies_of.get(found)
+            if strategies is None:
+                strategies = strategies_of[found] = tuple(strategy_of.get(name, name) for name in found)
             provenance = Provenance(
-                strategies=tuple(strategy_of.get(n, n) for n in found), fused_score=float(content[i]),
+                strategies=strategies, fused_score=float(content[i]),
                 validation_passed=checks, confidence=memory.confidence,
                 citation=citation(memory.namespace, memory.event_time, memory.id),
                 conflicts_with=tuple(x for x in (conflicts_of[i].split(",") if conflicts_of and conflicts_of[i] else ()) if x))
             yield Hit(memory=memory, score=scores[i], breakdown=breakdown, found_by=found, provenance=provenance,
-                      misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk,
-                      unique_contribution=unique, primary_space=primary,
-                      relevance=relevance_of[i], chunk_span=self._chunk_span(first + chunk) if 0 <= chunk < count else None)
+                      misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk_of[i],
+                      unique_contribution=unique_of[i], primary_space=primary_of[i],
+                      relevance=relevance_of[i], chunk_span=span_of[i])
 
-    def _chunk_span(self, chunk_row: int) -> tuple[int, int]:
-        return int(self._span_start.view[chunk_row]), int(self._span_end.view[chunk_row])
+    @staticmethod
+    def _found_sets(names: list[str], found: np.ndarray) -> list[tuple[str, ...]]:
+        """Each row's spaces whose own lists found it, in ``names`` order; rows share a few such
+        sets, each made once (a row's set read from the bits of its ``found`` row)."""
+        if not names:
+            return [()] * found.shape[0]
+        code = found.astype(np.int64) @ (np.int64(1) << np.arange(len(names), dtype=np.int64))
+        sets: dict[int, tuple[str, ...]] = {}
+        out = []
+        for k in code.tolist():
+            got = sets.get(k)
+            if got is None:
+                got = sets[k] = tuple(name for j, name in enumerate(names) if k >> j & 1)
+            out.append(got)
+        return out
 
     def discover(self, query: Query, min_similarity: float = 0.0) -> list[EntryPoint]:
         """Every space that can search the whole corpus, ranked by its best match for the query:
