@@ -75,9 +75,14 @@ _EDGES_NS = (EARLIEST_TIME * 10**9, LATEST_TIME * 10**9 + 999_999_999)
 
 
 def float_to_ts(t: float) -> Timestamp:
-    ts = Timestamp()
-    ts.FromNanoseconds(min(max(int(round(t * 1e9)), _EDGES_NS[0]), _EDGES_NS[1]))
-    return ts
+    return Timestamp(**_ts_fields(t))
+
+
+def _ts_fields(t: float) -> dict[str, int]:
+    """A Timestamp's fields for ``t`` seconds, clamped to the range a Timestamp may hold (what
+    ``Timestamp.FromNanoseconds`` sets, without building a message first)."""
+    seconds, nanos = divmod(min(max(int(round(t * 1e9)), _EDGES_NS[0]), _EDGES_NS[1]), 1_000_000_000)
+    return {"seconds": seconds, "nanos": nanos}
 
 
 # -- memories --------------------------------------------------------------------------------
@@ -145,36 +150,43 @@ def purpose_to_proto(p: MemoryPurpose) -> pb.MemoryPurpose:
 
 
 def memory_to_proto(m: Memory) -> pb.Memory:
-    inp = pb.MemoryInput(
-        content=m.content,
-        namespace=m.namespace,
-        access_level=int(m.access_level),
-        memory_type=int(m.memory_type),
-        source=m.source,
-        confidence=m.confidence,
-        importance=m.importance,
-        event_time=float_to_ts(m.event_time),
-        session_id=m.session_id,
-        links=[pb.Link(target_id=lk.target_id, type=int(lk.type), weight=lk.weight) for lk in m.links],
-        metadata=m.metadata,
-        evergreen=m.evergreen,
-    )
+    return pb.Memory(**_memory_fields(m))
+
+
+def _memory_fields(m: Memory, omit_content: bool = False) -> dict[str, Any]:
+    """A Memory message's fields, nested messages as dicts: a message built from them in one call
+    costs about half of one built from messages made first (each is copied in)."""
+    inp: dict[str, Any] = {
+        "content": "" if omit_content else m.content,
+        "namespace": m.namespace,
+        "access_level": int(m.access_level),
+        "memory_type": int(m.memory_type),
+        "source": m.source,
+        "confidence": m.confidence,
+        "importance": m.importance,
+        "event_time": _ts_fields(m.event_time),
+        "session_id": m.session_id,
+        "metadata": m.metadata,
+        "evergreen": m.evergreen,
+    }
+    if m.links:
+        inp["links"] = [{"target_id": lk.target_id, "type": int(lk.type), "weight": lk.weight} for lk in m.links]
     if m.session_position is not None:
-        inp.session_position = m.session_position
-    return pb.Memory(
-        id=m.id,
-        input=inp,
-        content_hash=m.content_hash,
-        ingestion_time=float_to_ts(m.ingestion_time),
-        model_version=m.model_version,
-        chunk_count=m.chunk_count,
-        retrieved_count=m.retrieved_count,
-        used_count=m.used_count,
-        helpful_count=m.helpful_count,
-        misled_count=m.misled_count,
-        sufficient_count=m.sufficient_count,
-        insufficient_count=m.insufficient_count,
-    )
+        inp["session_position"] = m.session_position
+    return {
+        "id": m.id,
+        "input": inp,
+        "content_hash": m.content_hash,
+        "ingestion_time": _ts_fields(m.ingestion_time),
+        "model_version": m.model_version,
+        "chunk_count": m.chunk_count,
+        "retrieved_count": m.retrieved_count,
+        "used_count": m.used_count,
+        "helpful_count": m.helpful_count,
+        "misled_count": m.misled_count,
+        "sufficient_count": m.sufficient_count,
+        "insufficient_count": m.insufficient_count,
+    }
 
 
 def ids_from(ids: list[str] | tuple[str, ...], limits: Limits, field: str = "ids") -> list[str]:
@@ -582,44 +594,47 @@ def snippet(content: str, span: tuple[int, int] | None, limit: int = SNIPPET_CHA
 
 def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool, snippets: bool = False,
                   omit_content: bool = False) -> pb.Result:
-    r = pb.Result(
-        rank=rank,
-        memory=memory_to_proto(hit.memory),
-        score=_finite(hit.score),
-        found_by=list(hit.found_by),
-        misaligned=hit.misaligned,
-        johari=int(hit.johari),
-        chunk_index=hit.chunk_index,
-        unique_contribution=hit.unique_contribution,
-        relevance=hit.relevance,
-        primary_space=hit.primary_space,
-    )
+    return pb.Result(**result_fields(hit, rank, include_breakdown, explain, snippets, omit_content))
+
+
+def result_fields(hit: Hit, rank: int, include_breakdown: bool, explain: bool, snippets: bool = False,
+                  omit_content: bool = False) -> dict[str, Any]:
+    """The fields of ``hit``'s Result message, nested messages as dicts (a message that holds the
+    result is built from them in one call, without a copy of a Result made first)."""
+    fields: dict[str, Any] = {
+        "rank": rank,
+        "memory": _memory_fields(hit.memory, omit_content),
+        "score": _finite(hit.score),
+        "found_by": hit.found_by,
+        "misaligned": hit.misaligned,
+        "johari": int(hit.johari),
+        "chunk_index": hit.chunk_index,
+        "unique_contribution": hit.unique_contribution,
+        "relevance": hit.relevance,
+        "primary_space": hit.primary_space,
+    }
     p = hit.provenance
     if p is not None:
-        r.provenance.CopyFrom(pb.Provenance(
-            strategies=list(p.strategies), fused_score=_finite(p.fused_score),
-            validation_passed=list(p.validation_passed), confidence=_finite(p.confidence), citation=p.citation,
-            conflicts_with=list(p.conflicts_with)))
+        fields["provenance"] = {
+            "strategies": p.strategies, "fused_score": _finite(p.fused_score),
+            "validation_passed": p.validation_passed, "confidence": _finite(p.confidence), "citation": p.citation,
+            "conflicts_with": p.conflicts_with}
     if include_breakdown:
         b = hit.breakdown
-        r.breakdown.CopyFrom(
-            pb.ScoreBreakdown(
-                content=_finite(b.content),
-                purpose_alignment=_finite(b.purpose_alignment),
-                goal_alignment=_finite(b.goal_alignment),
-                late_interaction=_finite(b.late_interaction),
-                temporal=_finite(b.temporal),
-                spaces={k: _finite(x) for k, x in b.spaces.items()},
-                space_ranks=b.space_ranks,
-            )
-        )
+        fields["breakdown"] = {
+            "content": _finite(b.content),
+            "purpose_alignment": _finite(b.purpose_alignment),
+            "goal_alignment": _finite(b.goal_alignment),
+            "late_interaction": _finite(b.late_interaction),
+            "temporal": _finite(b.temporal),
+            "spaces": {k: _finite(x) for k, x in b.spaces.items()},
+            "space_ranks": b.space_ranks,
+        }
     if explain:
-        r.explanation = hit.explanation
+        fields["explanation"] = hit.explanation
     if snippets:
-        r.snippet, r.snippet_start, r.snippet_end = snippet(hit.memory.content, hit.chunk_span)
-    if omit_content:
-        r.memory.input.content = ""
-    return r
+        fields["snippet"], fields["snippet_start"], fields["snippet_end"] = snippet(hit.memory.content, hit.chunk_span)
+    return fields
 
 
 def _finite(x: float) -> float:
@@ -648,6 +663,7 @@ __all__ = [
     "now",
     "page_from",
     "query_from_request",
+    "result_fields",
     "snippet",
     "stage_to_proto",
     "token_codes",

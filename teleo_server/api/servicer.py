@@ -438,8 +438,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 yield pb.RetrieveResponse(stage=stage)
             elif isinstance(ev, Hit):
                 rank += 1
-                yield pb.RetrieveResponse(result=convert.hit_to_result(ev, rank, query.include_breakdown, query.explain,
-                                                                                     query.snippets, query.omit_content))
+                yield pb.RetrieveResponse(result=convert.result_fields(ev, rank, query.include_breakdown, query.explain,
+                                                                       query.snippets, query.omit_content))
             elif isinstance(ev, RetrieveDone):
                 yield pb.RetrieveResponse(
                     summary=pb.RetrieveSummary(
