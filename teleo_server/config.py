@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     # Threads each BLAS operation may use (the OpenBLAS that NumPy and SciPy bundle); 0 keeps the
     # library's default of one per core. Queries already run side by side (teleo_server/blas.py).
     blas_threads: int = Field(1, ge=0)
+    # Before reporting SERVING, store a fixed sample in a scratch index and query it, so that the
+    # first caller does not pay for the text analysers' tables (teleo_server/core.py: warm_up);
+    # off starts a little sooner and leaves that cost to the first Store and Retrieve.
+    warm_up: bool = True
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)

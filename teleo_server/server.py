@@ -63,7 +63,7 @@ class App:
         await self.health.set("store", SERVING)
         ready = await self._check_embedder()
         await self.core.load_indexes()
-        if ready:
+        if ready and self.settings.warm_up:
             await self.core.warm_up()
         await self.health.set("index", SERVING)
         await self.health.set("", SERVING)

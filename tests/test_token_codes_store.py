@@ -46,9 +46,9 @@ UNPOOLED = {"spaces": {"E12_late": {"pool": 1}}}
 class Running:
     """One in-thread server on ``root``'s data directory, with a stub and the dev token."""
 
-    def __init__(self, root: Path, **pipeline) -> None:
+    def __init__(self, root: Path, server: dict | None = None, **pipeline) -> None:
         settings = Settings(port=0, data_dir=root / "data", dev_token_file=root / "token", log_format="json",
-                            pipeline=pipeline)
+                            pipeline=pipeline, **(server or {}))
         self.srv = InThreadServer.start(settings)
         self.db = settings.db_path
         self.channel = grpc.insecure_channel(self.srv.address)
@@ -144,6 +144,17 @@ def test_stored_tokens_are_the_index_codes_and_a_restart_appends_them_as_they_ar
             _same_ranking(second.retrieve(q), before[q], 1e-6)
     finally:
         second.stop()
+    # without the warm-up nothing at all is encoded at start-up, and the answers are the same
+    encoded.clear()
+    monkeypatch.setattr(TokenCodec, "encode", counted)
+    third = Running(tmp_path, server={"warm_up": False})
+    try:
+        assert encoded == []
+        monkeypatch.undo()
+        for q in QUERIES:
+            _same_ranking(third.retrieve(q), before[q], 1e-6)
+    finally:
+        third.stop()
 
 
 LONG = ("Our incident review for the March billing outage found that a stale cache entry in the Redis "
