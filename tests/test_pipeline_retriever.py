@@ -296,3 +296,15 @@ def test_primary_space_is_the_largest_weighted_reciprocal_rank_and_ties_go_to_th
                    default=(0.0, ""))[1]
         assert got == want
     assert _primary_spaces(names, {}, rank_mat, 60.0) == [""] * 4
+
+
+def test_found_sets_read_each_row_in_space_order_past_the_width_of_one_int_too():
+    from teleo_server.pipeline.retriever import _found_sets
+
+    rng = np.random.default_rng(3)
+    for n_spaces in (1, 4, 13, 70):
+        names = [f"S{j}" for j in range(n_spaces)]
+        found = rng.random((40, n_spaces)) < 0.3
+        got = _found_sets(names, found)
+        assert got == [tuple(n for n, f in zip(names, row) if f) for row in found.tolist()]
+    assert _found_sets([], np.zeros((3, 0), bool)) == [(), (), ()]

@@ -98,6 +98,22 @@ def citation(namespace: str, event_time: float, memory_id: str) -> str:
     return f"{namespace}/{day} (memory {memory_id[:8]}\u2026)"
 
 
+def _found_sets(names: list[str], found: np.ndarray) -> list[tuple[str, ...]]:
+    """Each row's spaces (``names`` order) whose own lists found it (``found``: bool, one column a
+    space); rows share a few such sets, each made once, told apart by the bits of their row."""
+    if not names or len(names) > 62:  # past 62 spaces a row's bits no longer fit one int64
+        return [tuple(name for name, f in zip(names, row) if f) for row in found.tolist()]
+    code = found.astype(np.int64) @ (np.int64(1) << np.arange(len(names), dtype=np.int64))
+    sets: dict[int, tuple[str, ...]] = {}
+    out = []
+    for k in code.tolist():
+        got = sets.get(k)
+        if got is None:
+            got = sets[k] = tuple(name for j, name in enumerate(names) if k >> j & 1)
+        out.append(got)
+    return out
+
+
 def _primary_spaces(names: list[str], weights: dict[str, float], rank_mat: np.ndarray, k: float) -> list[str]:
     """Each row's primary space: of the weighted spaces that ranked it, the one whose weighted
     reciprocal rank ``w / (k + rank)`` is largest (on a tie the name that sorts last); "" when
@@ -405,7 +421,7 @@ class TeleologicalRetriever:
         for j, name in enumerate(names):
             rank_mat[:, j] = c.ranks[name] if name in c.ranks else ranks(c.spaces[name].astype(np.float64))
             found_mat[:, j] = c.found[name]
-        found_of, rank_of = self._found_sets(names, found_mat), rank_mat.tolist()
+        found_of, rank_of = _found_sets(names, found_mat), rank_mat.tolist()
         value_of = np.stack([c.spaces[name] for name in names], axis=1).tolist() if names else [[]] * n
         rows, scores = c.rows.tolist(), np.clip(c.score, 0.0, 1.0).tolist()
         content = (c.content if c.content is not None else c.score).tolist()
@@ -473,22 +489,6 @@ class TeleologicalRetriever:
                       misaligned=misaligned[i], johari=quadrant[i], explanation=text, chunk_index=chunk_of[i],
                       unique_contribution=unique_of[i], primary_space=primary_of[i],
                       relevance=relevance_of[i], chunk_span=span_of[i])
-
-    @staticmethod
-    def _found_sets(names: list[str], found: np.ndarray) -> list[tuple[str, ...]]:
-        """Each row's spaces whose own lists found it, in ``names`` order; rows share a few such
-        sets, each made once (a row's set read from the bits of its ``found`` row)."""
-        if not names:
-            return [()] * found.shape[0]
-        code = found.astype(np.int64) @ (np.int64(1) << np.arange(len(names), dtype=np.int64))
-        sets: dict[int, tuple[str, ...]] = {}
-        out = []
-        for k in code.tolist():
-            got = sets.get(k)
-            if got is None:
-                got = sets[k] = tuple(name for j, name in enumerate(names) if k >> j & 1)
-            out.append(got)
-        return out
 
     def discover(self, query: Query, min_similarity: float = 0.0) -> list[EntryPoint]:
         """Every space that can search the whole corpus, ranked by its best match for the query:
