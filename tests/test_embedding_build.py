@@ -47,3 +47,38 @@ def test_export_is_deterministic_and_damage_is_repaired(tmp_path: Path):
     assert not build_repo.is_current(tmp_path / "a", first["inputs"])
     assert build_repo.build(tmp_path / "a") == first
     assert build_repo.sha256(damaged) == first["files"]["splade/1/model.onnx"]
+
+
+def test_the_dynamic_int8_graph_is_its_own_version_agrees_with_the_package_graph_and_switches_back(tmp_path: Path):
+    import numpy as np
+
+    from teleo_server.embedding.engine import Engine
+
+    dynamic = build_repo.build(tmp_path / "d", dense_graph="dynamic-int8")
+    assert dynamic["version"].startswith("minilm-l6-v2-dynamic-int8.")
+    assert dynamic["inputs"]["dense_onnx"]["graph"] == "dynamic-int8"
+    graph = (tmp_path / "d" / "minilm" / "1" / "model.onnx").read_bytes()
+    # the products run as int8: the quantiser's operators are in the graph
+    assert b"MatMulInteger" in graph and b"DynamicQuantizeLinear" in graph
+    again = build_repo.build(tmp_path / "e", dense_graph="dynamic-int8")
+    assert again["files"] == dynamic["files"]  # the same bytes from the same inputs
+    plain = build_repo.build(tmp_path / "p")
+    assert plain["version"].startswith("minilm-l6-v2-int8.") and "graph" not in plain["inputs"]["dense_onnx"]
+    assert plain["files"]["minilm/1/model.onnx"] != dynamic["files"]["minilm/1/model.onnx"]
+    assert plain["files"]["splade/1/model.onnx"] == dynamic["files"]["splade/1/model.onnx"]
+
+    texts = ["which region is the staging cluster in",
+             "Our incident review found that a stale cache entry kept serving old invoice totals."]
+    got = [Engine(tmp_path / name, threads=1).embed(texts, [True, False]) for name in ("d", "p")]
+    # the vectors carry the model version (with the chunking plan after it): stored memories re-embed
+    assert got[0][0].model_version.startswith(dynamic["version"] + "+")
+    assert got[1][0].model_version.startswith(plain["version"] + "+")
+    for a, b in zip(*got):
+        va, vb = (np.asarray(s.chunks[0].vectors["dense"], np.float64) for s in (a, b))
+        cos = float(va @ vb / np.linalg.norm(va) / np.linalg.norm(vb))
+        assert 0.98 < cos < 1.0  # close to the package graph's vectors, not the same ones
+
+    # switching the option rebuilds: the package's graph again, under its own version
+    assert build_repo.build(tmp_path / "d")["files"] == plain["files"]
+    with pytest.raises(SystemExit, match="unknown dense graph"):
+        build_repo.build(tmp_path / "x", dense_graph="float8")

