@@ -24,8 +24,8 @@ import gc
 import json
 import multiprocessing as mp
 import sqlite3
-import sys
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path

@@ -592,15 +592,10 @@ def snippet(content: str, span: tuple[int, int] | None, limit: int = SNIPPET_CHA
     return content[start:end], start, end
 
 
-def hit_to_result(hit: Hit, rank: int, include_breakdown: bool, explain: bool, snippets: bool = False,
-                  omit_content: bool = False) -> pb.Result:
-    return pb.Result(**result_fields(hit, rank, include_breakdown, explain, snippets, omit_content))
-
-
 def result_fields(hit: Hit, rank: int, include_breakdown: bool, explain: bool, snippets: bool = False,
                   omit_content: bool = False) -> dict[str, Any]:
-    """The fields of ``hit``'s Result message, nested messages as dicts (a message that holds the
-    result is built from them in one call, without a copy of a Result made first)."""
+    """The fields of ``hit``'s Result message, nested messages as dicts: the response that holds
+    the result is built from them in one call (``pb.Result(**fields)`` builds the message alone)."""
     fields: dict[str, Any] = {
         "rank": rank,
         "memory": _memory_fields(hit.memory, omit_content),
@@ -655,7 +650,6 @@ __all__ = [
     "purpose_to_proto",
     "float_to_ts",
     "head_vector",
-    "hit_to_result",
     "imported",
     "ids_from",
     "memory_from_input",

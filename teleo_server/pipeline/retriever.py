@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import itertools
 import math
 import time
 from collections.abc import Generator, Iterator
@@ -100,16 +101,13 @@ def citation(namespace: str, event_time: float, memory_id: str) -> str:
 
 def _found_sets(names: list[str], found: np.ndarray) -> list[tuple[str, ...]]:
     """Each row's spaces (``names`` order) whose own lists found it (``found``: bool, one column a
-    space); rows share a few such sets, each made once, told apart by the bits of their row."""
-    if not names or len(names) > 62:  # past 62 spaces a row's bits no longer fit one int64
-        return [tuple(name for name, f in zip(names, row) if f) for row in found.tolist()]
-    code = found.astype(np.int64) @ (np.int64(1) << np.arange(len(names), dtype=np.int64))
-    sets: dict[int, tuple[str, ...]] = {}
+    space); rows share a few such sets, each made once."""
+    sets: dict[tuple[bool, ...], tuple[str, ...]] = {}
     out = []
-    for k in code.tolist():
-        got = sets.get(k)
+    for row in map(tuple, found.tolist()):
+        got = sets.get(row)
         if got is None:
-            got = sets[k] = tuple(name for j, name in enumerate(names) if k >> j & 1)
+            got = sets[row] = tuple(itertools.compress(names, row))
         out.append(got)
     return out
 
@@ -421,7 +419,7 @@ class TeleologicalRetriever:
         for j, name in enumerate(names):
             rank_mat[:, j] = c.ranks[name] if name in c.ranks else ranks(c.spaces[name].astype(np.float64))
             found_mat[:, j] = c.found[name]
-        found_of, rank_of = _found_sets(names, found_mat), rank_mat.tolist()
+        found_of, found_rows, rank_of = _found_sets(names, found_mat), found_mat.tolist(), rank_mat.tolist()
         value_of = np.stack([c.spaces[name] for name in names], axis=1).tolist() if names else [[]] * n
         rows, scores = c.rows.tolist(), np.clip(c.score, 0.0, 1.0).tolist()
         content = (c.content if c.content is not None else c.score).tolist()
@@ -431,11 +429,10 @@ class TeleologicalRetriever:
         temporal_of = None if c.temporal is None else c.temporal.tolist()
         relevance_of = (c.columns["relevance"] if "relevance" in c.columns else relevance(c.spaces, c.size)).tolist()
         weights = {name: w for name, w in state.cfg.space_weights.items() if w > 0}
-        weighted = np.array([name in weights for name in names], bool)
-        voted = found_mat & weighted
         if "unique_contribution" in c.columns:
             unique_of = c.columns["unique_contribution"].tolist()
         else:  # the one fused space whose own list found it, if only one did
+            voted = found_mat & np.array([name in weights for name in names], bool)
             one = voted.sum(axis=1) == 1
             first = voted.argmax(axis=1) if names else np.zeros(n, np.int64)
             unique_of = [names[f] if o else "" for f, o in zip(first.tolist(), one.tolist())]
@@ -466,9 +463,8 @@ class TeleologicalRetriever:
         memory_of = self.catalog.memory
         for i in range(n):
             found = found_of[i]
-            values, rank = value_of[i], rank_of[i]
-            spaces = {name: v for name, v in zip(names, values) if not math.isnan(v)}
-            space_ranks = {name: int(r) for name, r in zip(names, rank) if name in found and math.isfinite(r)}
+            spaces = {name: v for name, v in zip(names, value_of[i]) if not math.isnan(v)}
+            space_ranks = {name: int(r) for name, r, f in zip(names, rank_of[i], found_rows[i]) if f and math.isfinite(r)}
             late = None if late_of is None else late_of[i]
             temporal = 1.0 if temporal_of is None else temporal_of[i]
             breakdown = Breakdown(content=content[i], purpose_alignment=purpose[i], goal_alignment=goal_score[i],
