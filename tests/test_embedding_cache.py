@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -161,3 +162,61 @@ def test_a_cache_that_cannot_be_written_never_fails_embedding(tmp_path: Path):
     got, stored = asyncio.run(run())
     assert got.chunks and got.chunks[0].vectors["dense"].shape == (384,) and stored is False
     assert EmbeddingCache(tmp_path).get_many(got.model_version, TextRole.DOCUMENT, ["kept out of a full cache"]) == [None]
+
+
+class _GatedCache(EmbeddingCache):
+    """A real cache whose writes wait until ``gate`` is set."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.gate = threading.Event()
+
+    def put_many(self, role, texts, sets):
+        self.gate.wait(30)
+        return super().put_many(role, texts, sets)
+
+
+@needs_models
+def test_a_call_returns_before_its_vectors_reach_the_cache_and_lookups_stay_in_order(tmp_path: Path):
+    cache = _GatedCache(tmp_path)
+    embedder = CachedEmbedder(InProcessEmbedder(MODEL_DIR, threads=1), cache)
+
+    async def run():
+        await embedder.start()
+        try:
+            (got,) = await asyncio.wait_for(embedder.embed(["which region is staging in"], TextRole.QUERY), 20)
+            pending = embedder.pending_writes
+            on_disk = EmbeddingCache(tmp_path).get_many(got.model_version, TextRole.QUERY, ["which region is staging in"])
+            cache.gate.set()
+            # queued behind the write, so the lookup finds it: no second embedding
+            (again,) = await embedder.embed(["which region is staging in"], TextRole.QUERY)
+            last = await embedder.embed(["written by the time close returns"], TextRole.DOCUMENT)
+            return got, again, last[0], pending, on_disk
+        finally:
+            await embedder.close()
+
+    got, again, last, pending, on_disk = asyncio.run(run())
+    assert pending == 1 and on_disk == [None]
+    _assert_same(got, again)
+    assert (embedder.hits, embedder.misses, embedder.pending_writes) == (1, 2, 0)
+    (stored,) = EmbeddingCache(tmp_path).get_many(got.model_version, TextRole.DOCUMENT, ["written by the time close returns"])
+    assert stored is not None
+    _assert_same(stored, last)
+
+
+@needs_models
+def test_past_the_pending_limit_a_call_waits_for_its_write(tmp_path: Path):
+    embedder = CachedEmbedder(InProcessEmbedder(MODEL_DIR, threads=1), EmbeddingCache(tmp_path), max_pending_writes=0)
+
+    async def run():
+        await embedder.start()
+        try:
+            (got,) = await embedder.embed(["a bulk load's text"], TextRole.DOCUMENT)
+            return got, embedder.pending_writes, embedder.cache.get_many(got.model_version, TextRole.DOCUMENT,
+                                                                         ["a bulk load's text"])
+        finally:
+            await embedder.close()
+
+    got, pending, (stored,) = asyncio.run(run())
+    assert pending == 0 and stored is not None
+    _assert_same(stored, got)

@@ -35,7 +35,7 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     log.info("embedder.configured", backend=embedder.description,
              cache=str(settings.cache_dir) if settings.cache_dir else None)
     if settings.cache_dir is not None:
-        embedder = CachedEmbedder(embedder, EmbeddingCache(settings.cache_dir))
+        embedder = CachedEmbedder(embedder, EmbeddingCache(settings.cache_dir), nice=settings.worker_nice)
     return embedder
 
 
