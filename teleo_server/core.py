@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -32,6 +32,7 @@ from teleo_server.errors import (
     Unavailable,
 )
 from teleo_server.index.precision import stored_form
+from teleo_server.keyed_locks import KeyedLocks
 from teleo_server.index.tokens import TokenCodec
 from teleo_server.index.purpose import Goal
 from teleo_server.pipeline.types import (EntryPoint, Filters, Hit, MemoryPurpose, Outcome, Query, Retriever, StageReport,
@@ -167,6 +168,9 @@ class MemoryCore:
         self.admission = admission or Admission()
         self.embedder_ready = False
         self._background: set[asyncio.Task] = set()
+        # writes that read a memory and write it back, and its index entry after it, one at a time
+        # per memory (keyed_locks.py)
+        self.locks = KeyedLocks()
         self.results = ResultCache()  # retrievals' answers, per caller, for profiles that cache them
         # head -> the codec its space keeps it in: the database stores those heads as the same codes
         codecs = getattr(retriever, "token_codecs", None)  # a retriever may keep no codes
@@ -190,6 +194,12 @@ class MemoryCore:
     def admit(self, principal: Principal) -> Ticket:
         """Reserve a retrieval's slots, or raise ResourceExhausted at once."""
         return self.admission.admit(principal)
+
+    async def _locked(self, ids: list[str], write: Callable[[], Awaitable[T]]) -> T:
+        """``write()`` while holding the locks of the memories ``ids`` (``self.locks``); run it
+        under ``_finish``, so that the locks are held until its index update is done."""
+        async with self.locks.hold(ids):
+            return await write()
 
     def _finish(self, coro: Any) -> asyncio.Future:
         """Run ``coro`` to completion even if the awaiting call is cancelled (deadline, disconnect):
@@ -317,7 +327,9 @@ class MemoryCore:
             memories = list(batch.values())
             sets = await self.stored_forms(await self.embedder.embed([m.content for m in memories], TextRole.DOCUMENT))
             for memory, emb in zip(memories, sets, strict=True):
-                if await self._finish(self._replace(memory.id, emb)):
+                # an Update may have changed the text since it was read: the vectors are then left
+                # out (the Update embedded its own text)
+                if await self._finish(self._locked([memory.id], lambda m=memory, e=emb: self._replace(m, e))):
                     done += 1
                     recoded += memory.id in recoding
             self._recode.difference_update(ids[start : start + 32])  # done, or gone from the store
@@ -327,8 +339,8 @@ class MemoryCore:
             log.info("index.recoded", memories=recoded, codecs={h: c.spec.tag for h, c in self.codecs.items()})
         return done
 
-    async def _replace(self, memory_id: str, emb: EmbeddingSet) -> bool:
-        updated = await self._on_store(self.store.replace_embeddings, memory_id, emb)
+    async def _replace(self, memory: Memory, emb: EmbeddingSet) -> bool:
+        updated = await self._on_store(self.store.replace_embeddings, memory.id, emb, memory.content_hash)
         if updated is not None:
             await self._on_index(self._reindex, updated, emb)
         return updated is not None
@@ -471,7 +483,7 @@ class MemoryCore:
         for ns, level in access.values():
             if not principal.can_write(ns, level):
                 raise PermissionDenied(f"token may not write namespace {ns!r}", field="ids")
-        return await self._finish(self._delete(ids))
+        return await self._finish(self._locked(ids, lambda: self._delete(ids)))
 
     async def editable(self, principal: Principal, memory_id: str) -> Memory:
         """The memory, if ``principal`` may read and write it (NotFound when it may not read it)."""
@@ -482,28 +494,60 @@ class MemoryCore:
             raise PermissionDenied(f"token may not write namespace {found.namespace!r}", field="id")
         return found
 
-    async def update(self, principal: Principal, old: Memory, new: Memory, keep_previous: bool) -> tuple[Memory, str]:
-        """Store ``new`` (``old`` with changed fields, same id) in place: re-embedded when its content
-        changed, re-indexed, atomically. With ``keep_previous`` the old version stays as a memory of
-        its own, which the updated one ``supersedes``. Returns (stored memory, kept id or "")."""
-        if not principal.can_write(old.namespace, old.access_level):
-            raise PermissionDenied(f"token may not write namespace {old.namespace!r}", field="id")
-        if keep_previous and new.namespace != old.namespace:
-            raise InvalidArgument("keep_previous keeps the old version in its namespace, and links stay within "
-                                  "one: move the memory without it", field="keep_previous")
-        previous_id = new_memory_id() if keep_previous else ""
-        if previous_id:
-            new = replace(new, links=(*new.links, Link(previous_id, LinkType.SUPERSEDES)))
-        errors = await self.link_errors(principal, [replace(new, links=tuple(lk for lk in new.links
-                                                                               if lk.target_id != previous_id))])
+    async def update(self, principal: Principal, memory_id: str, change: Callable[[Memory], Memory],
+                     keep_previous: bool) -> tuple[Memory, str]:
+        """Apply ``change`` (the memory as stored -> its new version, same id) and store the result
+        in place: re-embedded when its content changed, re-indexed, atomically. With
+        ``keep_previous`` the old version stays as a memory of its own, which the updated one
+        ``supersedes``. Returns (stored memory, kept id or "").
+
+        Updates of one memory run one at a time, each ``change`` applied to the memory as the one
+        before left it: two concurrent updates of different fields (or adding different links) both
+        keep theirs. The request is checked and a new text embedded before the memory is locked, so
+        a refused or abandoned update costs no wait and a slow embedding holds up no other write;
+        from the lock on, the update runs to the end even if its caller goes away."""
+        old = await self.editable(principal, memory_id)
+        new = self._changed(principal, old, change, keep_previous)
+        errors = await self.link_errors(principal, [new])
         if errors:
             raise next(iter(errors.values()))
         emb = None
         if new.content_hash != old.content_hash:
             (emb,) = await self.stored_forms(await self.embedder.embed([new.content], TextRole.DOCUMENT))
-        stored = await self._finish(self._update(new, emb, previous_id or None))
+        return await self._finish(self._locked(
+            [memory_id], lambda: self._apply_update(principal, memory_id, change, keep_previous, (new.content_hash, emb))))
+
+    @staticmethod
+    def _changed(principal: Principal, old: Memory, change: Callable[[Memory], Memory], keep_previous: bool) -> Memory:
+        if not principal.can_write(old.namespace, old.access_level):
+            raise PermissionDenied(f"token may not write namespace {old.namespace!r}", field="id")
+        new = change(old)
+        if keep_previous and new.namespace != old.namespace:
+            raise InvalidArgument("keep_previous keeps the old version in its namespace, and links stay within "
+                                  "one: move the memory without it", field="keep_previous")
+        return new
+
+    async def _apply_update(self, principal: Principal, memory_id: str, change: Callable[[Memory], Memory],
+                            keep_previous: bool, embedded: tuple[str, EmbeddingSet | None]) -> tuple[Memory, str]:
+        """``update`` under the memory's lock: read it again, change it, store it. ``embedded``: a
+        content hash and its vectors, made before the lock (used when that is the new content)."""
+        old = await self.editable(principal, memory_id)
+        new = self._changed(principal, old, change, keep_previous)
+        previous_id = new_memory_id() if keep_previous else ""
+        errors = await self.link_errors(principal, [new])
+        if errors:
+            raise next(iter(errors.values()))
+        if previous_id:
+            new = replace(new, links=(*new.links, Link(previous_id, LinkType.SUPERSEDES)))
+        emb = None
+        if new.content_hash != old.content_hash:
+            # embedded before the lock, unless an update in between changed what "unchanged" means
+            emb = embedded[1] if embedded[0] == new.content_hash else None
+            if emb is None:
+                (emb,) = await self.stored_forms(await self.embedder.embed([new.content], TextRole.DOCUMENT))
+        stored = await self._update(new, emb, previous_id or None)
         if stored is None:
-            raise NotFound(f"no memory with id(s) {old.id}", field="id")
+            raise NotFound(f"no memory with id(s) {memory_id}", field="id")
         return stored, previous_id
 
     async def _update(self, new: Memory, emb: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
@@ -573,7 +617,8 @@ class MemoryCore:
         ids = [m.id for m in matched]
         deleted = 0
         for start in range(0, len(ids), 1000):
-            deleted += await self._finish(self._delete(ids[start:start + 1000]))
+            part = ids[start:start + 1000]
+            deleted += await self._finish(self._locked(part, lambda part=part: self._delete(part)))
         return len(matched), deleted
 
     async def _delete(self, ids: list[str]) -> int:
@@ -590,7 +635,7 @@ class MemoryCore:
                 f"agent {principal.agent_id!r} may not write namespace {memory.namespace!r}; feedback needs write access",
                 field="id",
             )
-        updated = await self._finish(self._feedback(memory.id, used, helpful, sufficient))
+        updated = await self._finish(self._locked([memory.id], lambda: self._feedback(memory.id, used, helpful, sufficient)))
         if updated is None:
             raise NotFound(f"no memory with id {memory_id}", field="id")
         return updated

@@ -131,9 +131,16 @@ def test_a_change_note_names_what_it_probably_updates_and_the_agent_links_it(api
             answered = await s.call_tool("memory_search", question)
             direct = await s.call_tool("memory_store", {"content": "Staging is in ap-south-1 since November.",
                                                         "supersedes": [move.structured_content["id"]]})
-            return old, move, unlinked, linked, again, answered, direct
+            # a correction and a link in one call: both land, the old text kept (keep_previous)
+            both = await s.call_tool("memory_update", {"id": direct.structured_content["id"],
+                                                       "content": "Staging is in ap-south-2 since November.",
+                                                       "supersedes": [old.structured_content["id"]]})
+            return old, move, unlinked, linked, again, answered, direct, both
 
-    old, move, unlinked, linked, again, answered, direct = (r.structured_content for r in asyncio.run(scenario()))
+    old, move, unlinked, linked, again, answered, direct, both = (r.structured_content for r in asyncio.run(scenario()))
+    assert both["memory"]["content"] == "Staging is in ap-south-2 since November." and both["previous_id"]
+    assert [(lk["target_id"], lk["type"]) for lk in both["memory"]["links"]] == [
+        (move["id"], "supersedes"), (old["id"], "supersedes"), (both["previous_id"], "supersedes")]
     assert old["possible_updates"] == []  # nothing earlier in the namespace
     hints = move["possible_updates"]
     assert hints and hints[0]["id"] == old["id"] and hints[0]["content"] == "The staging cluster runs in eu-west-1."
@@ -145,7 +152,8 @@ def test_a_change_note_names_what_it_probably_updates_and_the_agent_links_it(api
     assert [h["id"] for h in answered["results"]][:1] == [move["id"]]
     assert old["id"] not in {h["id"] for h in answered["results"]}
     with Client(api_server.address, token=api_server.token) as c:
-        [m] = c.get(direct["id"])
+        [m] = c.get(both["previous_id"])
+    assert m.content == "Staging is in ap-south-1 since November."  # the version the correction replaced
     assert [(lk.target_id, lk.type) for lk in m.links] == [(move["id"], "supersedes")]
 
 

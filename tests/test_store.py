@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -223,6 +224,19 @@ def test_stale_embeddings_are_found_and_replaced(tmp_path):
     store.replace_embeddings(old.id, _emb(rng, chunks=2, version="v1"))
     assert store.stale_ids("v1") == []
     assert store.get([old.id])[old.id].chunk_count == 2
+
+
+def test_vectors_of_a_text_an_update_replaced_are_not_stored(tmp_path):
+    """A re-embedding read the memory before an update changed its text: its vectors are refused."""
+    rng = np.random.default_rng(5)
+    store = SQLiteStore(tmp_path / "t.db")
+    m, _ = store.put(_memory("the text that was read"), _emb(rng, version="v0"))
+    changed = replace(m, content="the text an update wrote", content_hash=content_hash("the text an update wrote"))
+    store.update(changed, _emb(rng, chunks=3, version="v1"), None)
+    assert store.replace_embeddings(m.id, _emb(rng, chunks=1, version="v1"), content_hash=m.content_hash) is None
+    assert store.get([m.id])[m.id].chunk_count == 3  # the update's vectors stay
+    assert store.replace_embeddings(m.id, _emb(rng, chunks=2, version="v1"), content_hash=changed.content_hash) is not None
+    assert store.get([m.id])[m.id].chunk_count == 2
 
 
 def test_wal_and_full_sync_are_on(tmp_path):

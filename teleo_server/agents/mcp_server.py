@@ -262,10 +262,9 @@ def build(client: Client, *, namespace: str = "", name: str = "teleo"):
         memories it replaces (supersedes)."""
         fields = {k: v for k, v in (("content", content), ("metadata", metadata), ("importance", importance))
                   if v is not None}
-        if supersedes:  # added to the memory's links; the ones it has are kept
-            out = call(client.supersede, id, supersedes)
-        if fields or not supersedes:
-            out = call(client.update, id, keep_previous=keep_previous and "content" in fields, **fields)
+        # one Update: the fields, and the supersedes links added to the ones the memory has then
+        out = call(client.update, id, keep_previous=keep_previous and "content" in fields,
+                   add_links=with_links((), supersedes or ()), **fields)
         return UpdatedMemory(memory=_memory_out(out.memory), previous_id=out.previous_id)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,

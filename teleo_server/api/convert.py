@@ -11,7 +11,7 @@ import base64
 import math
 from dataclasses import replace
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
 import numpy as np
@@ -88,6 +88,22 @@ def _ts_fields(t: float) -> dict[str, int]:
 # -- memories --------------------------------------------------------------------------------
 
 
+def links_from(msgs: Sequence[pb.Link], limits: Limits, field: str) -> tuple[Link, ...]:
+    """Validated links (at most ``limits.max_links``; a target id of 1..128 characters, a known
+    type, a weight in [0, 1] where 0 reads as 1)."""
+    if len(msgs) > limits.max_links:
+        raise InvalidArgument(f"at most {limits.max_links} links", field=field)
+    links = []
+    for i, lk in enumerate(msgs):
+        f = f"{field}[{i}]"
+        if not lk.target_id or len(lk.target_id) > 128:
+            raise InvalidArgument("target_id must be 1..128 characters", field=f)
+        ltype = v.enum_value(LinkType, lk.type, None, f"{f}.type")
+        weight = v.unit(lk.weight, f"{f}.weight") or 1.0
+        links.append(Link(lk.target_id, ltype, weight))
+    return tuple(links)
+
+
 def memory_from_input(msg: pb.MemoryInput, principal: Principal, limits: Limits, now: float, field: str = "memory") -> Memory:
     content = msg.content
     if not content.strip():
@@ -107,16 +123,7 @@ def memory_from_input(msg: pb.MemoryInput, principal: Principal, limits: Limits,
             raise InvalidArgument("must be >= 0", field=f"{field}.session_position")
         position = msg.session_position
     event_time = ts_to_float(msg.event_time, f"{field}.event_time") if msg.HasField("event_time") else now
-    if len(msg.links) > limits.max_links:
-        raise InvalidArgument(f"at most {limits.max_links} links", field=f"{field}.links")
-    links = []
-    for i, lk in enumerate(msg.links):
-        f = f"{field}.links[{i}]"
-        if not lk.target_id or len(lk.target_id) > 128:
-            raise InvalidArgument("target_id must be 1..128 characters", field=f)
-        ltype = v.enum_value(LinkType, lk.type, None, f"{f}.type")
-        weight = v.unit(lk.weight, f"{f}.weight") or 1.0
-        links.append(Link(lk.target_id, ltype, weight))
+    links = links_from(msg.links, limits, f"{field}.links")
     metadata = v.metadata(dict(msg.metadata), limits, f"{field}.metadata")
     if not principal.can_write(namespace, level):
         raise PermissionDenied(
@@ -137,7 +144,7 @@ def memory_from_input(msg: pb.MemoryInput, principal: Principal, limits: Limits,
         ingestion_time=now,
         session_id=msg.session_id,
         session_position=position,
-        links=tuple(links),
+        links=links,
         metadata=metadata,
         evergreen=msg.evergreen,
     )
@@ -208,9 +215,12 @@ UPDATABLE = tuple(f.name for f in pb.MemoryInput.DESCRIPTOR.fields)
 
 def updated_memory(old: Memory, msg: pb.UpdateRequest, principal: Principal, limits: Limits) -> Memory:
     """``old`` with the fields ``msg.fields`` names taken from ``msg.memory``, validated as a Store is
-    (the caller must be able to write the result's namespace and level). Bookkeeping stays."""
-    if not msg.fields:
-        raise InvalidArgument(f"name the fields to change (any of {list(UPDATABLE)})", field="fields")
+    (the caller must be able to write the result's namespace and level), and the links of
+    ``msg.add_links`` it does not have yet (same target and type) added. Bookkeeping stays."""
+    added = links_from(msg.add_links, limits, "add_links")
+    if not msg.fields and not added:
+        raise InvalidArgument(f"name the fields to change (any of {list(UPDATABLE)}) or the links to add (add_links)",
+                              field="fields")
     merged = memory_to_proto(old).input
     for i, name in enumerate(msg.fields):
         if name not in UPDATABLE:
@@ -233,6 +243,17 @@ def updated_memory(old: Memory, msg: pb.UpdateRequest, principal: Principal, lim
         else:
             setattr(merged, name, getattr(msg.memory, name))
     new = memory_from_input(merged, principal, limits, old.ingestion_time, field="memory")
+    if added:
+        links = list(new.links)
+        have = {(lk.target_id, lk.type) for lk in links}
+        for lk in added:
+            if (lk.target_id, lk.type) not in have:
+                have.add((lk.target_id, lk.type))
+                links.append(lk)
+        new = replace(new, links=tuple(links))
+        if len(new.links) > limits.max_links:
+            raise InvalidArgument(f"at most {limits.max_links} links; with these the memory would have {len(new.links)}",
+                                  field="add_links")
     return replace(new, id=old.id, ingestion_time=old.ingestion_time, model_version=old.model_version,
                    chunk_count=old.chunk_count, retrieved_count=old.retrieved_count, used_count=old.used_count,
                    helpful_count=old.helpful_count, misled_count=old.misled_count,
@@ -652,6 +673,7 @@ __all__ = [
     "head_vector",
     "imported",
     "ids_from",
+    "links_from",
     "memory_from_input",
     "memory_to_proto",
     "now",

@@ -352,9 +352,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     @rpc
     async def Update(self, request: pb.UpdateRequest, context: Any, principal: Principal) -> pb.UpdateResponse:
         (memory_id,) = convert.ids_from([request.id], self.limits, field="id")
-        old = await self.core.editable(principal, memory_id)
-        new = convert.updated_memory(old, request, principal, self.limits)
-        stored, previous_id = await self.core.update(principal, old, new, request.keep_previous)
+        stored, previous_id = await self.core.update(
+            principal, memory_id, lambda old: convert.updated_memory(old, request, principal, self.limits),
+            request.keep_previous)
         return pb.UpdateResponse(memory=convert.memory_to_proto(stored), previous_id=previous_id)
 
     @streaming_rpc()

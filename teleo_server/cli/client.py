@@ -483,10 +483,9 @@ def cmd_update(args: argparse.Namespace) -> int:
     if not fields and not args.supersedes:
         raise SystemExit("teleo: nothing to change: give --content, --meta, --importance or --supersedes")
     with client_for(args) as client:
-        if args.supersedes:  # added to the memory's links; the ones it has are kept
-            out = client.supersede(args.id, args.supersedes)
-        if fields:
-            out = client.update(args.id, keep_previous=args.keep_previous, **fields)
+        # one Update: the fields, and the supersedes links added to the ones the memory has then
+        out = client.update(args.id, keep_previous=args.keep_previous and bool(fields),
+                            add_links=convert.with_links((), args.supersedes), **fields)
         _print_json(convert.update_json(out))
     return 0
 

@@ -10,7 +10,7 @@ are async iterators.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -20,7 +20,7 @@ from teleo.v1 import memory_pb2_grpc
 from teleo_server.client import convert
 from teleo_server.client.base import Api, Call, collect
 from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials
-from teleo_server.client.types import Event, Filters, Memory, SearchResponse, UpdateResult
+from teleo_server.client.types import Event, Filters, Memory, SearchResponse
 
 
 class AsyncClient(Api):
@@ -86,11 +86,6 @@ class AsyncClient(Api):
             cursor = page.next_cursor
             if not cursor:
                 return
-
-    async def supersede(self, id: str, replaced: str | Sequence[str], *, timeout: float | None = None) -> UpdateResult:
-        """Link memory ``id`` to the earlier memories it replaces (``supersedes``), keeping its other links."""
-        (current,) = await self.get(id, timeout=timeout)
-        return await self.update(id, links=convert.with_links(current.links, replaced), timeout=timeout)
 
     async def health(self, component: str = "", *, timeout: float = 5.0) -> str:
         stub = health_pb2_grpc.HealthStub(self._channel)

@@ -24,6 +24,7 @@ from teleo_server.client.types import (
     DeleteWhereResult,
     Exported,
     Filters,
+    Link,
     Memory,
     MemoryInput,
     Overrides,
@@ -125,13 +126,23 @@ class Api:
         return self._unary(Call("StoreBatch", items, convert.batch_result, True, self._deadline(timeout),
                                 client_stream=True))
 
-    def update(self, id: str, *, keep_previous: bool = False, timeout: float | None = None, **fields: Any) -> UpdateResult:
+    def update(self, id: str, *, keep_previous: bool = False, add_links: Sequence[Link] = (),
+               timeout: float | None = None, **fields: Any) -> UpdateResult:
         """Change the named fields of a memory, e.g. ``update(id, content="...")``; a new content is
         re-embedded atomically. ``keep_previous`` keeps the old version as a memory of its own, which
-        the updated one ``supersedes``."""
-        req = convert.update_request(id, fields, keep_previous)
+        the updated one ``supersedes``. ``add_links`` are added to the links the memory has when the
+        update runs (``links=`` replaces them all)."""
+        req = convert.update_request(id, fields, keep_previous, add_links)
         return self._unary(Call("Update", req, lambda r: UpdateResult(convert.memory(r.memory), r.previous_id),
                                 False, self._deadline(timeout)))
+
+    def supersede(self, id: str, replaced: str | Sequence[str], *, timeout: float | None = None,
+                  **fields: Any) -> UpdateResult:
+        """Link memory ``id`` to the earlier memories it replaces (``supersedes``), keeping its other
+        links, in one call (with any ``fields`` to change as well): for the ``possible_updates`` a
+        ``store`` named that it does replace."""
+        targets = [replaced] if isinstance(replaced, str) else list(replaced)
+        return self.update(id, add_links=[Link(t, "supersedes") for t in targets], timeout=timeout, **fields)
 
     def delete(self, ids: str | Sequence[str], *, timeout: float | None = None) -> int:
         """Delete memories by id; any unknown or unreadable id fails the call (NOT_FOUND) and nothing

@@ -215,16 +215,21 @@ def with_links(current: tuple[Link, ...], targets: str | Sequence[str], kind: st
     return tuple(current) + tuple(Link(t, kind) for t in dict.fromkeys(wanted) if (t, kind) not in have)
 
 
-def update_request(id: str, fields: Mapping[str, Any], keep_previous: bool) -> pb.UpdateRequest:
-    """An UpdateRequest changing the MemoryInput fields named in ``fields`` (python names, dataclass values)."""
-    if not fields:
-        raise ValueError("nothing to change: name at least one field, e.g. content=...")
+def update_request(id: str, fields: Mapping[str, Any], keep_previous: bool,
+                   add_links: Sequence[Link] = ()) -> pb.UpdateRequest:
+    """An UpdateRequest changing the MemoryInput fields named in ``fields`` (python names, dataclass
+    values) and adding ``add_links`` to the memory's links."""
+    if not fields and not add_links:
+        raise ValueError("nothing to change: name at least one field, e.g. content=..., or links to add")
     known = set(MemoryInput.__dataclass_fields__)
     unknown = sorted(set(fields) - known)
     if unknown:
         raise ValueError(f"cannot update {', '.join(unknown)}; fields are {', '.join(sorted(known))}")
     values = MemoryInput(content=fields.get("content", ""), **{k: v for k, v in fields.items() if k != "content"})
-    return pb.UpdateRequest(id=id, memory=memory_input(values), fields=list(fields), keep_previous=keep_previous)
+    req = pb.UpdateRequest(id=id, memory=memory_input(values), fields=list(fields), keep_previous=keep_previous)
+    for link in add_links:
+        req.add_links.add(target_id=link.target_id, type=enum_number("link_type", link.type), weight=link.weight)
+    return req
 
 
 # --- in: responses ------------------------------------------------------------------------------

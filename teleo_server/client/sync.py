@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -21,7 +21,7 @@ from teleo.v1 import memory_pb2_grpc
 from teleo_server.client import convert
 from teleo_server.client.base import Api, Call, collect
 from teleo_server.client.connection import CHANNEL_OPTIONS, ClientError, credentials
-from teleo_server.client.types import Event, Filters, Memory, SearchResponse, UpdateResult
+from teleo_server.client.types import Event, Filters, Memory, SearchResponse
 
 
 class Client(Api):
@@ -94,12 +94,6 @@ class Client(Api):
             cursor = page.next_cursor
             if not cursor:
                 return
-
-    def supersede(self, id: str, replaced: str | Sequence[str], *, timeout: float | None = None) -> UpdateResult:
-        """Link memory ``id`` to the earlier memories it replaces (``supersedes``), keeping its
-        other links: for the ``possible_updates`` a ``store`` named that it does replace."""
-        (current,) = self.get(id, timeout=timeout)
-        return self.update(id, links=convert.with_links(current.links, replaced), timeout=timeout)
 
     def health(self, component: str = "", *, timeout: float = 5.0) -> str:
         """The serving status of the server ("") or of a component ("embedding", "index", "store"):

@@ -85,7 +85,11 @@ class MemoryStore(Protocol):
         """Memories embedded by another model version (they must be re-embedded)."""
         ...
 
-    def replace_embeddings(self, memory_id: str, embeddings: EmbeddingSet) -> Memory | None: ...
+    def replace_embeddings(self, memory_id: str, embeddings: EmbeddingSet,
+                           content_hash: str | None = None) -> Memory | None:
+        """Store ``embeddings`` as the memory's own; with ``content_hash``, only while its content
+        is still the one embedded (None when it is gone or its content changed)."""
+        ...
 
     def count_by_namespace(self) -> dict[tuple[str, AccessLevel], tuple[int, int]]:
         """(namespace, access level) -> (memories, chunks)."""

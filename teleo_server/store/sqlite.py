@@ -384,9 +384,12 @@ class SQLiteStore:
         rows = self._reader().execute("SELECT id FROM memories WHERE model_version != ? AND quarantine IS NULL", (model_version,))
         return [r[0] for r in rows]
 
-    def replace_embeddings(self, memory_id: str, embeddings: EmbeddingSet) -> Memory | None:
+    def replace_embeddings(self, memory_id: str, embeddings: EmbeddingSet,
+                           content_hash: str | None = None) -> Memory | None:
         with self._tx() as conn:
-            row = conn.execute("SELECT pk FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            row = conn.execute("SELECT pk, content_hash FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            if row is not None and content_hash is not None and row[1] != content_hash:
+                return None  # an update changed the text these vectors were made from
             if row is None:
                 return None
             conn.execute("DELETE FROM chunks WHERE memory_pk = ?", (row[0],))

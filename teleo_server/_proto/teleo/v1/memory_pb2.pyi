@@ -279,16 +279,18 @@ class DeleteResponse(_message.Message):
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("id", "memory", "fields", "keep_previous")
+    __slots__ = ("id", "memory", "fields", "keep_previous", "add_links")
     ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     KEEP_PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    ADD_LINKS_FIELD_NUMBER: _ClassVar[int]
     id: str
     memory: MemoryInput
     fields: _containers.RepeatedScalarFieldContainer[str]
     keep_previous: bool
-    def __init__(self, id: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., fields: _Optional[_Iterable[str]] = ..., keep_previous: _Optional[bool] = ...) -> None: ...
+    add_links: _containers.RepeatedCompositeFieldContainer[Link]
+    def __init__(self, id: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., fields: _Optional[_Iterable[str]] = ..., keep_previous: _Optional[bool] = ..., add_links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ...) -> None: ...
 
 class UpdateResponse(_message.Message):
     __slots__ = ("memory", "previous_id")
