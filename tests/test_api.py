@@ -119,6 +119,47 @@ def test_retrieve_streams_stages_then_ranked_results_then_summary(stub, auth, co
     assert summary.total_ms > 0 and summary.corpus_size >= len(CORPUS)
 
 
+def _same_results(a, b):
+    key = lambda r: (r.memory.id, r.rank, r.score, tuple(r.found_by), r.explanation, r.memory.input.content)
+    return [key(r) for r in a] == [key(r) for r in b]
+
+
+def test_a_batched_retrieve_sends_the_same_answer_in_two_messages(stub, auth, corpus_ids):
+    ask = dict(text="how do we ship container images", top_k=5, explain=True, include_breakdown=True,
+               filters=pb.RetrieveFilters(namespaces=["api"]))
+    events, _ = _retrieve(stub, auth, **ask)
+    batched, kinds = _retrieve(stub, auth, batched=True, **ask)
+    assert kinds == ["results", "summary"]
+    streamed = [e.result for e in events if e.WhichOneof("event") == "result"]
+    assert len(streamed) == 5 and _same_results(batched[0].results.results, streamed)
+    assert [r.breakdown.spaces for r in batched[0].results.results] == [r.breakdown.spaces for r in streamed]
+    one, other = events[-1].summary, batched[-1].summary
+    assert other.returned == one.returned == 5 and [s.stage for s in other.stages] == [s.stage for s in one.stages]
+    # the stages are in the summary alone; asked again, the hipporag result cache answers in the same form
+    ask["profile"] = "hipporag"
+    first, _ = _retrieve(stub, auth, batched=True, **ask)
+    again, kinds = _retrieve(stub, auth, batched=True, **ask)
+    assert kinds == ["results", "summary"] and again[-1].summary.skip_reason == "cache_hit"
+    assert _same_results(again[0].results.results, first[0].results.results)
+    assert [s.stage for s in again[-1].summary.stages] == ["cache"]
+
+
+def test_a_batched_retrieve_splits_large_answers_into_messages_a_client_can_take(stub, auth):
+    bulky = {f"k{j:02d}": "ledger " * 580 for j in range(60)}  # about 240 KB of labels a memory
+    reqs = [pb.StoreBatchRequest(memory=pb.MemoryInput(content=f"Crate manifest {i} for the harbour ledger.",
+                                                       namespace="api-bulky", metadata=bulky)) for i in range(14)]
+    assert stub.StoreBatch(iter(reqs), metadata=auth, timeout=120).stored == 14
+    ask = dict(text="harbour ledger crate manifest", top_k=14, filters=pb.RetrieveFilters(namespaces=["api-bulky"]))
+    events, kinds = _retrieve(stub, auth, batched=True, **ask)
+    assert kinds[-1] == "summary" and set(kinds[:-1]) == {"results"} and len(kinds) >= 4
+    assert all(e.ByteSize() < 2 * 2**20 for e in events)  # well under a client's default 4 MiB limit
+    ranks = [r.rank for e in events[:-1] for r in e.results.results]
+    assert ranks == list(range(1, 15))
+    streamed, _ = _retrieve(stub, auth, **ask)
+    assert _same_results([r for e in events[:-1] for r in e.results.results],
+                         [e.result for e in streamed if e.WhichOneof("event") == "result"])
+
+
 def test_retrieve_never_returns_what_the_caller_may_not_read(api_server, stub, auth):
     secret = "The launch codes for project Falcon are kept in the blue vault."
     stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=secret, namespace="vault")), metadata=auth, timeout=60)

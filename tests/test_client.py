@@ -443,3 +443,28 @@ def test_the_library_loads_nothing_of_the_server():
     assert not [m for m in modules if m.split(".")[0] in ("numpy", "pydantic", "structlog")], modules
     assert {m for m in modules if not m.startswith("teleo_server.client")} == {"teleo_server", "teleo_server.errors",
                                                                              "teleo_server.paths"}
+
+
+def test_search_reads_the_answer_batched_and_retrieve_streams_it(client, api_server):
+    client.store_batch(["The nightly backup runs at 02:00 from the east rack.",
+                        "Backups are checked every Monday by the storage team.",
+                        "The east rack hosts the build cache."], namespace="cl-batched")
+    ask = dict(top_k=3, explain=True, breakdown=True, filters={"namespaces": ["cl-batched"]})
+    streamed = list(client.retrieve("when does the backup run?", **ask))
+    batched = list(client.retrieve("when does the backup run?", batched=True, **ask))
+    kinds = [type(e).__name__ for e in streamed]
+    assert kinds == ["Stage"] * kinds.count("Stage") + ["Result"] * 3 + ["Summary"] and kinds.count("Stage") >= 3
+    assert [type(e).__name__ for e in batched] == ["Result"] * 3 + ["Summary"]
+    # (a result's memory carries its usage counters, which each retrieval moves)
+    same = lambda rs: [(r.rank, r.memory.id, r.memory.content, r.score, r.found_by, r.explanation, r.breakdown) for r in rs]
+    results = same(e for e in streamed if isinstance(e, Result))
+    assert same(e for e in batched if isinstance(e, Result)) == results
+    found = client.search("when does the backup run?", **ask)
+    assert same(found.results) == results
+    assert [s.stage for s in found.summary.stages] == [e.stage for e in streamed if isinstance(e, Stage)]
+
+    async def aio():
+        async with AsyncClient(api_server.address, token=api_server.token) as c:
+            return await c.search("when does the backup run?", **ask)
+
+    assert same(asyncio.run(aio()).results) == results

@@ -125,12 +125,16 @@ async def _one_retrieve(stub, req: pb.RetrieveRequest, metadata, timeout: float)
             if kind == "stage":
                 if not ev.stage.skipped:
                     stages[ev.stage.stage] = stages.get(ev.stage.stage, 0.0) + ev.stage.elapsed_ms
-            elif kind == "result":
+            elif kind in ("result", "results"):  # one result, or a batch of them (batched requests)
                 if not first:
                     first = (time.perf_counter() - t0) * 1e3
-                ids.append(ev.result.memory.id)
+                ids.extend([ev.result.memory.id] if kind == "result" else [r.memory.id for r in ev.results.results])
             elif kind == "summary":
                 total, embed = ev.summary.total_ms, ev.summary.embed_ms
+                if req.batched:  # the stage events come inside the summary
+                    for st in ev.summary.stages:
+                        if not st.skipped:
+                            stages[st.stage] = stages.get(st.stage, 0.0) + st.elapsed_ms
     except grpc.aio.AioRpcError as exc:
         return StreamTiming((time.perf_counter() - t0) * 1e3, 0.0, {}, 0.0, 0.0, [], exc.code().name)
     return StreamTiming((time.perf_counter() - t0) * 1e3, first, stages, total, embed, ids)

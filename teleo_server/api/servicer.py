@@ -28,6 +28,9 @@ from teleo_server.pipeline.types import Hit, StageReport
 
 log = structlog.get_logger(__name__)
 PURPOSE_IDS = 100  # ids per Get that may ask for their purpose (each compares against its goal's members)
+# a batched Retrieve closes a message of results once it holds this many bytes (a client's default
+# limit on a message it receives is 4 MiB; one result is at most a few hundred KB)
+RESULT_BATCH_BYTES = 1 << 20
 
 
 def _request_id(context: grpc.aio.ServicerContext) -> str:
@@ -391,7 +394,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if key is not None:
             cached = self.core.results.get(key, principal)
             if cached is not None:
-                for response in self._replay(cached, rid):
+                for response in self._replay(cached, rid, request.batched):
                     yield response
                 return
             versions = self.core.results.snapshot(principal)
@@ -399,7 +402,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         ticket = self.core.admit(principal)
         sent: list[pb.RetrieveResponse] = []
         try:
-            async for response in self._retrieve(query, vectors is not None, ticket, rid):
+            async for response in self._retrieve(query, vectors is not None, ticket, rid, request.batched):
                 if key is not None:
                     sent.append(response)
                 yield response
@@ -409,38 +412,54 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             self.core.results.put(key, sent, ttl, versions)
 
     @staticmethod
-    def _replay(cached: list[pb.RetrieveResponse], rid: str) -> list[pb.RetrieveResponse]:
-        """A cached answer: one stage event saying so, the results, and the summary (route skip,
-        skip_reason cache_hit, this call's request id)."""
+    def _replay(cached: list[pb.RetrieveResponse], rid: str, batched: bool) -> list[pb.RetrieveResponse]:
+        """A cached answer: one stage event saying so (in the summary alone when batched), the
+        results as they were sent (the request, ``batched`` included, is the cache's key), and the
+        summary (route skip, skip_reason cache_hit, this call's request id)."""
         t0 = time.perf_counter()
-        results = [r for r in cached if r.HasField("result")]
+        results = [r for r in cached if r.HasField("result") or r.HasField("results")]
+        n = sum(len(r.results.results) if r.HasField("results") else 1 for r in results)
         summary = pb.RetrieveSummary()
         summary.CopyFrom(cached[-1].summary)
-        stage = pb.StageEvent(stage="cache", candidates_in=len(results), candidates_out=len(results),
+        stage = pb.StageEvent(stage="cache", candidates_in=n, candidates_out=n,
                               backend="cache", detail=f"cache_hit (first answered with route={summary.route or 'none'})")
         summary.route, summary.skip_reason, summary.request_id = "skip", "cache_hit", rid
         summary.embed_ms, summary.retry_count = 0.0, 0
         del summary.stages[:]
         summary.stages.append(stage)
         summary.total_ms = (time.perf_counter() - t0) * 1e3
-        return [pb.RetrieveResponse(stage=stage), *results, pb.RetrieveResponse(summary=summary)]
+        return [*([] if batched else [pb.RetrieveResponse(stage=stage)]), *results, pb.RetrieveResponse(summary=summary)]
 
-    async def _retrieve(self, query: Any, precomputed: bool, ticket: Any, rid: str) -> AsyncIterator[pb.RetrieveResponse]:
+    async def _retrieve(self, query: Any, precomputed: bool, ticket: Any, rid: str,
+                        batched: bool) -> AsyncIterator[pb.RetrieveResponse]:
+        """The answer as messages: each stage event and each result on its own, or (``batched``)
+        the results in batches of about ``RESULT_BATCH_BYTES`` and the stage events in the summary."""
         embed_ms, degraded = 0.0, ""
         if not precomputed:
             query.embedding, embed_ms, degraded = await self.core.embed_query(query.text)
         stages: list[pb.StageEvent] = []
         rank = 0
+        batch, batch_bytes = pb.RetrieveResponse(), 0
         async for ev in self.core.retrieve(query, embed_ms, degraded, ticket):
             if isinstance(ev, StageReport):
                 stage = convert.stage_to_proto(ev)
                 stages.append(stage)
-                yield pb.RetrieveResponse(stage=stage)
+                if not batched:
+                    yield pb.RetrieveResponse(stage=stage)
             elif isinstance(ev, Hit):
                 rank += 1
-                yield pb.RetrieveResponse(result=convert.result_fields(ev, rank, query.include_breakdown, query.explain,
-                                                                       query.snippets, query.omit_content))
+                fields = convert.result_fields(ev, rank, query.include_breakdown, query.explain, query.snippets,
+                                               query.omit_content)
+                if not batched:
+                    yield pb.RetrieveResponse(result=fields)
+                    continue
+                batch_bytes += batch.results.results.add(**fields).ByteSize()
+                if batch_bytes >= RESULT_BATCH_BYTES:
+                    yield batch
+                    batch, batch_bytes = pb.RetrieveResponse(), 0
             elif isinstance(ev, RetrieveDone):
+                if batch.HasField("results"):
+                    yield batch
                 yield pb.RetrieveResponse(
                     summary=pb.RetrieveSummary(
                         returned=ev.returned,

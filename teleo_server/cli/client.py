@@ -411,7 +411,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         overrides = {k: v for k, v in (("search_matrix", args.matrix), ("query_type", args.query_type)) if v}
         events = client.retrieve(args.text, top_k=args.top_k, profile=args.profile, filters=_where(args),
                                  explain=True, breakdown=args.breakdown, target_goals=args.goal or (),
-                                 johari=args.johari or (), overrides=overrides or None)
+                                 johari=args.johari or (), overrides=overrides or None,
+                                 batched=not args.json)  # the table needs the results and the summary only
         if args.json:
             for ev in events:
                 _print_json(convert.event_json(ev))

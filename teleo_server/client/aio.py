@@ -61,7 +61,11 @@ class AsyncClient(Api):
             try:
                 async for response in responses:
                     started = True
-                    yield call.convert(response)
+                    if call.many:
+                        for item in call.convert(response):
+                            yield item
+                    else:
+                        yield call.convert(response)
                 return
             except grpc.RpcError as exc:
                 error = ClientError.from_rpc(exc)
@@ -72,7 +76,8 @@ class AsyncClient(Api):
             await asyncio.sleep(tries.wait_after(error))
 
     async def search(self, query: Any, **kwargs: Any) -> SearchResponse:
-        return collect([ev async for ev in self.retrieve(query, **kwargs)])
+        """``retrieve`` collected, sent by the server in a few messages unless ``batched=False``."""
+        return collect([ev async for ev in self.retrieve(query, **{"batched": True, **kwargs})])
 
     def retrieve(self, query: Any, **kwargs: Any) -> AsyncIterator[Event]:  # type: ignore[override]
         return super().retrieve(query, **kwargs)

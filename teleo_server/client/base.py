@@ -50,6 +50,7 @@ class Call:
     idempotent: bool                  # safe to repeat after UNAVAILABLE
     timeout: float | None
     client_stream: bool = False
+    many: bool = False                # a streamed response converts to a list of items, each yielded
 
 
 class Attempts:
@@ -200,10 +201,12 @@ class Api:
                  breakdown: bool = False, explain: bool = False, snippets: bool = False, omit_content: bool = False,
                  include_historical: bool = False, as_of_event: datetime | None = None,
                  as_of_ingestion: datetime | None = None, time_boosts: TimeBoosts | Mapping[str, Any] | None = None,
-                 timeout: float | None = None):
+                 batched: bool = False, timeout: float | None = None):
         """The retrieval's events as they arrive: a ``Stage`` as each stage finishes, then each
         ``Result`` in rank order, then one ``Summary``. ``search`` collects them. ``top_k`` 0 takes
-        the profile's default (10; ``openclaw`` 6).
+        the profile's default (10; ``openclaw`` 6). ``batched`` has the server send the results in
+        a few messages and the stages only in the summary (``search`` asks for it): the same
+        results and summary, with two messages instead of one per stage and result.
 
         Knowledge over time: ``include_historical`` keeps memories that were superseded or lost a
         resolved contradiction (profiles with the conflicts stage, e.g. ``hipporag``, leave them out
@@ -215,8 +218,9 @@ class Api:
                                        johari=johari, stage_overrides=overrides, breakdown=breakdown, explain=explain,
                                        snippets=snippets, omit_content=omit_content,
                                        include_historical=include_historical, as_of_event=as_of_event,
-                                       as_of_ingestion=as_of_ingestion, boosts=time_boosts)
-        return self._stream(Call("Retrieve", req, lambda ev: convert.event(ev, breakdown), True, self._deadline(timeout)))
+                                       as_of_ingestion=as_of_ingestion, boosts=time_boosts, batched=batched)
+        return self._stream(Call("Retrieve", req, lambda ev: convert.events(ev, breakdown), True, self._deadline(timeout),
+                                 many=True))
 
     def export(self, filters: Filters | Mapping[str, Any] | None = None, *, with_embeddings: bool = False,
                timeout: float | None = None):

@@ -184,11 +184,11 @@ def retrieve_request(text: str | QueryVectors, *, top_k: int, profile: str, wher
                      breakdown: bool, explain: bool, snippets: bool, omit_content: bool,
                      include_historical: bool = False, as_of_event: datetime | None = None,
                      as_of_ingestion: datetime | None = None,
-                     boosts: TimeBoosts | Mapping | None = None) -> pb.RetrieveRequest:
+                     boosts: TimeBoosts | Mapping | None = None, batched: bool = False) -> pb.RetrieveRequest:
     req = pb.RetrieveRequest(top_k=top_k, profile=profile, filters=filters(where), target_goals=list(target_goals),
                              johari=[enum_number("johari", q) for q in johari], include_breakdown=breakdown,
                              explain=explain, snippets=snippets, omit_content=omit_content,
-                             include_historical=include_historical)
+                             include_historical=include_historical, batched=batched)
     if as_of_event is not None:
         _set_time(req.as_of_event, as_of_event)
     if as_of_ingestion is not None:
@@ -319,14 +319,17 @@ def summary(s: pb.RetrieveSummary) -> Summary:
                    unique_by_space=dict(s.unique_by_space))
 
 
-def event(ev: pb.RetrieveResponse, with_breakdown: bool) -> Event:
+def events(ev: pb.RetrieveResponse, with_breakdown: bool) -> list[Event]:
+    """The events one streamed message carries: a stage, a result, a batch of results, or the summary."""
     kind = ev.WhichOneof("event")
     if kind == "stage":
-        return stage(ev.stage)
+        return [stage(ev.stage)]
     if kind == "result":
-        return result(ev.result, with_breakdown)
+        return [result(ev.result, with_breakdown)]
+    if kind == "results":
+        return [result(r, with_breakdown) for r in ev.results.results]
     if kind == "summary":
-        return summary(ev.summary)
+        return [summary(ev.summary)]
     raise ValueError(f"the server sent a retrieve event of an unknown kind ({kind!r}); upgrade the client")
 
 
@@ -519,7 +522,7 @@ __all__ = [
     "enum_name",
     "enum_names",
     "enum_number",
-    "event",
+    "events",
     "event_json",
     "event_message",
     "exported",

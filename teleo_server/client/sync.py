@@ -66,7 +66,11 @@ class Client(Api):
             try:
                 for response in responses:
                     started = True
-                    yield call.convert(response)
+                    if call.many:
+                        for item in call.convert(response):
+                            yield item
+                    else:
+                        yield call.convert(response)
                 return
             except grpc.RpcError as exc:
                 error = ClientError.from_rpc(exc)
@@ -79,8 +83,9 @@ class Client(Api):
     # --- conveniences over the streams -----------------------------------------------------
 
     def search(self, query: Any, **kwargs: Any) -> SearchResponse:
-        """``retrieve`` collected: the results in rank order and the summary (stages included)."""
-        return collect(self.retrieve(query, **kwargs))
+        """``retrieve`` collected: the results in rank order and the summary (stages included),
+        sent by the server in a few messages (``batched``) unless ``batched=False`` is given."""
+        return collect(self.retrieve(query, **{"batched": True, **kwargs}))
 
     def retrieve(self, query: Any, **kwargs: Any) -> Iterator[Event]:  # type: ignore[override]
         return super().retrieve(query, **kwargs)

@@ -70,8 +70,9 @@ def run(ctx: Context) -> None:
                 raise RuntimeError(f"StoreBatch failed for {resp.failed} items: {resp.items[0].error}")
         ctx.rec.add(W, "teleo", metric="server", corpus=corpus, memories=n, start_to_serving_s=start_s,
                     rss_mb=server.rss_mb())
+        batched = bool(cfg.get("batched", False))  # results in one message, stages in the summary
         for profile in cfg.get("profiles", ["hybrid", "teleological"]):
-            requests = [pb.RetrieveRequest(text=t, top_k=10, profile=profile) for t in query_texts]
+            requests = [pb.RetrieveRequest(text=t, top_k=10, profile=profile, batched=batched) for t in query_texts]
             retrieve_load(server.address, server.metadata, requests[:4], 1, 4)  # warm-up, untimed
             for clients in [int(c) for c in cfg.get("clients", [1, 4])]:
                 per_client = int(cfg.get("requests_per_client", 20))
@@ -84,6 +85,7 @@ def run(ctx: Context) -> None:
                         stages.setdefault(s, []).append(ms)
                 e2e = percentiles([t.e2e_ms for t in ok])
                 ctx.rec.add(W, "teleo", metric="grpc", corpus=corpus, memories=n, profile=profile, clients=clients,
+                            batched=batched,
                             requests=len(timings), errors=len(timings) - len(ok), error_codes=errors,
                             p50_ms=e2e["p50"], p95_ms=e2e["p95"], p99_ms=e2e["p99"],
                             first_result_p50_ms=percentiles([t.first_result_ms for t in ok])["p50"],

@@ -527,7 +527,7 @@ class TimeBoosts(_message.Message):
     def __init__(self, recency_curve: _Optional[str] = ..., recency_scale: _Optional[str] = ..., recency_weight: _Optional[float] = ..., target_hour: _Optional[int] = ..., target_weekday: _Optional[int] = ..., periodic_weight: _Optional[float] = ..., session_id: _Optional[str] = ..., session_position: _Optional[int] = ..., sequence_window: _Optional[int] = ..., sequence_weight: _Optional[float] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content", "include_historical", "as_of_event", "as_of_ingestion", "time_boosts")
+    __slots__ = ("text", "vectors", "top_k", "profile", "filters", "target_goals", "johari", "overrides", "include_breakdown", "explain", "snippets", "omit_content", "include_historical", "as_of_event", "as_of_ingestion", "time_boosts", "batched")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -544,6 +544,7 @@ class RetrieveRequest(_message.Message):
     AS_OF_EVENT_FIELD_NUMBER: _ClassVar[int]
     AS_OF_INGESTION_FIELD_NUMBER: _ClassVar[int]
     TIME_BOOSTS_FIELD_NUMBER: _ClassVar[int]
+    BATCHED_FIELD_NUMBER: _ClassVar[int]
     text: str
     vectors: QueryVectors
     top_k: int
@@ -560,7 +561,8 @@ class RetrieveRequest(_message.Message):
     as_of_event: _timestamp_pb2.Timestamp
     as_of_ingestion: _timestamp_pb2.Timestamp
     time_boosts: TimeBoosts
-    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ..., snippets: _Optional[bool] = ..., omit_content: _Optional[bool] = ..., include_historical: _Optional[bool] = ..., as_of_event: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of_ingestion: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_boosts: _Optional[_Union[TimeBoosts, _Mapping]] = ...) -> None: ...
+    batched: bool
+    def __init__(self, text: _Optional[str] = ..., vectors: _Optional[_Union[QueryVectors, _Mapping]] = ..., top_k: _Optional[int] = ..., profile: _Optional[str] = ..., filters: _Optional[_Union[RetrieveFilters, _Mapping]] = ..., target_goals: _Optional[_Iterable[str]] = ..., johari: _Optional[_Iterable[_Union[JohariQuadrant, str]]] = ..., overrides: _Optional[_Union[StageOverrides, _Mapping]] = ..., include_breakdown: _Optional[bool] = ..., explain: _Optional[bool] = ..., snippets: _Optional[bool] = ..., omit_content: _Optional[bool] = ..., include_historical: _Optional[bool] = ..., as_of_event: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of_ingestion: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_boosts: _Optional[_Union[TimeBoosts, _Mapping]] = ..., batched: _Optional[bool] = ...) -> None: ...
 
 class StageEvent(_message.Message):
     __slots__ = ("stage", "elapsed_ms", "candidates_in", "candidates_out", "backend", "detail", "skipped")
@@ -740,14 +742,22 @@ class RetrieveSummary(_message.Message):
     def __init__(self, returned: _Optional[int] = ..., total_ms: _Optional[float] = ..., embed_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageEvent, _Mapping]]] = ..., degraded: _Optional[bool] = ..., degraded_reason: _Optional[str] = ..., profile: _Optional[str] = ..., request_id: _Optional[str] = ..., corpus_size: _Optional[int] = ..., route: _Optional[str] = ..., skip_reason: _Optional[str] = ..., retry_count: _Optional[int] = ..., retrieval_confidence: _Optional[float] = ..., conflicts: _Optional[_Iterable[_Union[ConflictPair, _Mapping]]] = ..., query_types: _Optional[_Iterable[str]] = ..., space_weights: _Optional[_Mapping[str, float]] = ..., found_by_space: _Optional[_Mapping[str, int]] = ..., unique_by_space: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
-    __slots__ = ("stage", "result", "summary")
+    __slots__ = ("stage", "result", "summary", "results")
     STAGE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
     stage: StageEvent
     result: Result
     summary: RetrieveSummary
-    def __init__(self, stage: _Optional[_Union[StageEvent, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., summary: _Optional[_Union[RetrieveSummary, _Mapping]] = ...) -> None: ...
+    results: ResultBatch
+    def __init__(self, stage: _Optional[_Union[StageEvent, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., summary: _Optional[_Union[RetrieveSummary, _Mapping]] = ..., results: _Optional[_Union[ResultBatch, _Mapping]] = ...) -> None: ...
+
+class ResultBatch(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ...) -> None: ...
 
 class CompareRequest(_message.Message):
     __slots__ = ("id_a", "id_b", "aggregation", "space_weights", "search_matrix")
