@@ -193,6 +193,9 @@ def test_node_client_from_protos_alone(server_process):
     hint = next(h for h in out["possible_updates"] if h["id"] == out["stored_id"])
     assert hint["content"].startswith("The Node.js client stored") and 0.4 <= hint["similarity"] <= 1
     assert out["summary"]["returned"] == len(out["results"])
+    batched = out["batched"]  # the same answer in two messages
+    assert batched["events"] == ["results", "summary"] and batched["summary"] == out["summary"]
+    assert [r["id"] for r in batched["results"]] == [r["id"] for r in out["results"]]
     hippo = out["hipporag"]
     assert hippo["profile"] == "hipporag" and hippo["route"] in ("simple", "multi_hop", "exploratory", "skip"), hippo
     assert hippo["returned"] == len(hippo["results"]) and (hippo["results"] or hippo["route"] == "skip"), hippo

@@ -1,5 +1,5 @@
 // Teleo client in Node.js, built from the .proto files alone (no generated code):
-// checks health, stores a memory and reads a streamed Retrieve (the default profile, then hipporag
+// checks health, stores a memory and reads a streamed Retrieve (the default profile, the same batched, then hipporag
 // with its route and each result's provenance). Prints one JSON object.
 //
 // Environment: TELEO_ADDRESS (host:port), TELEO_TOKEN, TELEO_PROTOS (the protos/ folder).
@@ -53,6 +53,18 @@ try {
       out.events.push(ev.event);
       if (ev.event === "result") out.results.push({ rank: ev.result.rank, id: ev.result.memory.id, score: ev.result.score });
       if (ev.event === "summary") out.summary = { returned: ev.summary.returned, stages: ev.summary.stages.length };
+    });
+    call.on("error", reject);
+    call.on("end", resolve);
+  });
+  // The same question batched: the results in `results` messages, the stages inside the summary.
+  out.batched = { events: [], results: [] };
+  await new Promise((resolve, reject) => {
+    const call = client.Retrieve({ text: process.env.TELEO_QUERY ?? "deploying the pipeline", top_k: 5, explain: true, batched: true }, meta, { deadline: deadline() });
+    call.on("data", (ev) => {
+      out.batched.events.push(ev.event);
+      if (ev.event === "results") for (const r of ev.results.results) out.batched.results.push({ rank: r.rank, id: r.memory.id, score: r.score });
+      if (ev.event === "summary") out.batched.summary = { returned: ev.summary.returned, stages: ev.summary.stages.length };
     });
     call.on("error", reject);
     call.on("end", resolve);
