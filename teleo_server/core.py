@@ -429,16 +429,21 @@ class MemoryCore:
             log.warning("store.update_hints_failed", error=str(exc)[:200])
             return []
 
-    async def link_errors(self, principal: Principal, memories: list[Memory]) -> dict[str, InvalidArgument]:
+    async def link_errors(self, principal: Principal, memories: list[Memory],
+                          kept: frozenset[tuple[str, LinkType]] = frozenset()) -> dict[str, InvalidArgument]:
         """memory id -> why one of its links is refused: a link must point at an existing memory the
-        caller may read, in the same namespace (unknown and unreadable targets answer alike)."""
-        targets = list({lk.target_id for m in memories for lk in m.links})
+        caller may read, in the same namespace (unknown and unreadable targets answer alike).
+        Links in ``kept`` (target, type), which an updated memory had already, are not checked
+        again: a memory whose link target was deleted since can still be updated."""
+        targets = list({lk.target_id for m in memories for lk in m.links if (lk.target_id, lk.type) not in kept})
         if not targets:
             return {}
         access = await self._on_store(self.store.access_of, targets)
         errors: dict[str, InvalidArgument] = {}
         for m in memories:
             for i, lk in enumerate(m.links):
+                if (lk.target_id, lk.type) in kept:
+                    continue
                 found = access.get(lk.target_id)
                 if found is None or not principal.can_read(*found) or found[0] != m.namespace:
                     errors[m.id] = InvalidArgument(
@@ -508,7 +513,7 @@ class MemoryCore:
         from the lock on, the update runs to the end even if its caller goes away."""
         old = await self.editable(principal, memory_id)
         new = self._changed(principal, old, change, keep_previous)
-        errors = await self.link_errors(principal, [new])
+        errors = await self.link_errors(principal, [new], _link_keys(old))
         if errors:
             raise next(iter(errors.values()))
         emb = None
@@ -534,7 +539,7 @@ class MemoryCore:
         old = await self.editable(principal, memory_id)
         new = self._changed(principal, old, change, keep_previous)
         previous_id = new_memory_id() if keep_previous else ""
-        errors = await self.link_errors(principal, [new])
+        errors = await self.link_errors(principal, [new], _link_keys(old))
         if errors:
             raise next(iter(errors.values()))
         if previous_id:
@@ -864,6 +869,11 @@ class MemoryCore:
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
         self.store.close()
+
+
+def _link_keys(memory: Memory) -> frozenset[tuple[str, LinkType]]:
+    """(target, type) of each of a memory's links."""
+    return frozenset((lk.target_id, lk.type) for lk in memory.links)
 
 
 def new_memory_id() -> str:

@@ -147,3 +147,20 @@ def test_keyed_locks_serialise_a_key_and_let_others_run():
     assert order.index("c+") < order.index("a-") < order.index("b+")
     assert "d+" not in order and cancelled
     assert held_meanwhile == 3 and held_after == 0  # m1 and m2 (a holds them, b and d wait) and m3 (b's next)
+
+
+def test_a_memory_whose_link_target_was_deleted_can_still_be_updated(client):
+    ns = "cw-dangling"
+    old = client.store("The status page is hosted on Netlify.", namespace=ns)
+    new = client.store("The status page moved to Cloudflare Pages.", namespace=ns)
+    client.supersede(new.id, old.id)
+    assert client.delete(old.id) == 1
+    # its own links are not checked again; a new one still is
+    got = client.update(new.id, importance=0.8).memory
+    assert got.importance == pytest.approx(0.8) and [lk.target_id for lk in got.links] == [old.id]
+    third = client.store("Status page incidents are posted by the on-call engineer.", namespace=ns)
+    linked = client.update(new.id, add_links=[Link(third.id, "relates_to")]).memory
+    assert [lk.target_id for lk in linked.links] == [old.id, third.id]
+    with pytest.raises(ClientError) as exc:
+        client.update(new.id, add_links=[Link(old.id, "relates_to")])  # a new link to what is gone
+    assert exc.value.code == "INVALID_ARGUMENT"

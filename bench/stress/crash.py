@@ -1,10 +1,12 @@
 """Part 1, crash loop: SIGKILL a real server during concurrent writes; nothing acknowledged may be lost.
 
-Client threads run Store, StoreBatch and Delete against one server process; after a seeded random
-time the process group gets SIGKILL, the server is restarted on the same data directory, and
-every acknowledged write is read back with Get (content and namespace compared), a sample is
-found again by Retrieve on its exact text, and every acknowledged delete must still answer
-NOT_FOUND. A write or delete whose call was cut off by the kill is "uncertain" and not judged.
+Client threads run Store, StoreBatch and Delete against one server process, and two threads add
+links to the same few memories at once (Update with ``add_links``: concurrent updates of one
+memory); after a seeded random time the process group gets SIGKILL, the server is restarted on
+the same data directory, and every acknowledged write is read back with Get (content and
+namespace compared), every acknowledged link must be on its memory, a sample is found again by
+Retrieve on its exact text, and every acknowledged delete must still answer NOT_FOUND. A write
+or delete whose call was cut off by the kill is "uncertain" and not judged.
 
 A last phase looks at deadlines: Stores sent one at a time with deadlines held at the edge of
 their latency by a staircase, so many expire while the server commits. For each one that
@@ -16,6 +18,7 @@ restart. Everything then goes through one more SIGKILL and read-back.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -41,8 +44,11 @@ class Ledger:
     deleted: set[str] = field(default_factory=set)
     uncertain: set[str] = field(default_factory=set)
     reserved: set[str] = field(default_factory=set)
+    links: dict[str, set[str]] = field(default_factory=dict)  # memory id -> targets of acknowledged links
+    hubs: list[tuple[str, str]] = field(default_factory=list)  # (id, namespace) the linkers share
     acked_writes: int = 0
     acked_deletes: int = 0
+    acked_links: int = 0
     codes: Counter = field(default_factory=Counter)
     lost: list[dict] = field(default_factory=list)
 
@@ -149,6 +155,49 @@ def _delete_loop(s, auth, ledger, stop, rng):
         ledger.settle(ids, "deleted")
 
 
+# links a shared memory takes before the linkers move on to the next cycle's (the server allows 64)
+HUB_LINKS = 48
+
+
+def _hubs(s, auth, ledger: Ledger, ctx: Context, cycle: int) -> None:
+    """Three memories per cycle (one a namespace) that both linkers add links to; never deleted."""
+    for ns in NAMESPACES:
+        content = f"crash c{cycle} hub {ns} {ctx.sentence(ctx.rng(f'hub{cycle}{ns}'), 8)}"
+        out = s.Store(pb.StoreRequest(memory=pb.MemoryInput(content=content, namespace=ns)), metadata=auth, timeout=30)
+        ledger.ack(out.id, ns, content)
+        with ledger.lock:
+            ledger.reserved.add(out.id)  # kept from the deleter
+            ledger.hubs.append((out.id, ns))
+
+
+def _linker(address, auth, ledger, stop, rng, ctx, tag):
+    with channel(address) as ch:
+        _link_loop(stub(ch), auth, ledger, stop, rng)
+
+
+def _link_loop(s, auth, ledger, stop, rng):
+    while not stop.is_set():
+        with ledger.lock:
+            hubs = [(h, ns) for h, ns in ledger.hubs[-len(NAMESPACES):] if len(ledger.links.get(h, ())) < HUB_LINKS]
+            hub, ns = rng.choice(hubs) if hubs else (None, None)
+            pool = [i for i, (n, _) in ledger.alive.items() if n == ns and i != hub and i not in ledger.reserved]
+            target = rng.choice(pool) if pool and hub else None
+        if target is None:
+            time.sleep(0.05)
+            continue
+        try:
+            s.Update(pb.UpdateRequest(id=hub, add_links=[pb.Link(target_id=target, type=pb.LINK_TYPE_RELATES_TO)]),
+                     metadata=auth, timeout=10)
+        except grpc.RpcError as exc:
+            # e.g. INVALID_ARGUMENT when the target was deleted meanwhile
+            ledger.count(f"Update {exc.code().name}: {re.sub(r'[0-9a-f]{12,}', '<id>', exc.details() or '')[:70]}")
+            time.sleep(0.02)
+            continue
+        with ledger.lock:
+            ledger.links.setdefault(hub, set()).add(target)
+            ledger.acked_links += 1
+
+
 def _verify(srv: Server, ledger: Ledger, rng: random.Random, sample: int, part: Part, cycle: int) -> dict:
     """Read back everything acknowledged; returns this restart's counts."""
     with channel(srv.address) as ch:
@@ -159,7 +208,9 @@ def _read_back(s, auth, ledger: Ledger, rng: random.Random, sample: int, part: P
     with ledger.lock:
         alive = dict(ledger.alive)
         deleted = sorted(ledger.deleted)
+        links = {k: set(v) for k, v in ledger.links.items()}
     ids = sorted(alive)
+    links_lost = 0
     missing: list[str] = []
     wrong: list[str] = []
     for start in range(0, len(ids), 500):
@@ -180,6 +231,11 @@ def _read_back(s, auth, ledger: Ledger, rng: random.Random, sample: int, part: P
         for m in got:
             if (m.input.namespace, m.input.content) != alive[m.id]:
                 wrong.append(m.id)
+        for m in got:
+            have = {lk.target_id for lk in m.input.links}
+            for target in sorted(links.get(m.id, set()) - have):
+                links_lost += 1
+                part.example(kind="acknowledged link lost", restart=cycle, method="Get", id=m.id, target=target)
     for i in missing + wrong:
         ns, content = alive[i]
         part.example(kind="acknowledged write lost" if i in missing else "acknowledged write changed",
@@ -211,13 +267,16 @@ def _read_back(s, auth, ledger: Ledger, rng: random.Random, sample: int, part: P
             part.example(kind="acknowledged write not found by Retrieve on its exact text", restart=cycle,
                          method="Retrieve", id=i, namespace=ns, query=content[:80], returned=len(found))
     return {"restarts": 1, "checked": len(ids), "lost": len(missing) + len(wrong), "deletes_checked": len(deleted),
-            "undone": len(back), "retrieve_checked": min(sample, len(ids)), "retrieve_missed": misses}
+            "undone": len(back), "retrieve_checked": min(sample, len(ids)), "retrieve_missed": misses,
+            "links_checked": sum(len(v) for v in links.values()), "links_lost": links_lost}
 
 
 def _traffic(srv: Server, ledger: Ledger, ctx: Context, cycle: int, seconds: float) -> None:
     auth = bearer(srv.token)
     stop = threading.Event()
-    workers = [(_storer, "s0"), (_storer, "s1"), (_batcher, "b0"), (_deleter, "d0")]
+    with channel(srv.address) as ch:
+        _hubs(stub(ch), auth, ledger, ctx, cycle)
+    workers = [(_storer, "s0"), (_storer, "s1"), (_batcher, "b0"), (_deleter, "d0"), (_linker, "l0"), (_linker, "l1")]
     threads = [threading.Thread(target=fn, args=(srv.address, auth, ledger, stop, ctx.rng(f"crash{cycle}{tag}"), ctx,
                                                  f"crash c{cycle} {tag}"), daemon=True)
                for fn, tag in workers]
@@ -330,6 +389,9 @@ def run(ctx: Context) -> Part:
         "restarts_verified": totals["restarts"],
         "acknowledged_writes": ledger.acked_writes,
         "acknowledged_deletes": ledger.acked_deletes,
+        "acknowledged_links": ledger.acked_links,
+        "link_checks": totals["links_checked"],
+        "links_lost": totals["links_lost"],
         "uncertain_deletes": len(ledger.uncertain),
         "get_checks": totals["checked"],
         "deleted_checks": totals["deletes_checked"],
@@ -346,6 +408,10 @@ def run(ctx: Context) -> Part:
     part.target("writes_lost", f"0 acknowledged writes lost over {kills} SIGKILL restarts (Get)",
                 f"{lost} of {ledger.acked_writes}", (lost == 0) if complete else (False if lost else None),
                 "" if complete else f"only {done} of {kills} kills ran")
+    part.target("links_lost", "0 acknowledged links lost (two clients adding links to the same memories at once)",
+                f"{totals['links_lost']} of {ledger.acked_links}",
+                (totals["links_lost"] == 0) if complete and ledger.acked_links else
+                (False if totals["links_lost"] else None))
     part.target("deletes_undone", "0 acknowledged deletes undone",
                 f"{totals['undone']} of {ledger.acked_deletes}",
                 (totals["undone"] == 0) if complete else (False if totals["undone"] else None))
