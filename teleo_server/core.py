@@ -32,9 +32,9 @@ from teleo_server.errors import (
     Unavailable,
 )
 from teleo_server.index.precision import stored_form
-from teleo_server.keyed_locks import KeyedLocks
 from teleo_server.index.tokens import TokenCodec
 from teleo_server.index.purpose import Goal
+from teleo_server.keyed_locks import KeyedLocks
 from teleo_server.pipeline.types import (EntryPoint, Filters, Hit, MemoryPurpose, Outcome, Query, Retriever, StageReport,
                                          UpdateHint)
 from teleo_server.store.base import MemoryStore
