@@ -193,8 +193,9 @@ async def _stream(self: "MemoryServicer", fn: Callable[..., AsyncIterator[Any]],
         try:
             async for item in responses:
                 try:
-                    await asyncio.wait_for(context.write(item), stall)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(stall):  # a timer, not a task per message as wait_for makes
+                        await context.write(item)
+                except TimeoutError:
                     log.warning("rpc.write_stalled", method=fn.__name__, seconds=stall)
                     raise ResourceExhausted(
                         f"the client read nothing for {stall:g} s; the stream was ended (read results as they arrive)"
