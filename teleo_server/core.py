@@ -773,15 +773,10 @@ class MemoryCore:
                 await self._on_index(self._remove, [memory_id])
             if returned:
                 await self._on_store(self.store.record_retrieved, returned)
-                # the indexed copies carry the counters results show: refresh them from the store
-                fresh = await self._on_store(self.store.get, returned)
-                await self._on_index(self._refresh, list(fresh.values()))
+                # the indexed copies carry the counters results show: counted there the same way
+                await self._on_index(self.retriever.count_retrieved, returned)
         except Exception as exc:
             log.warning("retrieve.bookkeeping_failed", error=str(exc))
-
-    def _refresh(self, memories: list[Memory]) -> None:
-        for m in memories:
-            self.retriever.update(m)
 
     async def compare(self, principal: Principal, a: str, b: str, aggregation: str, weights: dict[str, float],
                       matrix: str = "") -> tuple[dict[str, float], float, float | None]:

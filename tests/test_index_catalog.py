@@ -157,3 +157,17 @@ def test_records_the_index_keeps_share_the_strings_and_values_they_repeat():
         "team-alpha", "slack-import", "session-17", "minilm+splade+r1")
     assert a.confidence is b.confidence and a.confidence == 1.0
     assert a.ingestion_time is a.event_time and a.event_time == 1_700_000_000.5
+
+
+def test_a_retrieval_is_counted_on_the_record_in_place():
+    """The retrieved count moves on the indexed record itself: no copy read from the store earlier
+    (perhaps before an Update) replaces it."""
+    cat = Catalog()
+    cat.add(memory("a", "first note", retrieved_count=3), 1)
+    cat.add(memory("b", "second note"), 1)
+    record = cat.memories[0]
+    cat.count_retrieved(["a", "a", "unknown", "b"])
+    assert cat.memories[0] is record and record.retrieved_count == 5 and cat.memories[1].retrieved_count == 1
+    cat.remove("b")
+    cat.count_retrieved(["b"])  # removed: nothing to count
+    assert cat.memories[1] is None

@@ -269,6 +269,16 @@ class Catalog:
         self._used.view[row] = memory.used_count
         return row
 
+    def count_retrieved(self, ids: list[str]) -> None:
+        """One more retrieval on the records of ``ids`` (unknown ids are skipped). The record is
+        changed in place, not replaced: a copy read from the store before an Update finished
+        could otherwise put the old version back."""
+        for memory_id in ids:
+            row = self.row_of.get(memory_id)
+            memory = self.memories[row] if row is not None else None
+            if memory is not None:
+                memory.retrieved_count += 1
+
     def compact(self) -> tuple[np.ndarray, np.ndarray]:
         """Drop tombstoned rows; returns kept old memory rows and kept old chunk rows (int64)."""
         self.version += 1

@@ -210,6 +210,9 @@ class TeleologicalRetriever:
     def update(self, memory: Memory) -> None:
         self.catalog.update(memory)
 
+    def count_retrieved(self, ids: list[str]) -> None:
+        self.catalog.count_retrieved(ids)
+
     def compact(self) -> None:
         """Drop tombstoned rows from every index (renumbering rows densely)."""
         keep, keep_chunks = self.catalog.compact()

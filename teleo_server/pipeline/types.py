@@ -154,6 +154,11 @@ class Retriever(Protocol):
         """Refresh bookkeeping (feedback counters) of a memory already indexed."""
         ...
 
+    def count_retrieved(self, ids: list[str]) -> None:
+        """Add one to the retrieved count of the indexed copies of ``ids`` (after the store's own
+        counters moved the same way): results show the count without the copies being replaced."""
+        ...
+
     def retrieve(self, query: Query) -> Iterator[StageReport | Hit | Outcome]:
         """Stage reports as stages finish, then hits in rank order, then one Outcome."""
         ...
