@@ -430,11 +430,14 @@ class MemoryCore:
             return []
 
     async def link_errors(self, principal: Principal, memories: list[Memory],
-                          kept: frozenset[tuple[str, LinkType]] = frozenset()) -> dict[str, InvalidArgument]:
+                          kept: frozenset[tuple[str, LinkType]] = frozenset(),
+                          field_of: Callable[[int, Link], str] | None = None) -> dict[str, InvalidArgument]:
         """memory id -> why one of its links is refused: a link must point at an existing memory the
         caller may read, in the same namespace (unknown and unreadable targets answer alike).
         Links in ``kept`` (target, type), which an updated memory had already, are not checked
-        again: a memory whose link target was deleted since can still be updated."""
+        again: a memory whose link target was deleted since can still be updated. ``field_of``
+        names the request field a refused link came from (by its place among the memory's links);
+        by default ``memory.links[i].target_id``."""
         targets = list({lk.target_id for m in memories for lk in m.links if (lk.target_id, lk.type) not in kept})
         if not targets:
             return {}
@@ -448,7 +451,8 @@ class MemoryCore:
                 if found is None or not principal.can_read(*found) or found[0] != m.namespace:
                     errors[m.id] = InvalidArgument(
                         f"no memory with id {lk.target_id[:128]!r} in namespace {m.namespace!r}; links stay within "
-                        "a namespace and point at stored memories", field=f"memory.links[{i}].target_id")
+                        "a namespace and point at stored memories",
+                        field=field_of(i, lk) if field_of is not None else f"memory.links[{i}].target_id")
                     break
         return errors
 
@@ -500,11 +504,12 @@ class MemoryCore:
         return found
 
     async def update(self, principal: Principal, memory_id: str, change: Callable[[Memory], Memory],
-                     keep_previous: bool) -> tuple[Memory, str]:
+                     keep_previous: bool, link_field: Callable[[int, Link], str] | None = None) -> tuple[Memory, str]:
         """Apply ``change`` (the memory as stored -> its new version, same id) and store the result
         in place: re-embedded when its content changed, re-indexed, atomically. With
         ``keep_previous`` the old version stays as a memory of its own, which the updated one
-        ``supersedes``. Returns (stored memory, kept id or "").
+        ``supersedes``. Returns (stored memory, kept id or ""). ``link_field`` names the request
+        field of a refused link (``link_errors``' ``field_of``).
 
         Updates of one memory run one at a time, each ``change`` applied to the memory as the one
         before left it: two concurrent updates of different fields (or adding different links) both
@@ -513,14 +518,15 @@ class MemoryCore:
         from the lock on, the update runs to the end even if its caller goes away."""
         old = await self.editable(principal, memory_id)
         new = self._changed(principal, old, change, keep_previous)
-        errors = await self.link_errors(principal, [new], _link_keys(old))
+        errors = await self.link_errors(principal, [new], _link_keys(old), link_field)
         if errors:
             raise next(iter(errors.values()))
         emb = None
         if new.content_hash != old.content_hash:
             (emb,) = await self.stored_forms(await self.embedder.embed([new.content], TextRole.DOCUMENT))
         return await self._finish(self._locked(
-            [memory_id], lambda: self._apply_update(principal, memory_id, change, keep_previous, (new.content_hash, emb))))
+            [memory_id], lambda: self._apply_update(principal, memory_id, change, keep_previous, (new.content_hash, emb),
+                                                    link_field)))
 
     @staticmethod
     def _changed(principal: Principal, old: Memory, change: Callable[[Memory], Memory], keep_previous: bool) -> Memory:
@@ -533,13 +539,14 @@ class MemoryCore:
         return new
 
     async def _apply_update(self, principal: Principal, memory_id: str, change: Callable[[Memory], Memory],
-                            keep_previous: bool, embedded: tuple[str, EmbeddingSet | None]) -> tuple[Memory, str]:
+                            keep_previous: bool, embedded: tuple[str, EmbeddingSet | None],
+                            link_field: Callable[[int, Link], str] | None) -> tuple[Memory, str]:
         """``update`` under the memory's lock: read it again, change it, store it. ``embedded``: a
         content hash and its vectors, made before the lock (used when that is the new content)."""
         old = await self.editable(principal, memory_id)
         new = self._changed(principal, old, change, keep_previous)
         previous_id = new_memory_id() if keep_previous else ""
-        errors = await self.link_errors(principal, [new], _link_keys(old))
+        errors = await self.link_errors(principal, [new], _link_keys(old), link_field)
         if errors:
             raise next(iter(errors.values()))
         if previous_id:

@@ -108,8 +108,11 @@ def test_add_links_are_checked_and_added_once(stub, auth, client):
         (pb.UpdateRequest(id=a.id), "fields"),
         (pb.UpdateRequest(id=a.id, add_links=[pb.Link(target_id=b.id)]), "add_links[0].type"),
         (pb.UpdateRequest(id=a.id, add_links=[pb.Link(target_id="", type=pb.LINK_TYPE_CAUSES)]), "add_links[0]"),
-        (pb.UpdateRequest(id=a.id, add_links=[pb.Link(target_id=elsewhere.id, type=pb.LINK_TYPE_SUPERSEDES)]),
-         "links"),
+        (pb.UpdateRequest(id=a.id, add_links=[sup, pb.Link(target_id=elsewhere.id, type=pb.LINK_TYPE_SUPERSEDES)]),
+         "add_links[1].target_id"),
+        # a replaced list of links is named as such
+        (pb.UpdateRequest(id=a.id, fields=["links"], memory=pb.MemoryInput(links=[
+            pb.Link(target_id=elsewhere.id, type=pb.LINK_TYPE_CAUSES)])), "memory.links[0].target_id"),
     ]
     for req, field in bad:
         with pytest.raises(grpc.RpcError) as exc:

@@ -356,9 +356,19 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     @rpc
     async def Update(self, request: pb.UpdateRequest, context: Any, principal: Principal) -> pb.UpdateResponse:
         (memory_id,) = convert.ids_from([request.id], self.limits, field="id")
+        added = {(lk.target_id, int(lk.type)): j for j, lk in enumerate(request.add_links)}
+        given = len(request.memory.links) if "links" in request.fields else None
+
+        def link_field(i: int, link: Any) -> str:
+            """Where a refused link came from: add_links, or the memory's links (a replaced list)."""
+            j = added.get((link.target_id, int(link.type)))
+            if j is not None and (given is None or i >= given):
+                return f"add_links[{j}].target_id"
+            return f"memory.links[{i}].target_id"
+
         stored, previous_id = await self.core.update(
             principal, memory_id, lambda old: convert.updated_memory(old, request, principal, self.limits),
-            request.keep_previous)
+            request.keep_previous, link_field)
         return pb.UpdateResponse(memory=convert.memory_to_proto(stored), previous_id=previous_id)
 
     @streaming_rpc()
