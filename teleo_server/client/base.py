@@ -142,8 +142,7 @@ class Api:
         """Link memory ``id`` to the earlier memories it replaces (``supersedes``), keeping its other
         links, in one call (with any ``fields`` to change as well): for the ``possible_updates`` a
         ``store`` named that it does replace."""
-        targets = [replaced] if isinstance(replaced, str) else list(replaced)
-        return self.update(id, add_links=[Link(t, "supersedes") for t in targets], timeout=timeout, **fields)
+        return self.update(id, add_links=convert.with_links((), replaced), timeout=timeout, **fields)
 
     def delete(self, ids: str | Sequence[str], *, timeout: float | None = None) -> int:
         """Delete memories by id; any unknown or unreadable id fails the call (NOT_FOUND) and nothing

