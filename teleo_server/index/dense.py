@@ -279,7 +279,7 @@ class DenseIndex:
             else:  # a device scan re-normalises the prefix in the same pass
                 ids, _ = ops.dense_topk(self.matrix, query, fetch, mask=live, dim=dim)
         ids = np.asarray(ids, dtype=np.int64)
-        full = self._rows(ids) @ query
+        full = self._dots(ids, query)
         order = np.argsort(-full, kind="stable")[:k]
         return ids[order], full[order].astype(np.float32)
 
@@ -346,11 +346,20 @@ class DenseIndex:
             full = self.full_scores(query)
         if full is not None:
             return full[rows]
-        # gathered in blocks that stay in the cache for their product (one pass over the rows
-        # rather than a copy of all of them written out and read back: 7,500 rows 3.4 -> 2.2 ms)
+        return self._dots(rows, query)
+
+    def _dots(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Inner products float32 (len(rows),) of the gathered ``rows`` with a float32 ``query``,
+        computed as the full scan computes them: int8 codes widened, multiplied, then scaled per row
+        (scaling each product rather than every coordinate: 1,100 rows 240 -> 106 us). Gathered
+        in blocks that stay in the cache for their product (one pass over the rows rather than a
+        copy of all of them written out and read back: 7,500 rows 3.4 -> 2.2 ms)."""
         out = np.empty(rows.size, np.float32)
         for i in range(0, rows.size, GATHER_BLOCK):
-            out[i:i + GATHER_BLOCK] = self._rows(rows[i:i + GATHER_BLOCK]) @ query
+            block = rows[i:i + GATHER_BLOCK]
+            np.matmul(np.take(self._m, block, axis=0).astype(np.float32, copy=False), query, out=out[i:i + GATHER_BLOCK])
+        if self.quantized:
+            out *= np.take(self._scale, rows)
         return out
 
     # ---- Matryoshka calibration ------------------------------------------------------------------
