@@ -82,3 +82,29 @@ def test_the_dynamic_int8_graph_is_its_own_version_agrees_with_the_package_graph
     assert build_repo.build(tmp_path / "d")["files"] == plain["files"]
     with pytest.raises(SystemExit, match="unknown dense graph"):
         build_repo.build(tmp_path / "x", dense_graph="float8")
+
+
+def test_the_dynamic_int8_graph_embeds_one_text_a_call_so_a_batch_changes_no_vector(tmp_path: Path):
+    """Its activations are quantised with one scale per call, padding included: a text embedded
+    beside others came out different from the same text alone. The repository says so
+    (``dense_per_text``), and the encoder then runs each text on its own."""
+    import numpy as np
+
+    from teleo_server.embedding.models import DenseEncoder
+    from teleo_server.embedding.repository import dense_per_text
+
+    build_repo.build(tmp_path / "d", dense_graph="dynamic-int8")
+    build_repo.build(tmp_path / "p")
+    assert dense_per_text(tmp_path / "d") and not dense_per_text(tmp_path / "p")
+    files = ModelFiles.in_dir(tmp_path / "d")
+    texts = ["a short note", "The staging cluster moved to us-east-2 in March after the review.",
+             "invoice totals", "Older adults are at higher risk of falls than younger ones, the study found."]
+    batched = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=1, max_batch=8)
+    alone = [batched.encode([t]).dense[0] for t in texts]
+    # what the flag prevents: batched, the same text gets other vectors
+    assert not np.array_equal(batched.encode(texts).dense, np.stack(alone))
+    served = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=1, max_batch=8,
+                          per_text=dense_per_text(tmp_path / "d"))
+    out = served.encode(texts)
+    np.testing.assert_array_equal(out.dense, np.stack(alone))
+    np.testing.assert_array_equal(served.encode(texts[1:3]).dense, out.dense[1:3])

@@ -16,7 +16,7 @@ from teleo_server.embedding.models import (
     SparseEncoder,
     WindowExceeded,
 )
-from teleo_server.embedding.repository import ModelFiles, default_model_dir
+from teleo_server.embedding.repository import ModelFiles, default_model_dir, dense_per_text
 
 MODEL_DIR = default_model_dir()
 FILES = ModelFiles.in_dir(MODEL_DIR)
@@ -33,7 +33,8 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def dense() -> DenseEncoder:
-    return DenseEncoder(FILES.dense_onnx, FILES.dense_tokenizer, threads=1, max_batch=4)
+    return DenseEncoder(FILES.dense_onnx, FILES.dense_tokenizer, threads=1, max_batch=4,
+                        per_text=dense_per_text(MODEL_DIR))
 
 
 @pytest.fixture(scope="module")
@@ -57,18 +58,17 @@ def test_sessions_do_not_spin_between_runs(dense, sparse):
 
 def test_dense_is_masked_mean_of_hidden_states_then_l2(dense):
     out = dense.encode(SENTENCES)
-    enc = dense.tokenizer.encode_batch(SENTENCES)
-    ids = np.array([e.ids for e in enc], np.int64)
-    mask = np.array([e.attention_mask for e in enc], np.int64)
-    hidden = dense._session.run(["last_hidden_state"], {
-        "input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
-    for i in range(len(SENTENCES)):
-        n = int(mask[i].sum())
-        mean = hidden[i, :n].astype(np.float64).mean(axis=0)
+    for i, text in enumerate(SENTENCES):
+        # each text's own forward pass (what a batch gives it too: the grouping changes no vector)
+        ids = np.array([dense.tokenizer.encode(text).ids], np.int64)
+        n = ids.shape[1]
+        hidden = dense._session.run(["last_hidden_state"], {
+            "input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})[0][0]
+        mean = hidden[:n].astype(np.float64).mean(axis=0)
         np.testing.assert_allclose(out.dense[i], mean / np.linalg.norm(mean), atol=2e-6)
         # per-token rows are the hidden states of the word pieces, without [CLS] and [SEP]
         assert out.token_counts[i] == n - 2
-        rows = hidden[i, 1:n - 1].astype(np.float64)
+        rows = hidden[1:n - 1].astype(np.float64)
         np.testing.assert_allclose(out.tokens[i, :n - 2],
                                    rows / np.linalg.norm(rows, axis=1, keepdims=True), atol=1e-3)
         assert not out.tokens[i, n - 2:].any()
@@ -91,6 +91,47 @@ def test_batch_composition_does_not_change_vectors(dense, sparse):
     width = part.tokens.shape[1]
     np.testing.assert_array_equal(whole.tokens[5:9, :width], part.tokens)
     np.testing.assert_array_equal(sparse.pooled(texts)[5:9], sparse.pooled(texts[5:9]))
+
+
+class _Recording:
+    """An onnxruntime session that records the (batch, length) of every call it runs."""
+
+    def __init__(self, session) -> None:
+        self.session, self.shapes = session, []
+
+    def run(self, names, feeds):
+        self.shapes.append(feeds["input_ids"].shape)
+        return self.session.run(names, feeds)
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_a_cpu_call_holds_a_few_hundred_word_pieces_and_the_vectors_do_not_move(kind):
+    """Calls are held to the CPU budget (batch x padded length; a longer text goes alone), which
+    embeds faster than large calls on a CPU; the vectors are those of one call for everything."""
+    from teleo_server.embedding import models
+
+    texts = _random_texts(24, seed=8) + [" ".join(["retrieval"] * 200), "x"]
+    make = DenseEncoder if kind == "dense" else SparseEncoder
+    files = (FILES.dense_onnx, FILES.dense_tokenizer) if kind == "dense" else (FILES.sparse_onnx, FILES.sparse_tokenizer)
+    budget = models.DENSE_TOKEN_BUDGET if kind == "dense" else models.SPLADE_TOKEN_BUDGET
+    extra = {"per_text": dense_per_text(MODEL_DIR)} if kind == "dense" else {}
+    held = make(*files, threads=1, max_batch=32, **extra)
+    held._session = recording = _Recording(held._session)
+    whole = make(*files, threads=1, max_batch=32, **extra)
+    whole._token_budget = None  # every text in one call (up to max_batch)
+    got = held.encode(texts) if kind == "dense" else held.pooled(texts)
+    want = whole.encode(texts) if kind == "dense" else whole.pooled(texts)
+    assert len(recording.shapes) > 2
+    assert all(b * t <= budget or b == 1 for b, t in recording.shapes)
+    assert sum(b for b, _ in recording.shapes) == len(texts)
+    if kind == "dense":
+        np.testing.assert_array_equal(got.dense, want.dense)
+        np.testing.assert_array_equal(got.tokens, want.tokens)
+    else:
+        np.testing.assert_array_equal(got, want)
 
 
 def test_window_is_an_error_not_a_truncation(dense, sparse):

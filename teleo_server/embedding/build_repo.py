@@ -29,6 +29,7 @@ import structlog
 from teleo_server.embedding import wire
 from teleo_server.embedding.repository import (
     DENSE_MODEL,
+    DYNAMIC_INT8_DENSE,
     ENTRY_MODEL,
     MANIFEST,
     SPARSE_MODEL,
@@ -147,7 +148,7 @@ def quantize_dense(src: Path, dst: Path) -> None:
 # vectors at cosine 0.992-0.996 with the package's graph.
 DENSE_GRAPHS: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "int8-weights": (_copy, "minilm-l6-v2-int8"),
-    "dynamic-int8": (quantize_dense, "minilm-l6-v2-dynamic-int8"),
+    "dynamic-int8": (quantize_dense, DYNAMIC_INT8_DENSE),
 }
 
 

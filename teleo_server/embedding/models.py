@@ -29,7 +29,16 @@ import numpy as np
 
 DENSE_DIM = 384
 MAX_WINDOW = 256          # word pieces per model call, [CLS] and [SEP] included
-SPLADE_TOKEN_BUDGET = 2048  # batch * seq per splade call: its logits are (B, T, 30522) float32
+# Word pieces per model call (batch * padded length; a text longer than the budget still goes
+# alone). On a CPU a call whose activations leave the caches is slower than several small ones:
+# splade-tiny's logits are (B, T, 30522) float32, 250 MB at 2,048 pieces and 16 MB at 128, and
+# MiniLM's 1,536-wide layers at 32 chunks of 256 pieces. With 256 and 128 (2-core Intel Xeon, two
+# threads, everything a Store computes): 300 LoCoMo turns 3.35 -> 2.60 s, 64 SciFact abstracts
+# (116 chunks) 10.7 -> 7.5 s, the same vectors. A GPU takes max_batch texts, splade-tiny up to
+# 2,048 pieces (its logits' memory).
+DENSE_TOKEN_BUDGET = 256
+SPLADE_TOKEN_BUDGET = 128
+SPLADE_GPU_TOKEN_BUDGET = 2048
 PIPELINE_REVISION = "r1"  # bump when pooling/normalisation here changes the vectors
 SPIN_ENTRY = "session.intra_op.allow_spinning"  # onnxruntime's session option (set to "0" below)
 
@@ -132,15 +141,19 @@ class DenseEncoder:
     ----------
     onnx_path, tokenizer_path : files materialised by ``build_repo``.
     threads : onnxruntime intra-op threads.
-    max_batch : texts per onnxruntime call; texts are grouped by length to limit padding.
+    max_batch : texts per onnxruntime call; texts are grouped by length to limit padding, and on
+        a CPU also held to ``DENSE_TOKEN_BUDGET`` word pieces a call (padding included).
     gpu : CUDA device id for onnxruntime's CUDA provider; None runs on the CPU.
+    per_text : one text per call, for a graph whose vectors depend on what a text is batched with
+        (``repository.dense_per_text``: activations quantised with one scale per call).
     """
 
     def __init__(self, onnx_path: Path, tokenizer_path: Path, *, threads: int = 2,
-                 max_batch: int = 32, gpu: int | None = None) -> None:
+                 max_batch: int = 32, gpu: int | None = None, per_text: bool = False) -> None:
         self._session = _session(onnx_path, threads, gpu)
         self.tokenizer = load_tokenizer(tokenizer_path)
-        self._max_batch = max_batch
+        self._max_batch = 1 if per_text else max_batch
+        self._token_budget = DENSE_TOKEN_BUDGET if gpu is None else None
 
     def encode(self, texts: list[str]) -> DenseBatch:
         """Embed B texts (each within the window). Raises WindowExceeded otherwise."""
@@ -153,7 +166,7 @@ class DenseEncoder:
         counts = (lengths - 2).astype(np.int32)
         dense = np.empty((n, DENSE_DIM), np.float32)
         tokens = np.zeros((n, int(counts.max()), DENSE_DIM), np.float16)
-        for group in _length_batches(lengths, self._max_batch):
+        for group in _length_batches(lengths, self._max_batch, self._token_budget):
             width = int(lengths[group].max())
             g_ids, g_mask = ids[group, :width], mask[group, :width]
             hidden = self._session.run(
@@ -186,7 +199,8 @@ class SparseEncoder:
     ----------
     onnx_path, tokenizer_path : files materialised by ``build_repo``.
     threads : onnxruntime intra-op threads.
-    max_batch : texts per onnxruntime call (also capped at SPLADE_TOKEN_BUDGET word pieces).
+    max_batch : texts per onnxruntime call, also held to ``SPLADE_TOKEN_BUDGET`` word pieces a
+        call on a CPU (``SPLADE_GPU_TOKEN_BUDGET`` on a GPU).
     gpu : CUDA device id for onnxruntime's CUDA provider; None runs on the CPU.
     """
 
@@ -195,13 +209,14 @@ class SparseEncoder:
         self._session = _session(onnx_path, threads, gpu)
         self.tokenizer = load_tokenizer(tokenizer_path)
         self._max_batch = max_batch
+        self._token_budget = SPLADE_TOKEN_BUDGET if gpu is None else SPLADE_GPU_TOKEN_BUDGET
 
     def pooled(self, texts: list[str]) -> np.ndarray:
         """Vocabulary-sized SPLADE vectors, float32 (B, 30522), before any query cap."""
         ids, mask = _encode_ids(self.tokenizer, texts)
         lengths = mask.sum(axis=1)
         out: np.ndarray | None = None
-        for group in _length_batches(lengths, self._max_batch, SPLADE_TOKEN_BUDGET):
+        for group in _length_batches(lengths, self._max_batch, self._token_budget):
             width = int(lengths[group].max())
             g_ids = ids[group, :width]
             vec = self._session.run(
@@ -244,11 +259,13 @@ def _sparsify(vec: np.ndarray, top_n: int) -> tuple[np.ndarray, np.ndarray]:
 
 __all__ = [
     "DENSE_DIM",
+    "DENSE_TOKEN_BUDGET",
     "DenseBatch",
     "DenseEncoder",
     "MAX_WINDOW",
     "PIPELINE_REVISION",
     "SPIN_ENTRY",
+    "SPLADE_GPU_TOKEN_BUDGET",
     "SPLADE_TOKEN_BUDGET",
     "SparseBatch",
     "SparseEncoder",

@@ -65,6 +65,18 @@ def manifest_version(model_dir: Path) -> str:
     return str(read_manifest(model_dir)["version"])
 
 
+# MiniLM graphs (the first part of the model version) whose vectors depend on the batch a text is
+# embedded in: "dynamic-int8" quantises each activation with one scale per call, padding included
+# (a text embedded beside others moved by up to 0.02 a coordinate), so it embeds one text a call.
+DYNAMIC_INT8_DENSE = "minilm-l6-v2-dynamic-int8"
+PER_TEXT_DENSE = (DYNAMIC_INT8_DENSE,)
+
+
+def dense_per_text(model_dir: Path) -> bool:
+    """Whether the repository's MiniLM graph must embed one text per call (``PER_TEXT_DENSE``)."""
+    return manifest_version(model_dir).split("+", 1)[0].split(".", 1)[0] in PER_TEXT_DENSE
+
+
 def model_repository_dir_of(model_file: str | Path) -> Path:
     """The repository root for a ``<repo>/<model>/<version>/model.py`` path."""
     return Path(model_file).resolve().parents[2]
@@ -72,12 +84,15 @@ def model_repository_dir_of(model_file: str | Path) -> Path:
 
 __all__ = [
     "DENSE_MODEL",
+    "DYNAMIC_INT8_DENSE",
     "ENTRY_MODEL",
     "MANIFEST",
     "ModelFiles",
     "SETUP_HINT",
+    "PER_TEXT_DENSE",
     "SPARSE_MODEL",
     "default_model_dir",
+    "dense_per_text",
     "manifest_version",
     "model_repository_dir_of",
     "read_manifest",
