@@ -137,3 +137,38 @@ def test_settings_defaults_are_relative_to_project_or_user(monkeypatch, tmp_path
     assert default_model_dir() == Path(__file__).resolve().parents[1] / "triton_models"
     assert EmbeddingSettings(cache_dir="", triton_url="").cache_dir is None
     assert EmbeddingSettings(cache_dir="", triton_url="").triton_url is None
+
+
+def test_a_batch_of_queries_runs_both_models_side_by_side_with_the_same_vectors():
+    """Queries: splade-tiny on the helper thread while MiniLM runs; documents: one model after the
+    other on the caller's thread. The vectors are those of the sequential run either way."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from teleo_server.embedding.engine import Engine
+
+    with ThreadPoolExecutor(1, thread_name_prefix="sparse-helper") as helper:
+        engine = Engine(MODEL_DIR, threads=1, helper=helper)
+        plain = Engine(MODEL_DIR, threads=1)
+        where: list[str] = []
+        encode = engine.sparse.encode
+
+        def recorded(*args, **kwargs):
+            where.append(threading.current_thread().name)
+            return encode(*args, **kwargs)
+
+        engine.sparse.encode = recorded
+        queries = ["which region is staging in", "who owns the invoices service?"]
+        got, want = engine.embed(queries, [True, True]), plain.embed(queries, [True, True])
+        assert where == ["sparse-helper_0"]
+        docs = ["The staging cluster moved to us-east-2 in March."]
+        got_docs, want_docs = engine.embed(docs, [False]), plain.embed(docs, [False])
+        assert where[1] == threading.current_thread().name
+    for a, b in zip(got + got_docs, want + want_docs):
+        assert a.model_version == b.model_version
+        for ca, cb in zip(a.chunks, b.chunks):
+            assert ca.vectors.keys() == cb.vectors.keys()
+            for head, u in ca.vectors.items():
+                v = cb.vectors[head]
+                for p, q in ([(u.ids, v.ids), (u.weights, v.weights)] if hasattr(u, "ids") else [(u, v)]):
+                    np.testing.assert_array_equal(p, q, err_msg=head)

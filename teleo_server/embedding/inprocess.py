@@ -23,7 +23,8 @@ class InProcessEmbedder:
     """The :class:`~teleo_server.embedding.base.Embedder` protocol on local CPU models.
 
     Model calls run on one dedicated worker thread (onnxruntime brings its own ``threads``
-    intra-op threads), so the event loop never blocks and calls never overlap. Calls that arrive
+    intra-op threads), so the event loop never blocks and calls never overlap; a second one runs
+    splade-tiny beside MiniLM for a batch of queries (``Engine``'s ``helper``). Calls that arrive
     while the worker is busy are merged into one batch of up to ``max_batch`` texts.
 
     Parameters
@@ -49,6 +50,7 @@ class InProcessEmbedder:
         self._document_batch = document_batch
         self._engine: Engine | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._helper: ThreadPoolExecutor | None = None
         self._batches: Coalescer | None = None
         self.observers = EmbedObservers()
 
@@ -72,13 +74,13 @@ class InProcessEmbedder:
         if self._engine is not None:
             return
         self._executor = worker_pool("teleo-embed", self._nice)
+        self._helper = worker_pool("teleo-embed-sparse", self._nice)
         loop = asyncio.get_running_loop()
         try:
             self._engine = await loop.run_in_executor(
-                self._executor, lambda: Engine(self._model_dir, **self._kwargs))
+                self._executor, lambda: Engine(self._model_dir, helper=self._helper, **self._kwargs))
         except Exception:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+            self._shutdown(wait=False)
             raise
         self._batches = Coalescer(self._run, max_batch=self._max_batch, document_batch=self._document_batch,
                                   max_in_flight=1, observers=self.observers)
@@ -105,11 +107,15 @@ class InProcessEmbedder:
     async def close(self) -> None:
         if self._batches is not None:
             await self._batches.close(Unavailable("embedder closed"))
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        self._shutdown(wait=True)
         self._batches = None
-        self._executor = None
         self._engine = None
+
+    def _shutdown(self, wait: bool) -> None:
+        for pool in (self._executor, self._helper):  # the model thread first: it may use the helper
+            if pool is not None:
+                pool.shutdown(wait=wait)
+        self._executor = self._helper = None
 
 
 __all__ = ["InProcessEmbedder"]
