@@ -139,9 +139,10 @@ def test_settings_defaults_are_relative_to_project_or_user(monkeypatch, tmp_path
     assert EmbeddingSettings(cache_dir="", triton_url="").triton_url is None
 
 
-def test_a_batch_of_queries_runs_both_models_side_by_side_with_the_same_vectors():
-    """Queries: splade-tiny on the helper thread while MiniLM runs; documents: one model after the
-    other on the caller's thread. The vectors are those of the sequential run either way."""
+def test_queries_and_a_single_chunk_run_both_models_side_by_side_with_the_same_vectors():
+    """Queries and a single chunk: splade-tiny on the helper thread while MiniLM runs; other
+    batches of documents: one model after the other on the caller's thread. The vectors are those
+    of the sequential run either way."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -161,9 +162,13 @@ def test_a_batch_of_queries_runs_both_models_side_by_side_with_the_same_vectors(
         queries = ["which region is staging in", "who owns the invoices service?"]
         got, want = engine.embed(queries, [True, True]), plain.embed(queries, [True, True])
         assert where == ["sparse-helper_0"]
-        docs = ["The staging cluster moved to us-east-2 in March."]
-        got_docs, want_docs = engine.embed(docs, [False]), plain.embed(docs, [False])
-        assert where[1] == threading.current_thread().name
+        docs = ["The staging cluster moved to us-east-2 in March.", "Invoices are due on the 5th."]
+        got_docs, want_docs = engine.embed(docs, [False, False]), plain.embed(docs, [False, False])
+        assert where[1] == threading.current_thread().name  # two documents: one model after the other
+        one = engine.embed(docs[:1], [False])  # a single chunk: side by side
+        assert where[2] == "sparse-helper_0"
+        got_docs.append(one[0])
+        want_docs.append(want_docs[0])
     for a, b in zip(got + got_docs, want + want_docs):
         assert a.model_version == b.model_version
         for ca, cb in zip(a.chunks, b.chunks):
