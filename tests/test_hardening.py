@@ -8,7 +8,9 @@ import pytest
 from teleo.v1 import memory_pb2 as pb
 
 from teleo_server.auth import create_token
+from teleo_server.core import SATURATED_RETRY_S
 from teleo_server.domain import AccessLevel
+from teleo_server.errors import RETRY_AFTER_KEY
 from tests._rpc import status as _code
 from tests._rpc import token_auth as _token
 
@@ -282,6 +284,10 @@ def test_a_saturated_server_refuses_at_once_before_any_other_work(tight_server):
             code, details = _code(lambda: list(stub.Retrieve(pb.RetrieveRequest(text="harbour"), metadata=metadata, timeout=30)))
             assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "retrievals are being computed" in details
             assert time.monotonic() - t0 < 10  # not queued behind the busy pipeline
+        # the refusal tells the client when to try again
+        with pytest.raises(grpc.RpcError) as refused:
+            list(stub.Retrieve(pb.RetrieveRequest(text="harbour"), metadata=auth, timeout=30))
+        assert dict(refused.value.trailing_metadata() or ())[RETRY_AFTER_KEY] == str(round(SATURATED_RETRY_S * 1e3))
     finally:
         release.set()
     for call in calls:

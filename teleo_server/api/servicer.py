@@ -174,8 +174,11 @@ def streaming_rpc(shed: Callable[["MemoryServicer"], str | None] | None = None) 
         async def handler(self: MemoryServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
             reason = shed(self) if shed is not None else None
             if reason is not None:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason,
-                                    trailing_metadata=((RETRY_AFTER_KEY, str(round(SATURATED_RETRY_S * 1e3))),))
+                # the status set and the handler returned: no exception travels through gRPC
+                context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+                context.set_details(reason)
+                context.set_trailing_metadata(((RETRY_AFTER_KEY, str(round(SATURATED_RETRY_S * 1e3))),))
+                return
             await _stream(self, fn, request, context)
 
         return handler
