@@ -95,6 +95,24 @@ def test_store_names_what_it_probably_updates_and_an_update_links_it(client):
     assert found[0] == move.id and old.id not in found  # the replaced fact is hidden
 
 
+def test_a_batch_names_what_its_items_probably_update_when_asked(client):
+    ns = "cl-batch-hints"
+    old = client.store("The staging cluster runs in eu-west-1.", namespace=ns,
+                       event_time=datetime(2024, 1, 5, tzinfo=timezone.utc))
+    notes = [MemoryInput("We moved staging to us-east-2 in March.", event_time=datetime(2024, 3, 20, tzinfo=timezone.utc)),
+             MemoryInput("The cafeteria now serves lunch until 3 pm.", event_time=datetime(2024, 3, 21, tzinfo=timezone.utc)),
+             MemoryInput("The staging cluster runs in eu-west-1.")]  # a duplicate: no hints
+    asked = client.store_batch(notes, namespace=ns, update_hints=True)
+    move, lunch, dup = asked.items
+    assert [h.id for h in move.possible_updates][:1] == [old.id]
+    assert move.possible_updates[0].content == "The staging cluster runs in eu-west-1."
+    assert old.id not in [h.id for h in lunch.possible_updates]
+    assert dup.duplicate and dup.id == old.id and dup.possible_updates == ()
+    plain = client.store_batch([MemoryInput("Staging moved to us-east-2 this spring.",
+                                            event_time=datetime(2024, 3, 22, tzinfo=timezone.utc))], namespace=ns)
+    assert plain.items[0].id and plain.items[0].possible_updates == ()  # not asked for
+
+
 def test_search_options_reach_the_server(client):
     client.store_batch([f"note {i} about the quarterly budget review" for i in range(5)], namespace="cl-opts")
     hits = client.search("budget review", top_k=5, filters={"namespaces": ["cl-opts"]}, snippets=True,

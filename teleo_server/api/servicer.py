@@ -224,15 +224,19 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         if bad_links:
             raise bad_links[memory.id]
         (out,) = await self.core.store_many(principal, [memory])
-        hints = [] if out.duplicate else await self.core.update_hints(principal, out.memory.id)
+        hints = [] if out.duplicate else await self._hints(principal, out.memory.id)
         return pb.StoreResponse(id=out.memory.id, content_hash=out.memory.content_hash, duplicate=out.duplicate,
-                                possible_updates=[pb.UpdateHint(id=h.id, similarity=h.similarity, content=h.content)
-                                                  for h in hints])
+                                possible_updates=hints)
+
+    async def _hints(self, principal: Principal, memory_id: str) -> list[pb.UpdateHint]:
+        return [pb.UpdateHint(id=h.id, similarity=h.similarity, content=h.content)
+                for h in await self.core.update_hints(principal, memory_id)]
 
     @rpc
     async def StoreBatch(self, request_iterator: Any, context: Any, principal: Principal) -> pb.StoreBatchResponse:
         items: list[pb.StoreBatchItem] = []
         valid = []  # (index in items, Memory)
+        hinted: list[int] = []  # items that asked for update hints
         now = convert.now()
         async for req in request_iterator:
             index = len(items)
@@ -251,9 +255,15 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 if not req.HasField("memory"):
                     raise InvalidArgument("is required", field="memory")
                 valid.append((index, convert.memory_from_input(req.memory, principal, self.limits, now)))
+                if req.update_hints:
+                    hinted.append(index)
             except TeleoError as exc:
                 item.error, item.error_code = str(exc), status_of(exc).name
         await self._commit_items(principal, items, valid, {})
+        for index in hinted:  # after the whole batch is stored: an item may update one stored before it
+            item = items[index]
+            if item.id and not item.duplicate and not item.error:
+                item.possible_updates.extend(await self._hints(principal, item.id))
         failed = sum(1 for i in items if i.error)
         dups = sum(1 for i in items if i.duplicate)
         return pb.StoreBatchResponse(items=items, stored=len(items) - failed - dups, duplicates=dups, failed=failed)

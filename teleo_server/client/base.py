@@ -115,10 +115,12 @@ class Api:
         return self._unary(Call("Store", req, convert.store_result, True, self._deadline(timeout)))
 
     def store_batch(self, memories: Iterable[MemoryLike], *, namespace: str = "", client_refs: Sequence[str] | None = None,
-                    timeout: float | None = None) -> BatchResult:
+                    update_hints: bool = False, timeout: float | None = None) -> BatchResult:
         """Store many memories in one call; each is validated and stored on its own, so one bad item
-        does not sink the others (see ``BatchResult.items``)."""
-        items = [pb.StoreBatchRequest(memory=convert.memory_input(m, namespace)) for m in memories]
+        does not sink the others (see ``BatchResult.items``). ``update_hints``: each item also names
+        the earlier memories it probably updates, as ``store`` does (one dense search an item)."""
+        items = [pb.StoreBatchRequest(memory=convert.memory_input(m, namespace), update_hints=update_hints)
+                 for m in memories]
         if client_refs is not None:
             if len(client_refs) != len(items):
                 raise ValueError(f"{len(client_refs)} client_refs for {len(items)} memories; give one per memory")

@@ -273,13 +273,17 @@ def memory_message(m: Memory) -> pb.Memory:
     return msg
 
 
+def update_hints(hints: Any) -> tuple[UpdateHint, ...]:
+    return tuple(UpdateHint(h.id, h.similarity, h.content) for h in hints)
+
+
 def store_result(r: pb.StoreResponse) -> StoreResult:
-    return StoreResult(r.id, r.content_hash, r.duplicate,
-                       tuple(UpdateHint(h.id, h.similarity, h.content) for h in r.possible_updates))
+    return StoreResult(r.id, r.content_hash, r.duplicate, update_hints(r.possible_updates))
 
 
 def batch_result(r: pb.StoreBatchResponse | pb.ImportResponse) -> BatchResult:
-    items = tuple(BatchItem(i.index, i.client_ref, i.id, i.content_hash, i.duplicate, i.error, i.error_code)
+    items = tuple(BatchItem(i.index, i.client_ref, i.id, i.content_hash, i.duplicate, i.error, i.error_code,
+                            update_hints(i.possible_updates))
                   for i in r.items)
     return BatchResult(items, r.stored, r.duplicates, r.failed, getattr(r, "vectors_reused", 0))
 
@@ -522,9 +526,9 @@ __all__ = [
     "enum_name",
     "enum_names",
     "enum_number",
-    "events",
     "event_json",
     "event_message",
+    "events",
     "exported",
     "exported_from_json",
     "exported_json",
@@ -553,6 +557,7 @@ __all__ = [
     "summary",
     "summary_message",
     "time_boosts",
+    "update_hints",
     "update_json",
     "update_request",
     "with_links",

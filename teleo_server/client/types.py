@@ -129,6 +129,8 @@ class BatchItem:
     duplicate: bool
     error: str        # why the item was rejected ("" when it was not); the others are unaffected
     error_code: str   # the gRPC status name of the error, e.g. "INVALID_ARGUMENT"
+    # asked for with ``store_batch(..., update_hints=True)``: as ``StoreResult.possible_updates``
+    possible_updates: tuple[UpdateHint, ...] = ()
 
 
 @dataclass(frozen=True)

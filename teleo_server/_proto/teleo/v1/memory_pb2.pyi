@@ -215,15 +215,17 @@ class UpdateHint(_message.Message):
     def __init__(self, id: _Optional[str] = ..., similarity: _Optional[float] = ..., content: _Optional[str] = ...) -> None: ...
 
 class StoreBatchRequest(_message.Message):
-    __slots__ = ("memory", "client_ref")
+    __slots__ = ("memory", "client_ref", "update_hints")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     CLIENT_REF_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_HINTS_FIELD_NUMBER: _ClassVar[int]
     memory: MemoryInput
     client_ref: str
-    def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., client_ref: _Optional[str] = ...) -> None: ...
+    update_hints: bool
+    def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., client_ref: _Optional[str] = ..., update_hints: _Optional[bool] = ...) -> None: ...
 
 class StoreBatchItem(_message.Message):
-    __slots__ = ("index", "client_ref", "id", "content_hash", "duplicate", "error", "error_code")
+    __slots__ = ("index", "client_ref", "id", "content_hash", "duplicate", "error", "error_code", "possible_updates")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     CLIENT_REF_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -231,6 +233,7 @@ class StoreBatchItem(_message.Message):
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    POSSIBLE_UPDATES_FIELD_NUMBER: _ClassVar[int]
     index: int
     client_ref: str
     id: str
@@ -238,7 +241,8 @@ class StoreBatchItem(_message.Message):
     duplicate: bool
     error: str
     error_code: str
-    def __init__(self, index: _Optional[int] = ..., client_ref: _Optional[str] = ..., id: _Optional[str] = ..., content_hash: _Optional[str] = ..., duplicate: _Optional[bool] = ..., error: _Optional[str] = ..., error_code: _Optional[str] = ...) -> None: ...
+    possible_updates: _containers.RepeatedCompositeFieldContainer[UpdateHint]
+    def __init__(self, index: _Optional[int] = ..., client_ref: _Optional[str] = ..., id: _Optional[str] = ..., content_hash: _Optional[str] = ..., duplicate: _Optional[bool] = ..., error: _Optional[str] = ..., error_code: _Optional[str] = ..., possible_updates: _Optional[_Iterable[_Union[UpdateHint, _Mapping]]] = ...) -> None: ...
 
 class StoreBatchResponse(_message.Message):
     __slots__ = ("items", "stored", "duplicates", "failed")
