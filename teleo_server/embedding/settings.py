@@ -41,7 +41,10 @@ class EmbeddingSettings(BaseModel):
     # bulk store (8: a query 1.1-1.4 s behind 96 SciFact abstracts instead of 5.4-6.7 s with 32,
     # the bulk about 3% slower)
     document_batch: int = Field(8, ge=1, le=64)
-    batch_window_ms: float = Field(2.0, ge=0)  # how long the Triton client waits to fill a batch
+    # how long the Triton client waits to fill a batch; 0: it sends what is queued (up to four
+    # requests in flight, and Triton batches what queues while a model is busy): one text 12.7 ->
+    # 10.0 ms p50 with no loss of throughput under 64 concurrent calls (2-core CPU)
+    batch_window_ms: float = Field(0.0, ge=0)
 
     @field_validator("cache_dir", "triton_url", mode="before")
     @classmethod

@@ -91,7 +91,7 @@ class TritonEmbedder:
     """
 
     def __init__(self, url: str, *, model: str = "teleo_embed", timeout_s: float = 10.0,
-                 max_batch: int = 32, batch_window_ms: float = 2.0, max_in_flight: int = 4,
+                 max_batch: int = 32, batch_window_ms: float = 0.0, max_in_flight: int = 4,
                  recheck_s: float = 0.5) -> None:
         self.url = url
         self.model = model
