@@ -99,12 +99,11 @@ def test_the_dynamic_int8_graph_embeds_one_text_a_call_so_a_batch_changes_no_vec
     files = ModelFiles.in_dir(tmp_path / "d")
     texts = ["a short note", "The staging cluster moved to us-east-2 in March after the review.",
              "invoice totals", "Older adults are at higher risk of falls than younger ones, the study found."]
-    batched = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=1, max_batch=8)
+    batched = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=1, max_batch=8, per_text=False)
     alone = [batched.encode([t]).dense[0] for t in texts]
     # what the flag prevents: batched, the same text gets other vectors
     assert not np.array_equal(batched.encode(texts).dense, np.stack(alone))
-    served = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=1, max_batch=8,
-                          per_text=dense_per_text(tmp_path / "d"))
+    served = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=1, max_batch=8)  # as the repository says
     out = served.encode(texts)
     np.testing.assert_array_equal(out.dense, np.stack(alone))
     np.testing.assert_array_equal(served.encode(texts[1:3]).dense, out.dense[1:3])

@@ -16,7 +16,7 @@ from teleo_server.embedding.models import (
     SparseEncoder,
     WindowExceeded,
 )
-from teleo_server.embedding.repository import ModelFiles, default_model_dir, dense_per_text
+from teleo_server.embedding.repository import ModelFiles, default_model_dir
 
 MODEL_DIR = default_model_dir()
 FILES = ModelFiles.in_dir(MODEL_DIR)
@@ -33,8 +33,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def dense() -> DenseEncoder:
-    return DenseEncoder(FILES.dense_onnx, FILES.dense_tokenizer, threads=1, max_batch=4,
-                        per_text=dense_per_text(MODEL_DIR))
+    return DenseEncoder(FILES.dense_onnx, FILES.dense_tokenizer, threads=1, max_batch=4)
 
 
 @pytest.fixture(scope="module")
@@ -117,10 +116,9 @@ def test_a_cpu_call_holds_a_few_hundred_word_pieces_and_the_vectors_do_not_move(
     make = DenseEncoder if kind == "dense" else SparseEncoder
     files = (FILES.dense_onnx, FILES.dense_tokenizer) if kind == "dense" else (FILES.sparse_onnx, FILES.sparse_tokenizer)
     budget = models.DENSE_TOKEN_BUDGET if kind == "dense" else models.SPLADE_TOKEN_BUDGET
-    extra = {"per_text": dense_per_text(MODEL_DIR)} if kind == "dense" else {}
-    held = make(*files, threads=1, max_batch=32, **extra)
+    held = make(*files, threads=1, max_batch=32)
     held._session = recording = _Recording(held._session)
-    whole = make(*files, threads=1, max_batch=32, **extra)
+    whole = make(*files, threads=1, max_batch=32)
     whole._token_budget = None  # every text in one call (up to max_batch)
     got = held.encode(texts) if kind == "dense" else held.pooled(texts)
     want = whole.encode(texts) if kind == "dense" else whole.pooled(texts)

@@ -61,11 +61,8 @@ class AsyncClient(Api):
             try:
                 async for response in responses:
                     started = True
-                    if call.many:
-                        for item in call.convert(response):
-                            yield item
-                    else:
-                        yield call.convert(response)
+                    for item in call.items(response):
+                        yield item
                 return
             except grpc.RpcError as exc:
                 error = ClientError.from_rpc(exc)

@@ -52,6 +52,10 @@ class Call:
     client_stream: bool = False
     many: bool = False                # a streamed response converts to a list of items, each yielded
 
+    def items(self, response: Any) -> list[Any]:
+        """What one streamed response yields."""
+        return self.convert(response) if self.many else [self.convert(response)]
+
 
 class Attempts:
     """One call's attempts: its request id (the same on every attempt), the time left of its deadline,

@@ -66,11 +66,7 @@ class Client(Api):
             try:
                 for response in responses:
                     started = True
-                    if call.many:
-                        for item in call.convert(response):
-                            yield item
-                    else:
-                        yield call.convert(response)
+                    yield from call.items(response)
                 return
             except grpc.RpcError as exc:
                 error = ClientError.from_rpc(exc)

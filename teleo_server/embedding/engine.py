@@ -12,7 +12,7 @@ from teleo_server.domain import EmbeddingSet
 from teleo_server.embedding import sets
 from teleo_server.embedding.chunking import Chunker, ChunkPlan
 from teleo_server.embedding.models import PIPELINE_REVISION, DenseEncoder, SparseEncoder
-from teleo_server.embedding.repository import SETUP_HINT, ModelFiles, dense_per_text, manifest_version
+from teleo_server.embedding.repository import SETUP_HINT, ModelFiles, manifest_version
 from teleo_server.errors import Unavailable
 from teleo_server.heap import TRIM_AFTER_CHUNKS, release_memory
 from teleo_server.heads import heads_signature
@@ -49,7 +49,7 @@ class Engine:
         self.plan = plan or ChunkPlan()
         self.version = version_string(manifest_version(model_dir), self.plan, query_max_terms)
         self.dense = DenseEncoder(files.dense_onnx, files.dense_tokenizer, threads=threads,
-                                  max_batch=max_batch, per_text=dense_per_text(model_dir))
+                                  max_batch=max_batch)
         self.sparse = SparseEncoder(files.sparse_onnx, files.sparse_tokenizer, threads=threads,
                                     max_batch=max_batch)
         self.query_max_terms = query_max_terms

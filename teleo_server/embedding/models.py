@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from teleo_server.embedding.repository import dense_per_text, model_repository_dir_of
+
 DENSE_DIM = 384
 MAX_WINDOW = 256          # word pieces per model call, [CLS] and [SEP] included
 # Word pieces per model call (batch * padded length; a text longer than the budget still goes
@@ -145,11 +147,14 @@ class DenseEncoder:
         a CPU also held to ``DENSE_TOKEN_BUDGET`` word pieces a call (padding included).
     gpu : CUDA device id for onnxruntime's CUDA provider; None runs on the CPU.
     per_text : one text per call, for a graph whose vectors depend on what a text is batched with
-        (``repository.dense_per_text``: activations quantised with one scale per call).
+        (activations quantised with one scale per call); by default what the repository holding
+        ``onnx_path`` says of its graph (``repository.dense_per_text``).
     """
 
     def __init__(self, onnx_path: Path, tokenizer_path: Path, *, threads: int = 2,
-                 max_batch: int = 32, gpu: int | None = None, per_text: bool = False) -> None:
+                 max_batch: int = 32, gpu: int | None = None, per_text: bool | None = None) -> None:
+        if per_text is None:
+            per_text = dense_per_text(model_repository_dir_of(onnx_path))
         self._session = _session(onnx_path, threads, gpu)
         self.tokenizer = load_tokenizer(tokenizer_path)
         self._max_batch = 1 if per_text else max_batch

@@ -8,16 +8,14 @@ import triton_python_backend_utils as pb_utils
 
 from teleo_server.embedding import triton_backend as tb
 from teleo_server.embedding.models import DenseEncoder
-from teleo_server.embedding.repository import ModelFiles, dense_per_text
+from teleo_server.embedding.repository import ModelFiles
 from teleo_server.embedding.wire import decode_strings
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        root = tb.repository_root(args)
-        files = ModelFiles.in_dir(root)
-        self.encoder = DenseEncoder(files.dense_onnx, files.dense_tokenizer, per_text=dense_per_text(root),
-                                    **tb.encoder_options(args))
+        files = ModelFiles.in_dir(tb.repository_root(args))
+        self.encoder = DenseEncoder(files.dense_onnx, files.dense_tokenizer, **tb.encoder_options(args))
 
     def execute(self, requests):
         return tb.execute_isolated(pb_utils, requests, self._parse, self._run)
