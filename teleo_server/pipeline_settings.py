@@ -250,6 +250,10 @@ class PipelineSettings(BaseModel):
     # bench/results/tuning_candidates.json)
     max_candidates: int = Field(1_000, ge=1, le=100_000)
     hdc_candidates: int = Field(200, ge=0)      # E9 typo-robust candidates added to the pool
+    # stage work that needs no earlier stage (the dense ANN search) starts on a second thread when
+    # the retrieval starts and runs beside the stages before it (sparse recall); off: every stage's
+    # work in order on the retrieval's thread (pipeline/stages.py, ``Stage.prefetch``)
+    prefetch: bool = True
 
     # E1 dense
     dense_candidates: int = Field(300, ge=1)    # ANN neighbours over the whole corpus

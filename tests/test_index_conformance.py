@@ -10,6 +10,8 @@ the reference's score (NaN where a row has no signal).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -18,7 +20,8 @@ from teleo_server.compute.backend import cupy_status, ops
 from teleo_server.gpu import emulator
 from teleo_server.domain import AccessLevel, MemoryType
 from teleo_server.heads import SparseVector
-from teleo_server.index.base import Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, every_score, make_backend, reach, reached
+from teleo_server.index.base import (Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, every_score, make_backend,
+                                     reach, reached, runs_beside)
 from teleo_server.index.catalog import Catalog
 from teleo_server.query import Filters
 
@@ -166,6 +169,35 @@ def test_backend_matches_the_exact_reference_under_every_filter(name):
             assert reach(backend, query) >= rows.size, f"{name} reach() is below the rows reached"
     if not info.exact:
         assert np.mean(recalls) >= 0.9, f"{name} recall@k {np.mean(recalls):.3f}"
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_search_said_to_run_beside_others_answers_the_same_from_several_threads_at_once(name):
+    """A backend whose search ``runs_beside`` other work is searched from a second thread while the
+    retrieval's own thread goes on (it may search the same index too): answers must not change."""
+    info = backends()[name]
+    rng = np.random.default_rng(hash(info.kind) % 2**32)
+    data = _data(info.kind, rng)
+    backend = _build(name, data)
+    queries = _queries(info.kind, np.random.default_rng(2), data)
+    claimed = []
+    for fname, mask in _filters(np.random.default_rng(1)).items():
+        f = None if mask is None else Bitmask(mask)
+        if not runs_beside(backend, f):
+            continue
+        claimed.append(fname)
+        alone = [backend.search(q, 10, f) for q in queries]
+        with ThreadPoolExecutor(4) as pool:
+            together = list(pool.map(lambda q: backend.search(q, 10, f), queries * 4))
+        for (ids_a, s_a), (ids_b, s_b) in zip(alone * 4, together):
+            np.testing.assert_array_equal(ids_a, ids_b, err_msg=f"{name} {fname}")
+            np.testing.assert_array_equal(s_a, s_b, err_msg=f"{name} {fname}")
+    # the in-process backends: only the HNSW graph search runs outside the interpreter lock (it
+    # does wherever the filter leaves rows to search); an exact NumPy scan, SpMV or MaxSim never
+    if name == "dense.hnsw":
+        assert claimed == ["none", "half", "one_percent", "one_row", "short_mask"]
+    elif name in ("dense.numpy", "sparse.numpy", "tokens.numpy"):
+        assert claimed == []
 
 
 def test_every_kind_has_an_exact_reference_backend():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -308,3 +310,47 @@ def test_found_sets_read_each_row_in_space_order_past_the_width_of_one_int_too()
         got = _found_sets(names, found)
         assert got == [tuple(n for n, f in zip(names, row) if f) for row in found.tolist()]
     assert _found_sets([], np.zeros((3, 0), bool)) == [(), (), ()]
+
+
+def _search_threads(monkeypatch, r) -> list[int]:
+    """Record the thread of every search of the retriever's dense space."""
+    space = r.spaces["E1_semantic"]
+    seen: list[int] = []
+    original = space.search
+
+    def search(*args, **kwargs):
+        seen.append(threading.get_ident())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(space, "search", search)
+    return seen
+
+
+def test_an_hnsw_search_runs_beside_sparse_recall_and_finds_what_it_finds_in_order(monkeypatch):
+    graph = {"spaces": {"E1_semantic": {"exact_threshold": 100}}}
+    r_beside, items = _retriever(**graph)
+    r_in_order, _ = _retriever(prefetch=False, **graph)
+    beside, in_order = _search_threads(monkeypatch, r_beside), _search_threads(monkeypatch, r_in_order)
+    for i in (3, 7, 11):
+        q = _query(items, i, top_k=10, profile="hybrid")
+        reports_a, hits_a, _ = _run(r_beside, q)
+        reports_b, hits_b, _ = _run(r_in_order, q)
+        assert [(h.memory.id, h.score) for h in hits_a] == [(h.memory.id, h.score) for h in hits_b]
+        for reports in (reports_a, reports_b):
+            assert "index=hnsw" in next(s for s in reports if s.stage == "dense").detail
+    me = threading.get_ident()
+    assert len(beside) == len(in_order) == 3
+    assert all(t != me for t in beside)  # on a second thread, started before sparse recall ran
+    assert all(t == me for t in in_order)
+
+
+def test_an_exact_scan_and_a_disabled_dense_stage_start_nothing_beside(monkeypatch):
+    r, items = _retriever()  # 300 rows: an exact scan, which would slow the stage beside it
+    seen = _search_threads(monkeypatch, r)
+    _, hits, _ = _run(r, _query(items, 7, top_k=5, profile="hybrid"))
+    assert hits[0].memory.id == "m7" and seen == [threading.get_ident()]
+    r_graph, items = _retriever(spaces={"E1_semantic": {"exact_threshold": 100}})
+    seen = _search_threads(monkeypatch, r_graph)
+    reports, _, _ = _run(r_graph, _query(items, 7, top_k=5, profile="hybrid",
+                                         overrides=Overrides(disable_stages=("dense",))))
+    assert seen == [] and next(s for s in reports if s.stage == "dense").skipped

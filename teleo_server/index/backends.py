@@ -47,6 +47,11 @@ class DenseBackend:
         mask = None if filter is None else filter.bits(self.index.n)
         return self.index.search(self.ops, query.vector, k, mask, dim=query.dim)
 
+    def runs_beside(self, filter: RowFilter | None = None) -> bool:
+        """A search that goes through the HNSW graph runs outside the interpreter lock; an exact
+        scan does not (``index.base.runs_beside``)."""
+        return self.index.searches_graph(None if filter is None else filter.bits(self.index.n))
+
     def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         out = self.index.score(ids, query.vector).astype(np.float32)

@@ -214,6 +214,17 @@ def reach(index: VectorIndex, query: Any) -> int:
     return int(own(query)) if own is not None else index.n
 
 
+def runs_beside(index: VectorIndex, filter: RowFilter | None = None) -> bool:
+    """Whether a search of ``index`` under ``filter`` spends its time outside the Python
+    interpreter in one call (a compiled graph search, a device, a remote service), so that it pays
+    to run it on a second thread beside other work: the backend's own ``runs_beside(filter)``,
+    else False. A search of many short array operations, each taking the interpreter lock back,
+    slows the thread beside it more than it gains (an exact NumPy scan of 10,000 rows beside
+    sparse recall: 3.4 ms a query against 2.6 in order)."""
+    own = getattr(index, "runs_beside", None)
+    return bool(own(filter)) if own is not None else False
+
+
 @dataclass(frozen=True, slots=True)
 class BackendInfo:
     name: str
@@ -282,4 +293,5 @@ __all__ = [
     "reached",
     "register_backend",
     "render",
+    "runs_beside",
 ]

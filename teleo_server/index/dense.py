@@ -131,6 +131,14 @@ class DenseIndex:
     def uses_hnsw(self) -> bool:
         return self._hnsw is not None
 
+    def searches_graph(self, mask: np.ndarray | None = None) -> bool:
+        """Whether :meth:`search` under ``mask`` goes through the HNSW graph (one compiled call that
+        runs outside the interpreter lock) rather than an exact scan."""
+        if self._hnsw is None:
+            return False
+        live = self.alive[: self.n] if mask is None else (mask[: self.n] & self.alive[: self.n])
+        return int(np.count_nonzero(live)) >= self.exact_threshold
+
     def add(self, vectors: np.ndarray) -> np.ndarray:
         """Append float32 (B, dim) L2-normalised rows; returns their row ids int64 (B,)."""
         vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
@@ -253,7 +261,7 @@ class DenseIndex:
             self.last_scan = ("exact", self.dim)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         query = np.asarray(query, dtype=np.float32)
-        if self._hnsw is not None and int(live.sum()) >= self.exact_threshold:
+        if self._hnsw is not None and int(np.count_nonzero(live)) >= self.exact_threshold:
             try:
                 found = self._search_hnsw(query, k, live)
                 self.last_scan = ("hnsw", self.dim)

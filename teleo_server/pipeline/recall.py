@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from teleo_server.compute.sets import distinct, group_max, member
@@ -136,22 +138,56 @@ def keywords(state: State) -> str:
     return f"keywords={len(words)} known={searched}: " + " ".join(words[:12])
 
 
-@stage("dense")
+def _dense_search(state: State) -> Callable[[], tuple[np.ndarray, tuple[str, int]]] | None:
+    """The dense stage's ANN search over the whole corpus as a call (None without a query vector):
+    it reads the query vector, the caller's mask and recall settings no stage changes. The call
+    returns the rows found and how the search went (HNSW or an exact pass, at which dimension)."""
+    name = state.role("dense")
+    q = state.feature(name)
+    if name is None or q is None:
+        return None
+    space, cfg = state.spaces[name], state.cfg
+    dim = space.dimension(cfg.dense_dimension or None)
+    k = state.arm(cfg.dense_candidates)
+    index = space.index
+    assert index is not None
+
+    def search() -> tuple[np.ndarray, tuple[str, int]]:
+        rows, _ = space.search(state.ctx, q, k, dim=dim)
+        return rows, index.last_scan
+
+    return search
+
+
+def _dense_prefetch(state: State) -> Callable[[], tuple[np.ndarray, tuple[str, int]]] | None:
+    """The search, to run while the stages before ``dense`` do, where it spends its time outside
+    the interpreter lock (HNSW; an exact NumPy scan would slow the stages beside it more than it
+    saves)."""
+    name = state.role("dense")
+    if name is None or state.feature(name) is None or not state.spaces[name].search_runs_beside(state.ctx):
+        return None
+    return _dense_search(state)
+
+
+@stage("dense", prefetch=_dense_prefetch)
 def dense(state: State) -> str:
     """Dense ANN over the whole corpus joins the sparse candidates; every candidate then gets its
-    exact full-dimension cosine (best chunk)."""
+    exact full-dimension cosine (best chunk). An HNSW search starts with the retrieval, beside the
+    stages before this one, unless ``prefetch`` is off."""
     name = state.role("dense")
     q = state.feature(name)
     if name is None or q is None:
         state.notes.append("dense unavailable")
         return "skipped: no query vector"
-    space, cfg = state.spaces[name], state.cfg
-    dim = space.dimension(cfg.dense_dimension or None)
-    k = state.arm(cfg.dense_candidates)
-    rows, _ = space.search(state.ctx, q, k, dim=dim)
+    found_rows = state.prefetched("dense")
+    if found_rows is None:
+        search = _dense_search(state)
+        assert search is not None
+        found_rows = search()
+    rows, (kind, dim) = found_rows
+    space = state.spaces[name]
     index = space.index
     assert index is not None
-    kind, dim = index.last_scan  # how the search went: HNSW, or an exact pass at this dimension
     c = state.cands
     pos = c.extend(rows)
     scores, chunk = space.score_with_chunks(q, c.rows)

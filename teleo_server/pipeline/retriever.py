@@ -28,7 +28,7 @@ from teleo_server.pipeline import profiles
 from teleo_server.pipeline.fusion import no_fusion, ranks
 from teleo_server.pipeline.ops import resolve_ops
 from teleo_server.pipeline.relevance import relevance
-from teleo_server.pipeline.resilience import Breakers
+from teleo_server.pipeline.resilience import Breakers, pool
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import State, matrix_weights, resolve_config
@@ -385,6 +385,17 @@ class TeleologicalRetriever:
     def _run_stages(self, state: State, stage_list: list, attempt: int) -> Iterator[StageReport]:
         disabled = set(state.ctx.query.overrides.disable_stages)
         prefix = f"attempt {attempt}: " if attempt > 1 else ""
+        if state.cfg.prefetch:
+            # a stage's work that needs no earlier stage runs beside the stages before it (the
+            # first stage has nothing to run beside); the retriever waits for it like any
+            # background call before it lets a write touch the indexes
+            for st in stage_list[1:]:
+                if st.prefetch is not None and st.name not in disabled and st.name not in state.prefetches:
+                    call = st.prefetch(state)
+                    if call is not None:
+                        fut = pool().submit(call)
+                        state.prefetches[st.name] = fut
+                        state.background.append(fut)
         for st in stage_list:
             n_in = state.cands.size
             if st.name in disabled:

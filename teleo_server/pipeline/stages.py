@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from teleo_server.errors import InvalidArgument
 from teleo_server.pipeline.state import State
@@ -33,26 +34,33 @@ class Stage:
     run: does the stage's work; returns a one-line detail for the stage event ("skipped: ..." when
     it could not run). on_disabled: what a request's ``disable_stages`` leaves in its place (e.g. a
     content score when fusion is skipped). needs_score: the candidates must carry a score first.
+    prefetch: work of the stage that needs no earlier stage (the dense ANN search reads only the
+    query, its mask and settings no stage changes): given the state before any stage runs, it
+    returns a call (or None), which the retriever starts on a second thread so that it runs while
+    the stages before this one do (``PipelineSettings.prefetch``); ``run`` takes its result with
+    ``state.prefetched(name)``, None when nothing was started.
     """
 
     name: str
     run: Callable[[State], str]
     on_disabled: Callable[[State], None] | None = None
     needs_score: bool = False
+    prefetch: Callable[[State], Callable[[], Any] | None] | None = None
 
 
 _STAGES: dict[str, Stage] = {}
 _discovered = False
 
 
-def stage(name: str, *, on_disabled: Callable[[State], None] | None = None,
-          needs_score: bool = False) -> Callable[[Callable[[State], str]], Callable[[State], str]]:
+def stage(name: str, *, on_disabled: Callable[[State], None] | None = None, needs_score: bool = False,
+          prefetch: Callable[[State], Callable[[], Any] | None] | None = None,
+          ) -> Callable[[Callable[[State], str]], Callable[[State], str]]:
     """Register ``fn`` as the stage ``name``."""
 
     def register(fn: Callable[[State], str]) -> Callable[[State], str]:
         if not name or name in _STAGES:
             raise ValueError(f"stage name {name!r} is empty or registered twice")
-        _STAGES[name] = Stage(name, fn, on_disabled, needs_score)
+        _STAGES[name] = Stage(name, fn, on_disabled, needs_score, prefetch)
         return fn
 
     return register

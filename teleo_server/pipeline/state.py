@@ -204,6 +204,8 @@ class State:
     params: dict[str, Any] = field(default_factory=dict)  # the profile's stage parameters (single_space: "space")
     breakers: "Breakers | None" = None  # the retriever's circuit breakers (pipeline/resilience.py)
     background: list[Future] = field(default_factory=list)  # abandoned calls the retriever waits for
+    # stages' work started before the stages ran (``Stage.prefetch``), by stage name
+    prefetches: dict[str, Future] = field(default_factory=dict)
     # what the summary reports beyond the stage events: route, skip_reason, conflicts, ...
     report: dict[str, Any] = field(default_factory=dict)
 
@@ -211,6 +213,12 @@ class State:
         """How many candidates a recall arm with this cap fetches (``candidate_multiplier``)."""
         m = self.cfg.candidate_multiplier
         return min(cap, self.top_k * m) if m > 0 else cap
+
+    def prefetched(self, stage: str) -> Any | None:
+        """The result of the work ``stage`` had started before the stages ran (waiting for it; its
+        exception raised here), or None when none was started."""
+        fut = self.prefetches.pop(stage, None)
+        return None if fut is None else fut.result()
 
     def role(self, role: str) -> str | None:
         """The space playing ``role`` (``PipelineSettings.roles``), or None if there is none."""

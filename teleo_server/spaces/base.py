@@ -131,6 +131,11 @@ class Space:
         """Scores float32 (len(rows),) of memory ``rows`` for the query."""
         return np.full(rows.size, np.nan, dtype=np.float32)
 
+    def search_runs_beside(self, ctx: QueryContext) -> bool:
+        """Whether :meth:`search` for this caller spends its time outside the interpreter lock (a
+        compiled index, a device), so that a stage may run it on a second thread beside others."""
+        return False
+
     def search_then_score(self, ctx: QueryContext, feats: Any, k: int) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
         """``search``'s top-``k`` rows, and a function that gives ``score`` of any rows for the same
         query: a space that computes its scores once per query (its postings' reach) reuses them

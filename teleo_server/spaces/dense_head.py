@@ -14,7 +14,7 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.index.backends import DenseBackend
-from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, runs_beside
 from teleo_server.index.dense import DenseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
@@ -101,6 +101,11 @@ class DenseHeadSpace(Space):
             return None
         q = np.asarray(v, dtype=np.float32)
         return q if q.shape[0] == self.index.dim else None
+
+    def search_runs_beside(self, ctx: QueryContext) -> bool:
+        """Whether the backend's search under this caller's mask runs outside the interpreter lock
+        (``index.base.runs_beside``: HNSW does, an exact scan does not)."""
+        return self.backend is not None and runs_beside(self.backend, Bitmask(ctx.visible_chunks()))
 
     def search(self, ctx: QueryContext, feats: Any, k: int, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top memory rows by best-chunk cosine; the chunk search over-fetches to cover folding."""
