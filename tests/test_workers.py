@@ -77,3 +77,24 @@ def test_the_setting_reaches_the_embedding_worker(tmp_path):
 
     embedder = make_embedder(EmbeddingSettings(worker_nice=3, cache_dir=None, model_dir=tmp_path))
     assert embedder._nice == 3  # the thread is created at start(), from this value
+
+
+def test_work_handed_off_beside_a_thread_runs_at_that_threads_priority():
+    from teleo_server.workers import beside_pool
+
+    def hand_off(steps: int) -> tuple[int, int]:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, _nice() + steps))
+        return _nice(), beside_pool().submit(_nice).result()
+
+    base = _nice()
+    for steps in (0, 3, 7):  # a fresh thread per caller priority: nice cannot be lowered again
+        out: list[tuple[int, int]] = []
+        t = threading.Thread(target=lambda: out.append(hand_off(steps)))
+        t.start()
+        t.join()
+        caller, worker = out[0]
+        assert caller == min(19, base + steps) and worker == caller
+    # the retrieval's strategies and prefetched searches use these threads
+    from teleo_server.pipeline.resilience import pool
+
+    assert pool() is beside_pool()

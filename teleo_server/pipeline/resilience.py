@@ -6,7 +6,7 @@ it (a degraded answer, said so in the summary). After ``reset_s`` it lets one ca
 (*half-open*): a success closes it, a failure opens it again. Breakers belong to one retriever, so
 their state is the server's: ``Breakers.states`` feeds the health report and the metrics.
 
-Strategies run on a small pool of their own threads with a time limit each. A call past its limit
+Strategies run on a small pool of threads at the retrieval's own priority, with a time limit each. A call past its limit
 is abandoned, not interrupted (Python threads cannot be): the pipeline goes on without it, and the
 retriever waits for it before it releases the indexes (``State.background``), so an abandoned call
 never reads an index while a write changes it.
@@ -22,7 +22,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from teleo_server.workers import lower_priority
+from teleo_server.workers import beside_pool
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
@@ -94,17 +94,12 @@ class Breakers:
             return [self._by_name[n] for n in sorted(self._by_name)]
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
 def pool() -> ThreadPoolExecutor:
-    """The strategies' threads (shared by every retriever of the process)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(4, thread_name_prefix="teleo-strategy", initializer=lower_priority)
-        return _POOL
+    """The strategies' threads (shared by every retriever of the process), at the priority of the
+    thread that runs the retrieval (``workers.beside_pool``). They used to be made once, niced
+    10 below whichever thread first asked: below the server's index worker, itself niced, so a
+    loaded machine served the strategies last."""
+    return beside_pool()
 
 
 @dataclass(slots=True)
