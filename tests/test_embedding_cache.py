@@ -184,12 +184,12 @@ def test_a_call_returns_before_its_vectors_reach_the_cache_and_lookups_stay_in_o
     async def run():
         await embedder.start()
         try:
-            (got,) = await asyncio.wait_for(embedder.embed(["which region is staging in"], TextRole.QUERY), 20)
+            (got,) = await asyncio.wait_for(embedder.embed(["staging runs in eu-west-1"], TextRole.DOCUMENT), 20)
             pending = embedder.pending_writes
-            on_disk = EmbeddingCache(tmp_path).get_many(got.model_version, TextRole.QUERY, ["which region is staging in"])
+            on_disk = EmbeddingCache(tmp_path).get_many(got.model_version, TextRole.DOCUMENT, ["staging runs in eu-west-1"])
             cache.gate.set()
             # queued behind the write, so the lookup finds it: no second embedding
-            (again,) = await embedder.embed(["which region is staging in"], TextRole.QUERY)
+            (again,) = await embedder.embed(["staging runs in eu-west-1"], TextRole.DOCUMENT)
             last = await embedder.embed(["written by the time close returns"], TextRole.DOCUMENT)
             return got, again, last[0], pending, on_disk
         finally:
@@ -220,3 +220,31 @@ def test_past_the_pending_limit_a_call_waits_for_its_write(tmp_path: Path):
     got, pending, (stored,) = asyncio.run(run())
     assert pending == 0 and stored is not None
     _assert_same(stored, got)
+
+
+@needs_models
+def test_queries_are_kept_in_memory_only_and_the_oldest_leave_first(tmp_path: Path):
+    counting = _Counting(InProcessEmbedder(MODEL_DIR, threads=1))
+    embedder = CachedEmbedder(counting, EmbeddingCache(tmp_path), query_entries=2)
+
+    async def run():
+        await embedder.start()
+        try:
+            first = await embedder.embed(["which region is staging in", "who owns billing"], TextRole.QUERY)
+            again = await embedder.embed(["which region is staging in"], TextRole.QUERY)  # now the newest
+            await embedder.embed(["when is the launch"], TextRole.QUERY)  # "who owns billing" leaves
+            last = await embedder.embed(["who owns billing", "which region is staging in"], TextRole.QUERY)
+            return first, again, last, embedder.pending_writes
+        finally:
+            await embedder.close()
+
+    first, again, last, pending = asyncio.run(run())
+    assert counting.seen == ["which region is staging in", "who owns billing", "when is the launch", "who owns billing"]
+    _assert_same(first[0], again[0])
+    _assert_same(first[0], last[1])
+    _assert_same(first[1], last[0])  # embedded again: the same vectors
+    assert (embedder.hits, embedder.misses, pending) == (2, 4, 0)
+    # nothing went to disk: a restart embeds queries afresh, and the file holds documents only
+    version = first[0].model_version
+    assert EmbeddingCache(tmp_path).get_many(version, TextRole.QUERY, ["which region is staging in"]) == [None]
+    assert len(EmbeddingCache(tmp_path)) == 0

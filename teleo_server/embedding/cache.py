@@ -1,4 +1,5 @@
-"""An on-disk embedding cache, so re-ingesting a text or re-running a benchmark never re-embeds.
+"""An on-disk embedding cache, so re-ingesting a text or re-running a benchmark never re-embeds
+(documents; recent queries are kept in memory, see :class:`CachedEmbedder`).
 
 One SQLite file (``<cache_dir>/embeddings.sqlite3``, WAL mode, safe across processes), keyed by
 ``(model_version, role, sha256(text))``. The model version names the weights, pooling code,
@@ -13,6 +14,7 @@ import hashlib
 import io
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
@@ -148,22 +150,29 @@ class EmbeddingCache:
 class CachedEmbedder:
     """An Embedder that answers from an :class:`EmbeddingCache` first and embeds only misses.
 
-    The cache is read and written on one thread of its own (``nice`` steps below the event loop,
-    as the embedding worker runs), in the order of the calls, so a lookup always sees the writes
-    of the calls before it. A call returns its vectors as soon as they are made; their write to
-    the cache follows on that thread (a query's embedding step 0.6-1.0 ms shorter on a 2-core
-    CPU). Past ``max_pending_writes`` queued writes a call waits for its own, so a bulk load never
-    queues more than that; :meth:`close` waits for every write.
+    Documents: the cache is read and written on one thread of its own (``nice`` steps below the
+    event loop, as the embedding worker runs), in the order of the calls, so a lookup always sees
+    the writes of the calls before it. A call returns its vectors as soon as they are made; their
+    write to the cache follows on that thread. Past ``max_pending_writes`` queued writes a call
+    waits for its own, so a bulk load never queues more than that; :meth:`close` waits for every
+    write.
+
+    Queries never touch the disk: the last ``query_entries`` distinct queries are kept in memory
+    (least recently used out first). A query is embedded in a few milliseconds and is seldom
+    asked twice word for word, while a lookup and a write on disk for each took a retrieval about
+    1 ms longer end to end through the server (2-core CPU: the write runs beside the pipeline).
     """
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache, max_pending_writes: int = 32,
-                 nice: int = DEFAULT_NICE) -> None:
+                 nice: int = DEFAULT_NICE, query_entries: int = 128) -> None:
         self.inner = inner
         self.nice = nice
         self.cache = cache
         self.hits = 0
         self.misses = 0
         self.max_pending_writes = max_pending_writes
+        self.query_entries = query_entries
+        self._queries: OrderedDict[tuple[str, str], EmbeddingSet] = OrderedDict()
         self._io: Executor | None = None
         self._writes: set[asyncio.Future] = set()
 
@@ -193,6 +202,8 @@ class CachedEmbedder:
 
     async def embed(self, texts: list[str], role: TextRole) -> list[EmbeddingSet]:
         check_texts(texts)
+        if role is TextRole.QUERY:
+            return await self._embed_queries(texts)
         version = self.inner.model_version
         cached = await self._on_io(self.cache.get_many, version, role, texts)
         missing = list(dict.fromkeys(t for t, c in zip(texts, cached) if c is None))
@@ -207,6 +218,29 @@ class CachedEmbedder:
                 await asyncio.shield(write)
             cached = [c if c is not None else fresh[t] for t, c in zip(texts, cached)]
         return [c for c in cached if c is not None]
+
+    async def _embed_queries(self, texts: list[str]) -> list[EmbeddingSet]:
+        """Queries from the in-memory entries, the rest embedded and kept (nothing on disk)."""
+        version = self.inner.model_version
+        known = self._queries
+        got: dict[str, EmbeddingSet] = {}
+        for t in dict.fromkeys(texts):
+            hit = known.get((version, t))
+            if hit is not None:
+                known.move_to_end((version, t))
+                got[t] = hit
+        self.hits += sum(t in got for t in texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in got]
+        self.misses += len(missing)
+        if missing:
+            fresh = await self.inner.embed(missing, TextRole.QUERY)
+            for t, emb in zip(missing, fresh):
+                got[t] = emb
+                if self.query_entries > 0:
+                    known[(emb.model_version, t)] = emb
+            while len(known) > self.query_entries:
+                known.popitem(last=False)
+        return [got[t] for t in texts]
 
     def _written(self, write: asyncio.Future) -> None:
         self._writes.discard(write)

@@ -35,7 +35,8 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     log.info("embedder.configured", backend=embedder.description,
              cache=str(settings.cache_dir) if settings.cache_dir else None)
     if settings.cache_dir is not None:
-        embedder = CachedEmbedder(embedder, EmbeddingCache(settings.cache_dir), nice=settings.worker_nice)
+        embedder = CachedEmbedder(embedder, EmbeddingCache(settings.cache_dir), nice=settings.worker_nice,
+                                  query_entries=settings.query_cache_entries)
     return embedder
 
 

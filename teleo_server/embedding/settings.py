@@ -29,6 +29,8 @@ class EmbeddingSettings(BaseModel):
     triton_model: str = "teleo_embed"
     model_dir: Path | None = None              # None: triton_models/ at the project root
     cache_dir: Path | None = Field(default_factory=default_cache_dir)  # None: no cache
+    # queries kept in memory by the cache (documents go to disk; queries never do); 0: none kept
+    query_cache_entries: int = Field(128, ge=0, le=100_000)
     chunk_tokens: int = Field(MAX_CHUNK_TOKENS, ge=8, le=MAX_CHUNK_TOKENS)
     chunk_overlap: int = Field(32, ge=0)
     query_max_terms: int = Field(64, ge=1)
