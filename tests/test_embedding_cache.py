@@ -248,3 +248,13 @@ def test_queries_are_kept_in_memory_only_and_the_oldest_leave_first(tmp_path: Pa
     version = first[0].model_version
     assert EmbeddingCache(tmp_path).get_many(version, TextRole.QUERY, ["which region is staging in"]) == [None]
     assert len(EmbeddingCache(tmp_path)) == 0
+
+
+def test_the_query_cache_size_setting_reaches_the_cache(tmp_path: Path):
+    from teleo_server.embedding.factory import make_embedder
+    from teleo_server.embedding.settings import EmbeddingSettings
+
+    embedder = make_embedder(EmbeddingSettings(cache_dir=tmp_path, query_cache_entries=5))
+    assert isinstance(embedder, CachedEmbedder) and embedder.query_entries == 5
+    embedder.cache.close()
+    assert not isinstance(make_embedder(EmbeddingSettings(cache_dir=None)), CachedEmbedder)
