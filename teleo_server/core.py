@@ -54,6 +54,8 @@ _WARM_UP_PRINCIPAL = Principal(agent_id="teleo-warm-up", token_id="", read_names
                                default_namespace="")
 
 _DONE = object()
+# retrieval usage counters are written together at most this long after the retrieval
+USAGE_FLUSH_SECONDS = 0.5
 
 
 @dataclass(slots=True)
@@ -168,6 +170,10 @@ class MemoryCore:
         self.admission = admission or Admission()
         self.embedder_ready = False
         self._background: set[asyncio.Task] = set()
+        # ids returned by retrievals whose usage counters are not written yet (``_count_retrieved``)
+        self._retrieved: list[str] = []
+        self._usage_flush: asyncio.Future | None = None
+        self._flush_now: asyncio.Event | None = None  # set to write them at once (close)
         # writes that read a memory and write it back, and its index entry after it, one at a time
         # per memory (keyed_locks.py)
         self.locks = KeyedLocks()
@@ -768,20 +774,42 @@ class MemoryCore:
             yield RetrieveDone(outcome, embed_ms, (time.perf_counter() - t0) * 1e3 + embed_ms, len(returned))
         finally:
             cancelled.set()
-            if unservable or returned:
-                # bookkeeping is off the read path: a failing write (full disk, lock) never fails a read
-                self._finish(self._after_retrieve(unservable, returned))
+            # bookkeeping is off the read path: a failing write (full disk, lock) never fails a read
+            if unservable:
+                self._finish(self._quarantine(unservable))
+            if returned:
+                self._count_retrieved(returned)
             await asyncio.shield(fut)
 
-    async def _after_retrieve(self, unservable: list[tuple[str, str]], returned: list[str]) -> None:
+    async def _quarantine(self, unservable: list[tuple[str, str]]) -> None:
         try:
             for memory_id, reason in unservable:
                 await self._on_store(self.store.quarantine, memory_id, reason)
                 await self._on_index(self._remove, [memory_id])
-            if returned:
-                await self._on_store(self.store.record_retrieved, returned)
-                # the indexed copies carry the counters results show: counted there the same way
-                await self._on_index(self.retriever.count_retrieved, returned)
+        except Exception as exc:
+            log.warning("retrieve.bookkeeping_failed", error=str(exc))
+
+    def _count_retrieved(self, ids: list[str]) -> None:
+        """Count a retrieval's results in their usage counters, with the others of the next
+        ``USAGE_FLUSH_SECONDS`` in one write: a transaction (and a sync to disk) per retrieval cost
+        every retrieval about 0.4 ms through the server on a 2-core CPU, and a loaded server a
+        hundred syncs a second. Counters are not acknowledged writes: a crash loses at most that
+        much of them; ``close`` writes what is pending."""
+        self._retrieved.extend(ids)
+        if self._usage_flush is None:
+            self._flush_now = asyncio.Event()
+            self._usage_flush = self._finish(self._flush_usage(self._flush_now))
+
+    async def _flush_usage(self, now: asyncio.Event) -> None:
+        try:
+            await asyncio.wait_for(now.wait(), USAGE_FLUSH_SECONDS)
+        except asyncio.TimeoutError:
+            pass
+        ids, self._retrieved, self._usage_flush = self._retrieved, [], None
+        try:
+            await self._on_store(self.store.record_retrieved, ids)
+            # the indexed copies carry the counters results show: counted there the same way
+            await self._on_index(self.retriever.count_retrieved, ids)
         except Exception as exc:
             log.warning("retrieve.bookkeeping_failed", error=str(exc))
 
@@ -865,6 +893,8 @@ class MemoryCore:
         return True
 
     async def close(self) -> None:
+        if self._flush_now is not None:
+            self._flush_now.set()  # usage counters pending are written now
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         await self.embedder.close()

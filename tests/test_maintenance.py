@@ -187,3 +187,53 @@ def test_a_bulk_load_gives_each_large_block_a_mapping_of_its_own_and_then_serves
     out = subprocess.run([sys.executable, "-c", _MAPPINGS_PROBE], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert out.stdout.split() == ["True", "False", "True", "False"], out.stdout + out.stderr
+
+
+def test_retrievals_are_counted_together_and_close_writes_what_is_pending(tmp_path):
+    """A retrieval's usage counters are not written one transaction a retrieval: those within
+    USAGE_FLUSH_SECONDS go in one, to the database and the index alike, and close() writes what
+    is still pending."""
+    import asyncio
+
+    from bench.harness import memories as syn
+    from teleo_server.core import USAGE_FLUSH_SECONDS, MemoryCore
+    from teleo_server.pipeline import PipelineSettings, make_retriever
+    from teleo_server.store.sqlite import SQLiteStore
+
+    r = make_retriever(PipelineSettings(), "numpy")
+    store = SQLiteStore(tmp_path / "t.db")
+    items = syn.corpus(3, dim=64, topics=2, seed=0, tokens=4)
+    for m, e in items:
+        r.add(m, e)
+        store.put(m, e)
+    a, b, c = (m.id for m, _ in items)
+    writes: list[list[str]] = []
+    record = store.record_retrieved
+    store.record_retrieved = lambda ids: writes.append(list(ids)) or record(ids)  # type: ignore[method-assign]
+    from teleo_server.embedding.inprocess import InProcessEmbedder
+    from teleo_server.embedding.repository import default_model_dir
+
+    # an embedder never started (close() closes it): these counts need no model
+    core = MemoryCore(store, embedder=InProcessEmbedder(default_model_dir()), retriever=r)
+
+    def counts() -> tuple[list[int], list[int]]:
+        stored = store.get([a, b, c])
+        return ([stored[i].retrieved_count for i in (a, b, c)],
+                [r.catalog.memory(r.catalog.row_of[i]).retrieved_count for i in (a, b, c)])
+
+    async def run():
+        for ids in ([a, b], [a], [c, a]):  # three retrievals in a row
+            core._count_retrieved(ids)
+        early = list(writes)
+        await asyncio.sleep(USAGE_FLUSH_SECONDS + 0.5)
+        after_wait = counts()
+        core._count_retrieved([b])
+        await core.close()  # at once, not after the flush delay
+        return early, after_wait
+
+    early, after_wait = asyncio.run(run())
+    assert early == []
+    assert writes == [[a, b, a, c, a], [b]]
+    assert after_wait == ([3, 1, 1], [3, 1, 1])
+    stored = SQLiteStore(tmp_path / "t.db").get([a, b, c])
+    assert [stored[i].retrieved_count for i in (a, b, c)] == [3, 2, 1]
