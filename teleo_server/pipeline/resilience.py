@@ -6,10 +6,10 @@ it (a degraded answer, said so in the summary). After ``reset_s`` it lets one ca
 (*half-open*): a success closes it, a failure opens it again. Breakers belong to one retriever, so
 their state is the server's: ``Breakers.states`` feeds the health report and the metrics.
 
-Strategies run on a small pool of threads at the retrieval's own priority, with a time limit each. A call past its limit
-is abandoned, not interrupted (Python threads cannot be): the pipeline goes on without it, and the
-retriever waits for it before it releases the indexes (``State.background``), so an abandoned call
-never reads an index while a write changes it.
+Strategies run on a small pool of threads at the retrieval's own priority, with a time limit
+each. A call past its limit is abandoned, not interrupted (Python threads cannot be): the pipeline
+goes on without it, and the retriever waits for it before it releases the indexes
+(``State.background``), so an abandoned call never reads an index while a write changes it.
 """
 
 from __future__ import annotations
