@@ -224,20 +224,19 @@ class CachedEmbedder:
         version = self.inner.model_version
         known = self._queries
         got: dict[str, EmbeddingSet] = {}
+        missing: list[str] = []
         for t in dict.fromkeys(texts):
             hit = known.get((version, t))
-            if hit is not None:
+            if hit is None:
+                missing.append(t)
+            else:
                 known.move_to_end((version, t))
                 got[t] = hit
         self.hits += sum(t in got for t in texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in got]
         self.misses += len(missing)
         if missing:
-            fresh = await self.inner.embed(missing, TextRole.QUERY)
-            for t, emb in zip(missing, fresh):
-                got[t] = emb
-                if self.query_entries > 0:
-                    known[(emb.model_version, t)] = emb
+            for t, emb in zip(missing, await self.inner.embed(missing, TextRole.QUERY)):
+                got[t] = known[(version, t)] = emb
             while len(known) > self.query_entries:
                 known.popitem(last=False)
         return [got[t] for t in texts]

@@ -134,10 +134,15 @@ class DenseIndex:
     def searches_graph(self, mask: np.ndarray | None = None) -> bool:
         """Whether :meth:`search` under ``mask`` goes through the HNSW graph (one compiled call that
         runs outside the interpreter lock) rather than an exact scan."""
-        if self._hnsw is None:
-            return False
-        live = self.alive[: self.n] if mask is None else (mask[: self.n] & self.alive[: self.n])
-        return int(np.count_nonzero(live)) >= self.exact_threshold
+        return self._graph_for(self._live(mask))
+
+    def _live(self, mask: np.ndarray | None) -> np.ndarray:
+        """bool (n,): the rows a search under ``mask`` may return (removed rows never)."""
+        return self.alive[: self.n] if mask is None else (mask[: self.n] & self.alive[: self.n])
+
+    def _graph_for(self, live: np.ndarray) -> bool:
+        """HNSW past ``exact_threshold`` searchable rows, an exact scan below."""
+        return self._hnsw is not None and int(np.count_nonzero(live)) >= self.exact_threshold
 
     def add(self, vectors: np.ndarray) -> np.ndarray:
         """Append float32 (B, dim) L2-normalised rows; returns their row ids int64 (B,)."""
@@ -255,13 +260,13 @@ class DenseIndex:
         -------
         rows int64 (<=k,), scores float32 (<=k,) at full dimension, best first.
         """
-        live = self.alive[: self.n] if mask is None else (mask[: self.n] & self.alive[: self.n])
+        live = self._live(mask)
         k = min(k, self.n)
         if k <= 0:
             self.last_scan = ("exact", self.dim)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         query = np.asarray(query, dtype=np.float32)
-        if self._hnsw is not None and int(np.count_nonzero(live)) >= self.exact_threshold:
+        if self._graph_for(live):
             try:
                 found = self._search_hnsw(query, k, live)
                 self.last_scan = ("hnsw", self.dim)

@@ -163,10 +163,10 @@ def _dense_prefetch(state: State) -> Callable[[], tuple[np.ndarray, tuple[str, i
     """The search, to run while the stages before ``dense`` do, where it spends its time outside
     the interpreter lock (HNSW; an exact NumPy scan would slow the stages beside it more than it
     saves)."""
-    name = state.role("dense")
-    if name is None or state.feature(name) is None or not state.spaces[name].search_runs_beside(state.ctx):
+    search = _dense_search(state)
+    if search is None or not state.spaces[str(state.role("dense"))].search_runs_beside(state.ctx):
         return None
-    return _dense_search(state)
+    return search
 
 
 @stage("dense", prefetch=_dense_prefetch)

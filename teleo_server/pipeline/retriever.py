@@ -28,7 +28,7 @@ from teleo_server.pipeline import profiles
 from teleo_server.pipeline.fusion import no_fusion, ranks
 from teleo_server.pipeline.ops import resolve_ops
 from teleo_server.pipeline.relevance import relevance
-from teleo_server.pipeline.resilience import Breakers, pool
+from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.pipeline.stages import get_stage
 from teleo_server.pipeline.state import State, matrix_weights, resolve_config
@@ -37,6 +37,7 @@ from teleo_server.pipeline.types import (Breakdown, EntryPoint, Hit, MemoryPurpo
                                          StageReport, UpdateHint)
 from teleo_server.spaces.base import QueryContext
 from teleo_server.spaces.registry import build_spaces
+from teleo_server.workers import beside_pool
 
 log = structlog.get_logger(__name__)
 
@@ -393,7 +394,7 @@ class TeleologicalRetriever:
                 if st.prefetch is not None and st.name not in disabled and st.name not in state.prefetches:
                     call = st.prefetch(state)
                     if call is not None:
-                        fut = pool().submit(call)
+                        fut = beside_pool().submit(call)
                         state.prefetches[st.name] = fut
                         state.background.append(fut)
         for st in stage_list:
