@@ -102,6 +102,55 @@ def test_hnsw_above_threshold_finds_neighbours_and_honours_deletes_and_masks():
     assert idx.last_scan == ("hnsw", 32)
 
 
+def test_unfiltered_searches_take_the_graph_earlier_than_filtered_ones():
+    x = _data(1200, 32, seed=6)
+    idx = DenseIndex(32, exact_threshold=5000, hnsw_ef_search=128, unfiltered_threshold=1000)
+    idx.add(x[:900])
+    assert not idx.uses_hnsw  # below both thresholds: no graph is built
+    idx.add(x[900:])
+    assert idx.uses_hnsw and idx.n_alive == 1200
+    rows, _ = idx.search(OPS, x[7], 5)
+    assert idx.last_scan == ("hnsw", 32) and rows[0] == 7 and idx.searches_graph()
+    everything = np.ones(1200, dtype=bool)
+    idx.search(OPS, x[7], 5, everything)  # a mask that keeps every row is no filter
+    assert idx.last_scan == ("hnsw", 32) and idx.searches_graph(everything)
+    some = everything.copy()
+    some[::7] = False
+    rows, _ = idx.search(OPS, x[8], 5, some)  # a filter: exact below exact_threshold
+    assert idx.last_scan == ("exact", 32) and not idx.searches_graph(some)
+    truth = np.flatnonzero(some)[np.argsort(-(x[some] @ x[8]))[:5]]
+    np.testing.assert_array_equal(rows, truth)
+    # removing rows (twice over, and the same row twice) leaves the count of rows left exact
+    idx.remove(np.array([3, 3, 4]))
+    idx.remove(np.array([4]))
+    assert idx.n_alive == 1198
+    idx.search(OPS, x[9], 5)
+    assert idx.last_scan == ("hnsw", 32)  # every row left may be returned: still unfiltered
+    idx.remove(np.arange(10, 210))  # 998 rows left: under the unfiltered threshold
+    rows, _ = idx.search(OPS, x[9], 5)
+    assert idx.last_scan == ("exact", 32) and not set(rows.tolist()) & set(range(10, 210))
+    idx.compact(np.flatnonzero(idx.alive[: idx.n]))
+    assert idx.n == idx.n_alive == 998 and not idx.uses_hnsw
+    # without the second threshold, filtered or not, the graph waits for exact_threshold
+    plain = DenseIndex(32, exact_threshold=5000)
+    plain.add(x)
+    assert not plain.uses_hnsw and plain.unfiltered_threshold == 5000
+
+
+def test_the_semantic_space_takes_the_graph_for_unfiltered_searches_on_the_host_only():
+    from teleo_server.index.catalog import Catalog
+    from teleo_server.pipeline_settings import PipelineSettings
+    from teleo_server.spaces.semantic import SemanticSpace
+
+    settings = PipelineSettings(spaces={"E1_semantic": {"unfiltered_threshold": 1000, "exact_threshold": 5000}})
+    space = SemanticSpace(settings, Catalog())
+    space.make_backend(32)
+    assert space.index is not None and space.index.unfiltered_threshold == 1000
+    space.ops = type("DeviceOps", (), {"name": "cupy"})()
+    space.make_backend(32)
+    assert space.index.unfiltered_threshold == 5000  # a device scans every row faster than a walk
+
+
 def test_candidate_scores_are_the_same_whether_gathered_or_from_one_full_pass():
     x = _data(400, 24, seed=3)
     idx = DenseIndex(24)

@@ -1,5 +1,10 @@
 """Dense vector index over chunk rows: exact below a size threshold, HNSW (hnswlib) above it.
 
+Two thresholds: a search that may return every stored row goes through the graph from
+``unfiltered_threshold`` rows, one whose mask leaves some out from ``exact_threshold`` rows (the
+graph holds every tenant's rows, and its walk passes through rows the mask removes, so a filtered
+search keeps the exact scan longer: its candidates then depend on nothing the caller cannot read).
+
 Vectors are L2-normalised, so inner product is cosine. Matryoshka truncation scans the first
 ``d`` dimensions of the full rows in place (a strided product) and divides by each row's prefix
 norm, kept per configured ``d`` (4 bytes a row, where a re-normalised copy would take ``4 d``);
@@ -59,7 +64,7 @@ class DenseIndex:
 
     def __init__(self, dim: int, truncations: tuple[int, ...] = (), exact_threshold: int = 50_000,
                  hnsw_m: int = 16, hnsw_ef_construction: int = 200, hnsw_ef_search: int = 256,
-                 oversample: int = 4, values: str = "float32") -> None:
+                 oversample: int = 4, values: str = "float32", unfiltered_threshold: int | None = None) -> None:
         self.dim = dim
         # the full-dimension rows: float32 (the exact reference), float16 (half the bytes; every
         # host scan widens them first) or int8 codes with a scale per row (a quarter)
@@ -68,6 +73,8 @@ class DenseIndex:
         self._scale = np.zeros(64 if self.quantized else 0, dtype=np.float32)
         self.truncations = tuple(d for d in truncations if d < dim)
         self.exact_threshold = exact_threshold
+        self.unfiltered_threshold = exact_threshold if unfiltered_threshold is None else min(unfiltered_threshold,
+                                                                                            exact_threshold)
         self._hnsw_params = (hnsw_m, hnsw_ef_construction, hnsw_ef_search)
         self.oversample = oversample
         self._m = np.zeros((64, dim), dtype=self.values)
@@ -82,6 +89,7 @@ class DenseIndex:
         # one assignment, for the dense stage's report
         self.last_scan: tuple[str, int] = ("exact", dim)
         self.alive = np.zeros(64, dtype=bool)
+        self.n_alive = 0  # rows not removed
         self._hnsw: Any = None
         self.adaptive_dim = dim
         self.recall_by_dim: dict[int, float] = {}
@@ -141,8 +149,12 @@ class DenseIndex:
         return self.alive[: self.n] if mask is None else (mask[: self.n] & self.alive[: self.n])
 
     def _graph_for(self, live: np.ndarray) -> bool:
-        """HNSW past ``exact_threshold`` searchable rows, an exact scan below."""
-        return self._hnsw is not None and int(np.count_nonzero(live)) >= self.exact_threshold
+        """HNSW past ``unfiltered_threshold`` searchable rows when the search may return every row
+        not removed, past ``exact_threshold`` when its mask leaves some out; an exact scan below."""
+        if self._hnsw is None:
+            return False
+        count = int(np.count_nonzero(live))
+        return count >= self.exact_threshold or (count >= self.unfiltered_threshold and count == self.n_alive)
 
     def add(self, vectors: np.ndarray) -> np.ndarray:
         """Append float32 (B, dim) L2-normalised rows; returns their row ids int64 (B,)."""
@@ -169,19 +181,23 @@ class DenseIndex:
         for d, t in self._pnorm.items():
             t[self.n : need] = np.linalg.norm(held[:, :d], axis=1)
         self.alive[self.n : need] = True
+        self.n_alive += b
         self.n = need
         if self._hnsw is not None:
             self._hnsw_add(rows)
-        elif self.n >= self.exact_threshold:
+        elif self.n >= self.unfiltered_threshold:
             self._build_hnsw()
         return rows
 
     def remove(self, rows: np.ndarray) -> None:
         self._memo = None
-        self.alive[rows] = False
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        gone = rows[self.alive[rows]]  # a row removed before (or named twice) is removed once
+        self.n_alive -= gone.size
+        self.alive[gone] = False
         if self._hnsw is not None:
-            for r in rows:
-                self._hnsw.mark_deleted(int(r))
+            for r in gone.tolist():
+                self._hnsw.mark_deleted(r)
 
     def compact(self, keep_rows: np.ndarray) -> None:
         """Keep ``keep_rows`` (sorted old row ids) as rows 0..len-1: the stored rows, their scales
@@ -196,9 +212,9 @@ class DenseIndex:
             self._scale = self._grow(self._scale[keep_rows], cap)
         self.alive = np.zeros(cap, dtype=bool)
         self.alive[:n] = True
-        self.n = n
+        self.n = self.n_alive = n
         self._hnsw = None
-        if n >= self.exact_threshold:
+        if n >= self.unfiltered_threshold:
             self._build_hnsw()
 
     def fit(self) -> None:

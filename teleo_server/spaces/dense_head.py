@@ -22,6 +22,9 @@ from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
 
 class DenseHeadSettings(SpaceSettings):
     exact_threshold: int = Field(50_000, ge=1)   # HNSW above this many live chunks searched, exact below
+    # HNSW from this many chunks for a search that may return every stored chunk (no filter, a
+    # caller who reads everything), on the host backend; a filtered search keeps exact_threshold
+    unfiltered_threshold: int = Field(10_000, ge=1)
     hnsw_m: int = Field(16, ge=2)
     hnsw_ef_construction: int = Field(200, ge=8)
     hnsw_ef_search: int = Field(256, ge=8)
@@ -64,8 +67,10 @@ class DenseHeadSpace(Space):
         s = self.config
         ops = self.ops or compute_ops("numpy")
         values = s.values if s.values != "auto" else ("int8" if ops.name == "numpy" else "float32")
+        # a device scans every row in microseconds: the graph only past exact_threshold there
+        unfiltered = s.unfiltered_threshold if ops.name == "numpy" else s.exact_threshold
         self.index = DenseIndex(dim, self.truncations(), s.exact_threshold, s.hnsw_m,
-                                s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample, values)
+                                s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample, values, unfiltered)
         return DenseBackend(dim, ops, index=self.index)
 
     def _ensure(self, dim: int) -> VectorIndex:
