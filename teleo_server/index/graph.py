@@ -103,7 +103,7 @@ class WalkSettings:
     hops: int = 3                # neighbourhood radius in memory steps (memory -> entity -> memory is one)
     hub_fraction: float = 0.05   # entities named by more than this share of readable memories are not crossed
     hub_min: int = 50            # ... nor by fewer than this many memories ever counted as hubs
-    max_nodes: int = 2_000       # neighbourhood budget (memories): rarer entities are crossed first, until it is spent
+    max_nodes: int = 500         # neighbourhood budget (memories): rarer entities are crossed first, until it is spent
 
 
 @dataclass(slots=True)
