@@ -88,8 +88,10 @@ async def _bursts(address: str, pid: int, token: str, streams: int, rounds: int,
         except grpc.aio.AioRpcError as exc:
             return exc.code().name
 
-    held = asyncio.ensure_future(one(-1, -1)) if hold else None  # the call that holds the one slot
-    await asyncio.sleep(0.5)
+    held = None
+    if hold:  # the call that holds the one slot, in place before the first burst
+        held = asyncio.ensure_future(one(-1, -1))
+        await asyncio.sleep(0.5)
     per_call, codes = [], Counter()
     for r in range(rounds):
         before = _cpu_seconds(pid)

@@ -24,6 +24,7 @@ reads (``compute.dense.quantized_scores``). An int8 row's values are within half
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -85,9 +86,9 @@ class DenseIndex:
         # full-dimension scores of every row for the last query vector seen (host backend): the
         # exact search and the candidates' scoring of one retrieval share one pass over the matrix
         self._memo: tuple[bytes, np.ndarray] | None = None
-        # how the last search found its rows: ("hnsw" | "exact", the dimension it first scanned at);
-        # one assignment, for the dense stage's report
-        self.last_scan: tuple[str, int] = ("exact", dim)
+        # how the last search of each thread found its rows (``last_scan``): a search started beside
+        # the stages of one retrieval and one of another retrieval never read each other's
+        self._scans = threading.local()
         self.alive = np.zeros(64, dtype=bool)
         self.n_alive = 0  # rows not removed
         self._hnsw: Any = None
@@ -134,6 +135,16 @@ class DenseIndex:
             v = base[: self.n]
             self._views[key] = v
         return v
+
+    @property
+    def last_scan(self) -> tuple[str, int]:
+        """How this thread's last search found its rows: ("hnsw" | "exact", the dimension it first
+        scanned at), for the dense stage's report."""
+        return getattr(self._scans, "last", ("exact", self.dim))
+
+    @last_scan.setter
+    def last_scan(self, scan: tuple[str, int]) -> None:
+        self._scans.last = scan
 
     @property
     def uses_hnsw(self) -> bool:
