@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     # first caller does not pay for the text analysers' tables (teleo_server/core.py: warm_up);
     # off starts a little sooner and leaves that cost to the first Store and Retrieve.
     warm_up: bool = True
+    # At a clean stop, write the in-memory indexes beside the database (``index.snapshot``) and read
+    # them back at the next start instead of rebuilding them from every memory (teleo_server/snapshot.py);
+    # off rebuilds at every start. Host (numpy) backend only.
+    index_snapshot: bool = True
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)

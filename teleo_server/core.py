@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
@@ -39,6 +40,7 @@ from teleo_server.pipeline.types import (EntryPoint, Filters, Hit, MemoryPurpose
                                          UpdateHint)
 from teleo_server.store.base import MemoryStore
 from teleo_server.result_cache import ResultCache
+from teleo_server import snapshot
 from teleo_server.workers import DEFAULT_NICE, worker_pool
 
 log = structlog.get_logger(__name__)
@@ -153,6 +155,18 @@ class Admission:
         return Ticket(self, principal.token_id)
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotPlan:
+    """Where the index snapshot lives (``teleo_server/snapshot.py``) and what it must match: the
+    database as it was before the server opened it, and what the indexes were made by (code,
+    settings, backend; the core adds the embedding model and the token codecs)."""
+
+    path: Path
+    db_path: Path
+    database: snapshot.FileState | None
+    parts: dict[str, Any]
+
+
 class MemoryCore:
     def __init__(
         self,
@@ -161,6 +175,7 @@ class MemoryCore:
         retriever: Retriever,
         admission: Admission | None = None,
         worker_nice: int = DEFAULT_NICE,
+        snapshot_plan: SnapshotPlan | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -183,6 +198,9 @@ class MemoryCore:
         self.codecs: dict[str, TokenCodec] = dict(codecs()) if codecs is not None else {}
         self._recode: set[str] = set()  # memories whose stored codes another codec made
         self._retag: set[str] = set()  # heads whose stored codes the running codec took under another tag
+        self.snapshot_plan = snapshot_plan  # None: the indexes are rebuilt at every start
+        self.loaded_from = ""  # "snapshot" or "store": how the last load_indexes filled the indexes
+        self._index_suspect = False  # an index call failed unexpectedly (see _on_index)
 
     @property
     def in_flight(self) -> int:
@@ -221,7 +239,15 @@ class MemoryCore:
         return await asyncio.get_running_loop().run_in_executor(self._store_ex, fn, *args)
 
     async def _on_index(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._index_ex, fn, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._index_ex, fn, *args)
+        except TeleoError:
+            raise  # a caller's mistake or a refusal: nothing was left half done
+        except Exception:
+            # an index call failed unexpectedly and may have left the indexes short of the store:
+            # no snapshot is written at stop, so the next start rebuilds them from the store
+            self._index_suspect = True
+            raise
 
     async def stored_forms(self, sets: list[EmbeddingSet]) -> list[EmbeddingSet]:
         """Each set as it is stored and indexed (the heads kept as codes in those codes, sentence
@@ -274,6 +300,10 @@ class MemoryCore:
             # version found (never two at once); reembed_stale() reconciles once it is back.
             version = None
 
+        if await self._on_index(self._read_snapshot, version):
+            self.loaded_from = "snapshot"
+            return len(self.retriever)
+
         def load() -> tuple[int, int]:
             nonlocal version
             with whole_mappings():  # buffers freed during the load go back to the system at once
@@ -294,6 +324,7 @@ class MemoryCore:
                 return loaded, stale
 
         loaded, stale = await self._on_index(load)
+        self.loaded_from = "store"
         settings = getattr(self.retriever, "settings", None)  # a retriever may have no text analyser
         analyzer = settings.analyzer.build().version if settings is not None else None
         log.info("index.loaded", memories=loaded, stale=stale, model_version=version, analyzer=analyzer)
@@ -303,6 +334,69 @@ class MemoryCore:
                         detail="stored token codes of another codec are re-derived from the memories' text")
         await self._retag_taken()
         return loaded
+
+    def _snapshot_print(self) -> str:
+        assert self.snapshot_plan is not None
+        return snapshot.fingerprint({**self.snapshot_plan.parts, "codecs": {h: c.spec.tag for h, c in self.codecs.items()}})
+
+    def _read_snapshot(self, version: str | None) -> bool:
+        """Fill the indexes from the snapshot when it was made by this code and these settings
+        from this very database; the file is deleted either way, before anything is served."""
+        plan = self.snapshot_plan
+        restore = getattr(self.retriever, "restore_state", None)
+        if plan is None or restore is None or not plan.path.exists():
+            return False
+        t0 = time.perf_counter()
+        try:
+            meta = snapshot.trailer(plan.path)
+            if version is not None and meta.get("model_version") != version:
+                raise snapshot.Unusable(f"made with embedding model {meta.get('model_version')!r}, not {version!r}")
+            _, shared = self.retriever.snapshot_state()  # type: ignore[attr-defined]
+            with whole_mappings():
+                state = snapshot.read(plan.path, self._snapshot_print(), plan.database, shared)
+            restore(state)
+        except (snapshot.Unusable, ValueError) as exc:
+            log.warning("index.snapshot_unused", path=str(plan.path), reason=str(exc))
+            return False
+        finally:
+            plan.path.unlink(missing_ok=True)
+        release_memory()
+        log.info("index.loaded", memories=len(self.retriever), source="snapshot", seconds=round(time.perf_counter() - t0, 3),
+                 written_at=meta.get("written_at"))
+        return True
+
+    def _write_snapshot(self, version: str | None) -> None:
+        """At a clean stop, once the store is closed: write the indexes beside the database
+        (``version``: the embedding model of the indexed vectors, None when unknown)."""
+        plan = self.snapshot_plan
+        dump = getattr(self.retriever, "snapshot_state", None)
+        if plan is None or dump is None:
+            return
+        database = snapshot.database_state(plan.db_path)
+        why = None
+        if not self.loaded_from:
+            why = "the indexes were never loaded"
+        elif self._index_suspect:
+            why = "an index call failed during this run"
+        elif version is None:
+            why = "the embedding model's version is unknown"
+        elif self._recode:
+            why = "memories wait to have their token codes re-derived"
+        elif database is None:
+            why = "the database still has a write-ahead log"
+        if why is not None:
+            log.info("index.snapshot_skipped", reason=why)
+            return
+        t0 = time.perf_counter()
+        try:
+            state, shared = dump()
+            size = snapshot.write(plan.path, state, self._snapshot_print(), database, shared,
+                                  {"model_version": version, "memories": len(self.retriever)})
+        except Exception as exc:  # noqa: BLE001 - a snapshot not written costs the next start a rebuild, never the stop
+            log.warning("index.snapshot_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
+            return
+        log.info("index.snapshot_written", path=str(plan.path), memories=len(self.retriever), bytes=size,
+                 seconds=round(time.perf_counter() - t0, 3))
 
     async def _retag_taken(self) -> None:
         """Rename the stored token rows the running codec took as they are (unpooled codes of
@@ -897,10 +991,16 @@ class MemoryCore:
             self._flush_now.set()  # usage counters pending are written now
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        try:
+            version: str | None = self.embedder.model_version  # what the indexed vectors were made by
+        except Unavailable:
+            version = None
         await self.embedder.close()
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
         self.store.close()
+        if self.snapshot_plan is not None:
+            await asyncio.to_thread(self._write_snapshot, version)
 
 
 def _link_keys(memory: Memory) -> frozenset[tuple[str, LinkType]]:
@@ -918,6 +1018,7 @@ __all__ = [
     "MemoryCore",
     "QueryVectors",
     "RetrieveDone",
+    "SnapshotPlan",
     "StoreOutcome",
     "Ticket",
     "new_memory_id",

@@ -22,7 +22,8 @@ from teleo_server.api.servicer import MemoryServicer, add_to_server
 from teleo_server.auth import Authenticator, ensure_dev_token
 from teleo_server.blas import limit_threads
 from teleo_server.config import Settings, invalid_configuration
-from teleo_server.core import Admission, MemoryCore
+from teleo_server import snapshot
+from teleo_server.core import Admission, MemoryCore, SnapshotPlan
 from teleo_server.embedding.base import Embedder
 from teleo_server.errors import InvalidArgument, TeleoError, Unavailable
 from teleo_server.heap import huge_pages
@@ -30,6 +31,7 @@ from teleo_server.metrics import Metrics
 from teleo_server.pipeline.types import Retriever
 from teleo_server.plugins import load_plugins
 from teleo_server.store import SQLiteStore
+from teleo_server.store.schema import SCHEMA_VERSION
 
 log = structlog.get_logger(__name__)
 
@@ -186,6 +188,22 @@ def _resolve_backend(name: str) -> str:
     return resolve(name)
 
 
+def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str,
+                   database: snapshot.FileState | None) -> SnapshotPlan | None:
+    """Where and against what the indexes are snapshotted (None: off, or a device backend, whose
+    indexes live on the device and are rebuilt at every start)."""
+    pipeline = getattr(retriever, "settings", None)
+    path = settings.data_dir / snapshot.FILE_NAME
+    if not settings.index_snapshot or backend != "numpy" or not hasattr(retriever, "snapshot_state"):
+        if path.exists():  # one an earlier run left: this run's writes will not be in it
+            path.unlink()
+            log.info("index.snapshot_removed", path=str(path), reason="snapshots are off for this server")
+        return None
+    parts = {"code": snapshot.code_digest(settings.plugins), "backend": backend, "schema": SCHEMA_VERSION,
+             "pipeline": pipeline.model_dump(mode="json") if pipeline is not None else settings.pipeline}
+    return SnapshotPlan(path, settings.db_path, database, parts)
+
+
 def build_server(settings: Settings, *, embedder: Embedder | None = None, retriever: Retriever | None = None) -> App:
     """Open the store, make the embedder and retriever, bind the port; does not start serving."""
     load_plugins(settings.plugins)  # first: they may add heads, spaces and stages
@@ -195,6 +213,9 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
         log.info("blas.threads", threads=settings.blas_threads, libraries=blas)
     backend = _resolve_backend(settings.backend)
     log.info("backend.resolved", requested=settings.backend, backend=backend)
+    # what the database file looks like before this server opens it: an index snapshot is read
+    # only if the last clean stop left the file exactly so
+    database = snapshot.database_state(settings.db_path)
     store = SQLiteStore(settings.db_path)
     metrics = Metrics() if settings.metrics.enabled else None
     if metrics is not None:
@@ -213,7 +234,8 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
         raise
     limits = settings.limits
     admission = Admission(limits.max_concurrent_retrieves, limits.max_open_streams, limits.max_streams_per_token)
-    core = MemoryCore(store, embedder, retriever, admission, worker_nice=limits.worker_nice)
+    core = MemoryCore(store, embedder, retriever, admission, worker_nice=limits.worker_nice,
+                      snapshot_plan=_snapshot_plan(settings, retriever, backend, database))
     if metrics is not None:
         metrics.watch(core)
     server = grpc.aio.server(

@@ -47,8 +47,10 @@ class Running:
     """One in-thread server on ``root``'s data directory, with a stub and the dev token."""
 
     def __init__(self, root: Path, server: dict | None = None, **pipeline) -> None:
+        # every start loads the indexes from the stored rows (what these tests are about), never
+        # from the snapshot of the last stop (tests/test_snapshot.py)
         settings = Settings(port=0, data_dir=root / "data", dev_token_file=root / "token", log_format="json",
-                            pipeline=pipeline, **(server or {}))
+                            pipeline=pipeline, **{"index_snapshot": False, **(server or {})})
         self.srv = InThreadServer.start(settings)
         self.db = settings.db_path
         self.channel = grpc.insecure_channel(self.srv.address)

@@ -191,6 +191,24 @@ class TeleologicalRetriever:
                 found.setdefault(space.head, []).append(make())
         return {head: cs[0] for head, cs in found.items() if len({c.spec for c in cs}) == 1}
 
+    # ---- snapshots (teleo_server/snapshot.py) ------------------------------------------------------
+    def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(state, shared): every index's data, and the running objects it refers to (settings,
+        compute backend), which a snapshot names rather than copies. Only on the host backend: a
+        device backend's indexes live on the device and are rebuilt."""
+        if self._backend != "numpy":
+            raise ValueError(f"indexes on the {self._backend} backend are rebuilt at start, not snapshotted")
+        state = {"catalog": self.catalog, "spaces": self.spaces, "purpose": self.purpose,
+                 "span_start": self._span_start, "span_end": self._span_end}
+        return state, {"settings": self.settings, "ops": self.ops}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take the indexes of a snapshot made by :meth:`snapshot_state` under the same settings."""
+        if set(state) != {"catalog", "spaces", "purpose", "span_start", "span_end"} or set(state["spaces"]) != set(self.spaces):
+            raise ValueError("the snapshot holds other indexes than this retriever's")
+        self.catalog, self.spaces, self.purpose = state["catalog"], state["spaces"], state["purpose"]
+        self._span_start, self._span_end = state["span_start"], state["span_end"]
+
     def settle(self) -> None:
         """After a bulk load: fold every index's write buffer, so the first reads pay no delta scan."""
         for space in self.spaces.values():

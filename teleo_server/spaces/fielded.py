@@ -37,7 +37,7 @@ class FieldSpace(SparseScoredSpace):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         cfg = self.config
-        self.field = Bm25Field(catalog, lambda row: self.terms(self.catalog.memory(row)), k1=cfg.k1, b=cfg.b,
+        self.field = Bm25Field(catalog, self._row_terms, k1=cfg.k1, b=cfg.b,
                                merge_fraction=cfg.merge_fraction, sparse=True, values="float32",
                                weighed_values=cfg.values)
         self.index = self.field.index
@@ -65,6 +65,9 @@ class FieldSpace(SparseScoredSpace):
         except Exception as exc:  # noqa: BLE001 - a text this space cannot read must not fail the write
             log.warning("space.unreadable_text", space=self.name, memory=memory.id, error=repr(exc)[:200])
             return {}
+
+    def _row_terms(self, row: int) -> Mapping[str, float]:
+        return self.terms(self.catalog.memory(row))
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         self.field.add(row, self.terms(memory))

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import structlog
 
 from teleo_server.errors import TeleoError
+from teleo_server import snapshot
 from teleo_server.store.schema import SCHEMA_VERSION
 
 log = structlog.get_logger(__name__)
@@ -100,6 +101,9 @@ def restore(backup_path: Path, db_path: Path, *, force: bool = False) -> BackupI
             _check_not_in_use(db_path)  # only now, so a failed copy leaves the old database untouched
         for suffix in _SIDECARS:
             _remove(Path(f"{db_path}{suffix}"))
+        # the index snapshot of the replaced database: the start would find it does not match the
+        # restored file, and it is of no use to anyone
+        _remove(db_path.parent / snapshot.FILE_NAME)
         tmp.place(force=force)
     info = BackupInfo(db_path, info.schema_version, info.memories, info.bytes)
     log.info("store.restored", path=str(db_path), source=str(backup_path), memories=info.memories)

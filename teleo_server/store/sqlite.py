@@ -462,6 +462,10 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._write_lock:
+            # fold the write-ahead log into the database file and empty it, so that the file alone
+            # holds every write once the server has stopped (what an index snapshot is checked against)
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._writer.close()
         conn = getattr(self._local, "conn", None)
         if conn is not None:

@@ -1,0 +1,170 @@
+"""What a restart costs: the server rebuilding its indexes from the database, against reading the
+snapshot its last clean stop wrote (``teleo_server/snapshot.py``).
+
+Two measurements:
+
+* ``server`` — SciFact's 5,183 abstracts written to a database from the cached embeddings (as
+  ``bench.eval.footprint`` does), then real servers (``python -m teleo_server``) started on it in
+  turn: one that rebuilds (no snapshot there yet) and one that reads the snapshot the rebuilt
+  server wrote when it stopped, ``--rounds`` times. Each start is timed from launch to SERVING,
+  each stop from SIGTERM to exit (the snapshot is written then); the RSS once settled and the
+  answers to 30 SciFact queries are compared (the same ids, the same scores).
+* ``synthetic`` — ``--synthetic N`` memories of the scale workload's generator in-process: the
+  time to index them (what a rebuild does per memory, without reading the database), to write
+  the snapshot and to read it back, and whether 200 queries answer the same afterwards.
+
+    python -m bench.eval.restart --data ../shared/data [--rounds 2] [--synthetic 100000]
+
+Results go to ``bench/results/restart.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _answers(server: Any, queries: list[str]) -> list[list[tuple[str, float]]]:
+    import grpc
+    from teleo.v1 import memory_pb2 as pb
+    from teleo.v1 import memory_pb2_grpc
+
+    with grpc.insecure_channel(server.address) as ch:
+        stub = memory_pb2_grpc.MemoryServiceStub(ch)
+        out = []
+        for q in queries:
+            events = stub.Retrieve(pb.RetrieveRequest(text=q, top_k=10), metadata=server.metadata, timeout=120)
+            out.append([(e.result.memory.id, round(e.result.score, 5)) for e in events if e.WhichOneof("event") == "result"])
+        return out
+
+
+def _one_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> dict[str, Any]:
+    from bench.eval.footprint import settled_rss, wait_for_goals
+    from bench.harness.server import ServerProcess
+
+    server = ServerProcess(data_dir, env=env)
+    t0 = time.perf_counter()
+    server.start(timeout=1800)
+    out: dict[str, Any] = {"start_s": time.perf_counter() - t0}
+    try:
+        logs = server.log_path.read_text(errors="replace")
+        out["source"] = "snapshot" if '"source": "snapshot"' in logs else "store"
+        out["goals_after_s"] = wait_for_goals(server)
+        out["rss_mb"] = settled_rss(server)
+        out["answers"] = _answers(server, queries)
+    finally:
+        t1 = time.perf_counter()
+        server.stop()
+        out["stop_s"] = time.perf_counter() - t1
+    snap = data_dir / "index.snapshot"
+    out["snapshot_bytes"] = snap.stat().st_size if snap.exists() else 0
+    return out
+
+
+def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any]) -> dict[str, Any]:
+    from bench.eval.datasets import scifact
+    from bench.eval.footprint import write_store
+
+    queries = [q.text for q in scifact(data).queries[:30]]
+    root = Path(tempfile.mkdtemp(prefix="teleo-restart-"))
+    env = {"TELEO_PIPELINE": json.dumps(settings)} if settings else {}
+    try:
+        data_dir = root / "data"
+        data_dir.mkdir()
+        n = write_store(data, cache, data_dir / "teleo.db", settings)
+        runs: dict[str, list[dict[str, Any]]] = {"store": [], "snapshot": []}
+        for _ in range(rounds):
+            (data_dir / "index.snapshot").unlink(missing_ok=True)
+            rebuilt = _one_start(data_dir, queries, env)  # writes the snapshot as it stops
+            read = _one_start(data_dir, queries, env)
+            assert rebuilt["source"] == "store" and read["source"] == "snapshot", (rebuilt["source"], read["source"])
+            read["same_answers"] = read["answers"] == rebuilt["answers"]
+            runs["store"].append(rebuilt)
+            runs["snapshot"].append(read)
+            print(f"rebuild {rebuilt['start_s']:.1f} s, {rebuilt['rss_mb']:.1f} MB; snapshot {read['start_s']:.1f} s, "
+                  f"{read['rss_mb']:.1f} MB, {read['snapshot_bytes'] / 2**20:.1f} MB file, same answers "
+                  f"{read['same_answers']}", flush=True)
+        out: dict[str, Any] = {"memories": n, "queries": len(queries)}
+        for name, rs in runs.items():
+            out[name] = {k: [r[k] for r in rs] for k in ("start_s", "stop_s", "rss_mb", "goals_after_s", "snapshot_bytes")}
+            out[name]["start_s_median"] = statistics.median(out[name]["start_s"])
+        out["snapshot"]["same_answers"] = [r["same_answers"] for r in runs["snapshot"]]
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def measure_synthetic(n: int) -> dict[str, Any]:
+    from bench.harness import synthetic, teleo_inproc
+    from bench.harness.workloads.scale import memory_of
+    from teleo_server import snapshot
+
+    corpus = synthetic.make_corpus(synthetic.CorpusSpec(n=n, seed=0, max_tokens=32))
+    queries = synthetic.make_queries(corpus, 200, seed=1)
+
+    def answers(r: Any) -> list[list[str]]:
+        return [teleo_inproc.run_query(r, queries.texts[j], queries.embedding(j), p, 10).ids
+                for p in ("teleological", "hybrid") for j in range(len(queries))]
+
+    r = teleo_inproc.make({})
+    t0 = time.perf_counter()
+    for i in range(n):
+        r.add(memory_of(corpus, i), corpus.embedding(i))
+    r.settle()
+    index_s = time.perf_counter() - t0
+    r.maintain()
+    before = answers(r)
+    root = Path(tempfile.mkdtemp(prefix="teleo-snapshot-"))
+    try:
+        path, db = root / "index.snapshot", snapshot.FileState(0, 0, 0)
+        state, shared = r.snapshot_state()
+        t0 = time.perf_counter()
+        size = snapshot.write(path, state, "bench", db, shared)
+        write_s = time.perf_counter() - t0
+        del state, shared, r
+        fresh = teleo_inproc.make({})
+        t0 = time.perf_counter()
+        fresh.restore_state(snapshot.read(path, "bench", db, fresh.snapshot_state()[1]))
+        read_s = time.perf_counter() - t0
+        same = answers(fresh) == before
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{n} synthetic: index {index_s:.1f} s, write {write_s:.2f} s, read {read_s:.2f} s, {size / 2**20:.0f} MB, "
+          f"same answers {same}", flush=True)
+    return {"memories": n, "index_s": index_s, "write_s": write_s, "read_s": read_s, "bytes": size,
+            "bytes_per_memory": size / n, "same_answers": same}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.harness.env import describe_machine
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--cache", type=Path, default=REPO / "var" / "eval" / "cache")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "restart.json")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--synthetic", type=int, default=0, help="also measure N synthetic memories in-process")
+    ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--settings", type=json.loads, default={}, help="PipelineSettings overrides as JSON")
+    args = ap.parse_args(argv)
+    result: dict[str, Any] = {"machine": describe_machine(), "settings": args.settings}
+    if not args.skip_server:
+        result["server"] = measure_server(args.data, args.cache, args.rounds, args.settings)
+    if args.synthetic:
+        result["synthetic"] = measure_synthetic(args.synthetic)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

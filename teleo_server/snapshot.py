@@ -1,0 +1,361 @@
+"""Index snapshots: the in-memory indexes written beside the database at a clean stop, read back
+at the next start instead of rebuilding them from every stored memory.
+
+A start rebuilds each perspective from the stored text and vectors (2.5 ms a short memory on a
+2-core CPU: analysis, entities, n-grams, the memory graph), so a server of 100,000 memories took
+minutes to serve again. A snapshot is one file, ``index.snapshot`` in the data directory:
+
+    MAGIC | pickled state | trailer JSON | trailer length (8 bytes, little endian) | END
+
+The trailer says what the state was made from and when it may be trusted:
+
+* ``fingerprint``: the server's code (a digest of every module of the package and of the plugins
+  loaded), the pipeline settings, the backend, the embedding model version and the token codecs.
+  Any difference and the snapshot is not read.
+* ``database``: size, modification time and inode of the database file once the server had
+  closed it (its write-ahead log folded in). A write after that, by a server that crashed before
+  its own clean stop or by any other program, changes them; a database with a non-empty
+  write-ahead log at start has writes the snapshot has not seen either way.
+* ``sha256`` of the pickled state, checked before it is read.
+
+A server deletes the snapshot as soon as it has read it (or found it unusable), before it serves
+any request: a later crash can never leave a stale snapshot behind, and the next clean stop writes
+a fresh one. Anything wrong with a snapshot (missing, damaged, made by other code or settings)
+costs only the rebuild it was meant to save; the reason is logged.
+
+Trust: the state is a pickle, read only from the data directory, which holds the database itself
+(whoever can write one can rewrite every memory). Unpickling is limited to the classes of this
+package, NumPy, SciPy's sparse matrices, hnswlib and plain containers, and happens only after the checksum matched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+FILE_NAME = "index.snapshot"
+FORMAT = 1
+MAGIC = b"TELEO-INDEX-SNAPSHOT\n"
+END = b"\nTELEO-END\n"
+_TRAILER_LEN = 8
+_BLOCK = 1 << 20
+
+# what an unpickled snapshot may name: this package's classes and functions, NumPy's array and
+# scalar reconstruction, SciPy's sparse matrices, hnswlib's index, and plain containers
+_MODULES = ("teleo_server", "numpy", "hnswlib", "array", "collections", "datetime", "re", "enum", "decimal")
+_BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "bytearray", "bytes", "int", "float", "complex",
+                       "str", "bool", "slice", "range", "object"})
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What the database file looked like: size, modification time (ns) and inode."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileState | None:
+        try:
+            st = path.stat()
+        except OSError:  # missing, or a path that cannot be (the store's own open says why)
+            return None
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"size": self.size, "mtime_ns": self.mtime_ns, "inode": self.inode}
+
+
+def database_state(db_path: Path) -> FileState | None:
+    """The database file's state, or None when it has writes the file does not hold yet (a
+    non-empty write-ahead log) or does not exist: no snapshot can be trusted against it then."""
+    wal = Path(f"{db_path}-wal")
+    try:
+        if wal.stat().st_size > 0:
+            return None
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    return FileState.of(db_path)
+
+
+def code_digest(extra_modules: Iterable[str] = ()) -> str:
+    """sha256 over the source of every module of this package and of ``extra_modules`` (plugins):
+    a snapshot pickled by other code is never read."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    files = sorted(root.rglob("*.py"))
+    for name in sorted(set(extra_modules)):
+        mod = sys.modules.get(name)
+        path = getattr(mod, "__file__", None)
+        h.update(name.encode())
+        if path:
+            files.append(Path(path))
+    for path in files:
+        h.update(str(path.relative_to(root) if path.is_relative_to(root) else path.name).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def fingerprint(parts: dict[str, Any]) -> str:
+    """sha256 of ``parts`` (JSON-able) with the library versions the pickled state depends on."""
+    import hnswlib  # noqa: PLC0415 - only here: the version is part of what a snapshot depends on
+
+    import scipy  # noqa: PLC0415
+
+    full = {**parts, "format": FORMAT, "python": sys.version, "numpy": np.__version__, "scipy": scipy.__version__,
+            "hnswlib": getattr(hnswlib, "__version__", "")}
+    return hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# ---- pickling ----------------------------------------------------------------------------------------
+def _view(base: np.ndarray, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype,
+          writeable: bool) -> np.ndarray:
+    v = np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+    if not writeable:
+        v.flags.writeable = False
+    return v
+
+
+def _fresh(kind: type) -> Any:
+    return kind()
+
+
+def _fresh_local() -> Any:
+    return threading.local()
+
+
+def _fresh_lock() -> Any:
+    return threading.Lock()
+
+
+def _fresh_rlock() -> Any:
+    return threading.RLock()
+
+
+_LOCK = type(threading.Lock())
+_RLOCK = type(threading.RLock())
+
+
+class _Pickler(pickle.Pickler):
+    """Keeps what a running index shares: a view is written as (its base array, where it starts),
+    so it reads back as a view of the same array rather than a copy of its own. Thread-local
+    caches and locks are written as new empty ones. The objects in ``shared`` (the settings, the
+    compute backend, the text analyser) are written by name and read back as the running
+    server's own."""
+
+    def __init__(self, f: Any, shared: dict[str, Any]) -> None:
+        super().__init__(f, protocol=5)
+        self._shared = {id(v): k for k, v in shared.items()}
+
+    def persistent_id(self, obj: Any) -> str | None:
+        return self._shared.get(id(obj))
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            base = obj.base
+            if (isinstance(base, np.ndarray) and base.base is None and base.flags.c_contiguous
+                    and not base.dtype.hasobject and not obj.dtype.hasobject and obj.size
+                    and base.flags.writeable):
+                offset = obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+                if offset >= 0 and all(s >= 0 for s in obj.strides):
+                    return _view, (base, offset, obj.shape, obj.strides, obj.dtype, bool(obj.flags.writeable))
+            return NotImplemented
+        if isinstance(obj, threading.local):
+            return (_fresh_local, ()) if type(obj) is threading.local else (_fresh, (type(obj),))
+        if isinstance(obj, _LOCK):
+            return _fresh_lock, ()
+        if isinstance(obj, _RLOCK):
+            return _fresh_rlock, ()
+        return NotImplemented
+
+
+def _method(obj: Any, name: str) -> Any:
+    """``getattr`` as a snapshot may use it: a bound method that an object of this package's own
+    classes defines (how bound methods are pickled), never any other attribute."""
+    kind = type(obj)
+    if (not kind.__module__.startswith("teleo_server") or name.startswith("__")
+            or not callable(getattr(kind, name, None))):
+        raise pickle.UnpicklingError(f"a snapshot may not read {kind.__name__}.{name}")
+    return getattr(obj, name)
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, f: Any, shared: dict[str, Any]) -> None:
+        super().__init__(f)
+        self._shared = shared
+
+    def persistent_load(self, pid: Any) -> Any:
+        try:
+            return self._shared[pid]
+        except (KeyError, TypeError):
+            raise pickle.UnpicklingError(f"the snapshot names a shared object this server does not have: {pid!r}") from None
+
+    def find_class(self, module: str, name: str) -> Any:
+        top = module.split(".", 1)[0]
+        if top == "builtins" and name == "getattr":
+            return _method
+        if top == "builtins" and name in _BUILTINS:
+            return super().find_class(module, name)
+        if top in _MODULES or module.startswith("scipy.sparse"):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a snapshot may not name {module}.{name}")
+
+
+class _HashingWriter(io.RawIOBase):
+    def __init__(self, f: BinaryIO) -> None:
+        self.f, self.sha, self.n = f, hashlib.sha256(), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        mv = memoryview(b).cast("B")
+        self.sha.update(mv)
+        self.f.write(mv)
+        self.n += mv.nbytes
+        return mv.nbytes
+
+
+# ---- files ---------------------------------------------------------------------------------------------
+def write(path: Path, state: Any, print_: str, database: FileState, shared: dict[str, Any] | None = None,
+          info: dict[str, Any] | None = None) -> int:
+    """Write ``state`` to ``path`` (through a temporary file, synced, then renamed), the objects of
+    ``shared`` by name; returns the file's size in bytes."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC)
+            body = _HashingWriter(f)
+            _Pickler(body, shared or {}).dump(state)
+            trailer = json.dumps({"format": FORMAT, "fingerprint": print_, "database": database.as_dict(),
+                                  "sha256": body.sha.hexdigest(), "bytes": body.n, "written_at": time.time(),
+                                  **(info or {})}).encode()
+            f.write(trailer)
+            f.write(len(trailer).to_bytes(_TRAILER_LEN, "little"))
+            f.write(END)
+            f.flush()
+            os.fsync(f.fileno())
+            size = f.tell()
+        os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return size
+
+
+class Unusable(Exception):
+    """Why a snapshot cannot be read (the server then rebuilds its indexes)."""
+
+
+def trailer(path: Path) -> dict[str, Any]:
+    """The trailer of the snapshot at ``path`` (Unusable when it is missing or damaged)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            tail = len(END) + _TRAILER_LEN
+            if size < len(MAGIC) + tail:
+                raise Unusable("the file is truncated")
+            f.seek(0)
+            if f.read(len(MAGIC)) != MAGIC:
+                raise Unusable("not a snapshot file")
+            f.seek(size - tail)
+            n = int.from_bytes(f.read(_TRAILER_LEN), "little")
+            if f.read(len(END)) != END or n <= 0 or n > size - len(MAGIC) - tail:
+                raise Unusable("the file is truncated")
+            f.seek(size - tail - n)
+            meta = json.loads(f.read(n))
+    except FileNotFoundError:
+        raise Unusable("no snapshot") from None
+    except (OSError, ValueError) as exc:
+        raise Unusable(f"unreadable: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise Unusable("another snapshot format")
+    if size != len(MAGIC) + int(meta.get("bytes", -1)) + n + tail:
+        raise Unusable("the file is truncated")
+    return meta
+
+
+def read(path: Path, print_: str, database: FileState | None, shared: dict[str, Any] | None = None) -> Any:
+    """The state in the snapshot at ``path`` if it was made by this code and these settings from
+    this very database, its shared objects replaced by those of ``shared``; raises
+    :class:`Unusable` saying why not."""
+    meta = trailer(path)
+    if meta.get("fingerprint") != print_:
+        raise Unusable("made by other code or settings")
+    if database is None:
+        raise Unusable("the database has writes the snapshot has not seen (write-ahead log)")
+    if meta.get("database") != database.as_dict():
+        raise Unusable("the database changed after the snapshot was written")
+    n = int(meta["bytes"])
+    with open(path, "rb") as f:
+        f.seek(len(MAGIC))
+        sha, left = hashlib.sha256(), n
+        while left:
+            block = f.read(min(_BLOCK, left))
+            if not block:
+                raise Unusable("the file is truncated")
+            sha.update(block)
+            left -= len(block)
+        if sha.hexdigest() != meta.get("sha256"):
+            raise Unusable("checksum mismatch")
+        f.seek(len(MAGIC))
+        try:
+            return _Unpickler(_Bounded(f, n), shared or {}).load()
+        except Exception as exc:  # noqa: BLE001 - any failure to read means: rebuild
+            raise Unusable(f"unreadable: {type(exc).__name__}: {exc}") from exc
+
+
+class _Bounded(io.RawIOBase):
+    """A reader that stops after ``n`` bytes of ``f``."""
+
+    def __init__(self, f: BinaryIO, n: int) -> None:
+        self.f, self.left = f, n
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        mv = memoryview(b).cast("B")
+        want = min(len(mv), self.left)
+        if want <= 0:
+            return 0
+        got = self.f.readinto(mv[:want])
+        self.left -= got or 0
+        return got or 0
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size is None or size < 0 else min(size, self.left)
+        data = self.f.read(size)
+        self.left -= len(data)
+        return data
+
+    def readline(self, size: int | None = -1) -> bytes:
+        limit = self.left if size is None or size < 0 else min(size, self.left)
+        data = self.f.readline(limit)
+        self.left -= len(data)
+        return data
+
+
+__all__ = ["FILE_NAME", "FileState", "Unusable", "code_digest", "database_state", "fingerprint", "read", "trailer",
+           "write"]

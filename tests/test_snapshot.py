@@ -1,0 +1,325 @@
+"""Index snapshots: a server stopped cleanly writes its indexes beside the database and the next
+start reads them back instead of rebuilding them; any sign that the snapshot does not match (a
+write after it, other settings or code, a damaged file) means a rebuild, never stale answers.
+
+Real servers on real SQLite files with the in-process embedder, and the snapshot file format on
+its own.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import threading
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import structlog
+import structlog.testing
+from teleo.v1 import memory_pb2 as pb
+from teleo.v1 import memory_pb2_grpc
+
+from teleo_server import snapshot
+from teleo_server.config import Settings
+from tests._server import InThreadServer
+
+NS = "snap"
+TEXTS = [
+    "The billing outage in March was caused by a stale cache in the Redis cluster.",
+    "Runbook: drain the nodes, restore the snapshot, then reopen traffic.",
+    "The staging cluster moved from eu-west-1 to us-east-2 in March.",
+    "The quarterly offsite will be held in Porto, with a hike on the second day.",
+    "Vitamin D supplements did not lower the fracture risk of older adults in the trial.",
+    "Melanie Smith leads the payments team; she joined from Stripe in 2024.",
+    "def get_user_name(user_id): return db.users[user_id].name  # used by the billing export",
+    "We moved the nightly backup window to 02:00 UTC because the old one overlapped the batch jobs.",
+]
+QUERIES = ["what caused the billing outage", "where is the offsite", "who leads payments",
+           "why did the backup window move", "getUserName billing export"]
+PROFILES = ("teleological", "hybrid", "hipporag", "openclaw")
+
+
+class Running:
+    """One in-thread server on ``root``'s data directory."""
+
+    def __init__(self, root: Path, **settings) -> None:
+        self.settings = Settings(port=0, data_dir=root / "data", dev_token_file=root / "token", log_format="json",
+                                 **settings)
+        self.srv = InThreadServer.start(self.settings)
+        self.channel = grpc.insecure_channel(self.srv.address)
+        self.stub = memory_pb2_grpc.MemoryServiceStub(self.channel)
+        self.auth = [("authorization", f"Bearer {self.srv.token}")]
+
+    @property
+    def core(self):
+        return self.srv.app.core
+
+    @property
+    def path(self) -> Path:
+        return self.settings.data_dir / snapshot.FILE_NAME
+
+    def store(self, texts: list[str]) -> list[str]:
+        return [self.stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=t, namespace=NS)),
+                                metadata=self.auth, timeout=60).id for t in texts]
+
+    def answers(self) -> dict[tuple[str, str], list[tuple[str, float]]]:
+        """(profile, query) -> (id, score) of each result, best first."""
+        out = {}
+        for profile in PROFILES:
+            for q in QUERIES:
+                events = self.stub.Retrieve(pb.RetrieveRequest(text=q, top_k=5, profile=profile,
+                                                               filters=pb.RetrieveFilters(namespaces=[NS])),
+                                            metadata=self.auth, timeout=60)
+                out[profile, q] = [(e.result.memory.id, round(e.result.score, 5))
+                                   for e in events if e.WhichOneof("event") == "result"]
+        return out
+
+    def stats(self) -> int:
+        return self.stub.Stats(pb.StatsRequest(), metadata=self.auth, timeout=30).memories
+
+    def stop(self) -> None:
+        self.channel.close()
+        self.srv.stop()
+
+
+def test_a_clean_stop_writes_the_indexes_and_the_next_start_reads_them_back(tmp_path):
+    first = Running(tmp_path)
+    try:
+        assert first.core.loaded_from == "store"
+        ids = first.store(TEXTS)
+        # a deleted memory and a link: tombstones and the memory graph travel too
+        first.stub.Delete(pb.DeleteRequest(ids=[ids[1]]), metadata=first.auth, timeout=30)
+        first.stub.Update(pb.UpdateRequest(id=ids[2], add_links=[pb.Link(target_id=ids[7], type=pb.LINK_TYPE_RELATES_TO)]),
+                          metadata=first.auth, timeout=30)
+        before = first.answers()
+        path = first.path
+    finally:
+        first.stop()
+    meta = snapshot.trailer(path)
+    assert meta["memories"] == len(TEXTS) - 1 and meta["model_version"]
+
+    second = Running(tmp_path)
+    try:
+        assert second.core.loaded_from == "snapshot"
+        assert not path.exists()  # read once: a crash from here on can never leave a stale one
+        assert second.stats() == len(TEXTS) - 1
+        assert second.answers() == before
+        assert all(before[p, QUERIES[0]] for p in PROFILES)
+        # the restored indexes take writes as the rebuilt ones would
+        (new_id,) = second.store(["The billing outage postmortem is due on Friday."])
+        got = second.answers()
+        assert new_id in [i for i, _ in got["teleological", QUERIES[0]]]
+        after_write = got
+    finally:
+        second.stop()
+
+    # a rebuild from the store finds the same memories (the order of near ties may differ: the
+    # rebuilt indexes hold no tombstones and number the rows afresh)
+    third = Running(tmp_path, index_snapshot=False)
+    try:
+        assert third.core.loaded_from == "store" and not third.path.exists()
+        rebuilt = third.answers()
+        assert {k: {i for i, _ in v} for k, v in rebuilt.items()} == {k: {i for i, _ in v} for k, v in after_write.items()}
+    finally:
+        third.stop()
+    assert not (tmp_path / "data" / snapshot.FILE_NAME).exists()  # off: none written
+
+
+def _stopped_with_snapshot(tmp_path: Path, **settings) -> tuple[list[str], Path]:
+    first = Running(tmp_path, **settings)
+    try:
+        ids = first.store(TEXTS[:4])
+    finally:
+        first.stop()
+    path = tmp_path / "data" / snapshot.FILE_NAME
+    assert path.exists()
+    return ids, path
+
+
+def _start_unused(root: Path, **settings) -> tuple[Running, str]:
+    """A server started on ``root`` and why it did not read the snapshot there."""
+    with structlog.testing.capture_logs() as logs:
+        srv = Running(root, **settings)
+    reasons = [e["reason"] for e in logs if e["event"] == "index.snapshot_unused"]
+    assert reasons and srv.core.loaded_from == "store", logs
+    return srv, reasons[-1]
+
+
+def test_a_database_written_after_the_snapshot_is_rebuilt_from(tmp_path):
+    ids, path = _stopped_with_snapshot(tmp_path)
+    conn = sqlite3.connect(tmp_path / "data" / "teleo.db")  # another program deletes a memory
+    with conn:
+        conn.execute("DELETE FROM memories WHERE id = ?", (ids[0],))
+    conn.close()
+    again, reason = _start_unused(tmp_path)
+    try:
+        # (the other program's write is in the file or still in its write-ahead log)
+        assert "database" in reason and not path.exists()
+        assert again.stats() == 3
+        found = {i for v in again.answers().values() for i, _ in v}
+        assert ids[0] not in found and ids[1] in found
+    finally:
+        again.stop()
+
+
+def test_other_settings_or_a_damaged_file_mean_a_rebuild(tmp_path):
+    _, path = _stopped_with_snapshot(tmp_path)
+    changed, reason = _start_unused(tmp_path, pipeline={"spaces": {"E6_lexical": {"k1": 1.5}}})
+    try:
+        assert "other code or settings" in reason
+    finally:
+        changed.stop()
+    assert path.exists()
+    data = bytearray(path.read_bytes())
+    data[len(snapshot.MAGIC) + 100] ^= 0xFF  # one flipped byte in the pickled state
+    path.write_bytes(bytes(data))
+    damaged, reason = _start_unused(tmp_path, pipeline={"spaces": {"E6_lexical": {"k1": 1.5}}})
+    try:
+        assert "checksum" in reason
+        assert damaged.stats() == 4
+    finally:
+        damaged.stop()
+
+
+def test_no_snapshot_after_an_index_call_failed_or_before_the_indexes_were_loaded(tmp_path):
+    srv = Running(tmp_path)
+    retriever = srv.core.retriever
+    add = retriever.add
+
+    def broken(memory, emb):
+        raise RuntimeError("an index that fails halfway")
+
+    try:
+        srv.store(TEXTS[:2])
+        retriever.add = broken
+        with pytest.raises(grpc.RpcError):
+            srv.store(TEXTS[2:3])  # committed to the store, never indexed
+    finally:
+        retriever.add = add
+        with structlog.testing.capture_logs() as logs:
+            srv.stop()
+    assert [e["reason"] for e in logs if e["event"] == "index.snapshot_skipped"] == ["an index call failed during this run"]
+    assert not (tmp_path / "data" / snapshot.FILE_NAME).exists()
+    again = Running(tmp_path)  # rebuilt: the memory the failed call stored is found again
+    try:
+        assert again.core.loaded_from == "store" and again.stats() == 3
+        events = again.stub.Retrieve(pb.RetrieveRequest(text="where did the staging cluster move", top_k=1),
+                                     metadata=again.auth, timeout=60)
+        assert [e.result.memory.input.content for e in events if e.WhichOneof("event") == "result"] == [TEXTS[2]]
+    finally:
+        again.stop()
+    (tmp_path / "data" / snapshot.FILE_NAME).unlink()  # the one its clean stop wrote
+
+    # a server stopped before its indexes were loaded (a start that failed) writes none either
+    import asyncio
+
+    from teleo_server.server import build_server
+
+    app = build_server(Settings(port=0, data_dir=tmp_path / "data", dev_token_file=tmp_path / "token"))
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(app.core.close())
+    assert [e["reason"] for e in logs if e["event"] == "index.snapshot_skipped"] == ["the indexes were never loaded"]
+    assert not (tmp_path / "data" / snapshot.FILE_NAME).exists()
+
+
+@pytest.mark.integration
+def test_sigterm_writes_the_snapshot_and_kill_9_leaves_none(server_process):
+    srv = server_process()
+    auth = [("authorization", f"Bearer {srv.token}")]
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
+    ids = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=t)), metadata=auth, timeout=60).id for t in TEXTS]
+    srv.signal(signal.SIGTERM)
+    assert srv.wait(60) == 0
+    assert (srv.data_dir / snapshot.FILE_NAME).exists()
+
+    again = server_process(data_dir=srv.data_dir)
+    assert '"source": "snapshot"' in again.logs()
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(again.address))
+    (new_id,) = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="Porto offsite hike moved to day three.")),
+                            metadata=auth, timeout=60).id]
+    again.signal(signal.SIGKILL)  # after an acknowledged write, with no clean stop
+    again.wait()
+    assert not (srv.data_dir / snapshot.FILE_NAME).exists()
+
+    third = server_process(data_dir=srv.data_dir)
+    assert third.logs().count('"source": "snapshot"') == 1  # the second start's only: this one rebuilt
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(third.address))
+    events = list(stub.Retrieve(pb.RetrieveRequest(text="where is the offsite hike", top_k=3), metadata=auth, timeout=60))
+    found = [e.result.memory.id for e in events if e.WhichOneof("event") == "result"]
+    assert new_id in found and ids[3] in found
+
+
+# ---- the file format ---------------------------------------------------------------------------------
+def _held() -> dict:
+    base = np.arange(100, dtype=np.float32)
+    local = threading.local()
+    local.x = 1
+    return {"base": base, "view": base[10:20], "lock": threading.Lock(), "local": local}
+
+
+def test_views_come_back_as_views_and_locks_as_new_ones(tmp_path):
+    path = tmp_path / "s"
+    held = _held()
+    held["lock"].acquire()
+    snapshot.write(path, held, "fp", snapshot.FileState(1, 2, 3))
+    got = snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    assert np.shares_memory(got["view"], got["base"]) and np.array_equal(got["view"], np.arange(10, 20))
+    got["base"][10] = -1
+    assert got["view"][0] == -1  # one array, as in the running index
+    assert got["lock"].acquire(blocking=False) and not hasattr(got["local"], "x")
+
+
+def test_a_snapshot_is_read_only_when_everything_matches(tmp_path):
+    path = tmp_path / "s"
+    snapshot.write(path, {"a": np.ones(3)}, "fp", snapshot.FileState(10, 20, 30))
+    assert np.array_equal(snapshot.read(path, "fp", snapshot.FileState(10, 20, 30))["a"], np.ones(3))
+    with pytest.raises(snapshot.Unusable, match="other code or settings"):
+        snapshot.read(path, "other", snapshot.FileState(10, 20, 30))
+    with pytest.raises(snapshot.Unusable, match="database changed"):
+        snapshot.read(path, "fp", snapshot.FileState(10, 21, 30))
+    with pytest.raises(snapshot.Unusable, match="write-ahead log"):
+        snapshot.read(path, "fp", None)
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.raises(snapshot.Unusable, match="truncated"):
+        snapshot.read(path, "fp", snapshot.FileState(10, 20, 30))
+    with pytest.raises(snapshot.Unusable, match="no snapshot"):
+        snapshot.read(tmp_path / "absent", "fp", snapshot.FileState(10, 20, 30))
+
+
+class _System:
+    def __reduce__(self):
+        import os
+        return os.system, ("echo pwned",)
+
+
+class _Reach:
+    """Pickles as getattr(an object of ours, "__class__"): how a pickle reaches further."""
+
+    def __reduce__(self):
+        return getattr, (snapshot.FileState(1, 2, 3), "__class__")
+
+
+def test_a_snapshot_cannot_name_what_an_index_never_holds(tmp_path):
+    path = tmp_path / "s"
+    snapshot.write(path, _System(), "fp", snapshot.FileState(1, 2, 3))
+    with pytest.raises(snapshot.Unusable, match="may not name posix.system"):
+        snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    # getattr (how bound methods are pickled) reaches methods of this package's classes only
+    snapshot.write(path, _Reach(), "fp", snapshot.FileState(1, 2, 3))
+    with pytest.raises(snapshot.Unusable, match="may not read FileState.__class__"):
+        snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+
+
+def test_a_restore_removes_the_snapshot_of_the_database_it_replaces(tmp_path):
+    from teleo_server.store import SQLiteStore
+    from teleo_server.store.backup import restore
+
+    SQLiteStore(tmp_path / "backup.db").close()
+    data = tmp_path / "data"
+    SQLiteStore(data / "teleo.db").close()
+    (data / snapshot.FILE_NAME).write_bytes(b"the replaced database's indexes")
+    restore(tmp_path / "backup.db", data / "teleo.db", force=True)
+    assert not (data / snapshot.FILE_NAME).exists() and (data / "teleo.db").exists()
