@@ -194,6 +194,7 @@ def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str,
     indexes live on the device and are rebuilt at every start)."""
     pipeline = getattr(retriever, "settings", None)
     path = settings.data_dir / snapshot.FILE_NAME
+    snapshot.partial(path).unlink(missing_ok=True)  # a stop killed while it wrote one left this
     if not settings.index_snapshot or backend != "numpy" or not hasattr(retriever, "snapshot_state"):
         if path.exists():  # one an earlier run left: this run's writes will not be in it
             path.unlink()

@@ -232,11 +232,16 @@ class _HashingWriter(io.RawIOBase):
 
 
 # ---- files ---------------------------------------------------------------------------------------------
+def partial(path: Path) -> Path:
+    """Where the snapshot for ``path`` is written before it is complete (renamed when it is)."""
+    return path.with_name(path.name + ".tmp")
+
+
 def write(path: Path, state: Any, print_: str, database: FileState, shared: dict[str, Any] | None = None,
           info: dict[str, Any] | None = None) -> int:
     """Write ``state`` to ``path`` (through a temporary file, synced, then renamed), the objects of
     ``shared`` by name; returns the file's size in bytes."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = partial(path)
     try:
         with open(tmp, "wb") as f:
             f.write(MAGIC)
@@ -357,5 +362,5 @@ class _Bounded(io.RawIOBase):
         return data
 
 
-__all__ = ["FILE_NAME", "FileState", "Unusable", "code_digest", "database_state", "fingerprint", "read", "trailer",
-           "write"]
+__all__ = ["FILE_NAME", "FileState", "Unusable", "code_digest", "database_state", "fingerprint", "partial", "read",
+           "trailer", "write"]

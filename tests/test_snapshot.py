@@ -101,10 +101,12 @@ def test_a_clean_stop_writes_the_indexes_and_the_next_start_reads_them_back(tmp_
     meta = snapshot.trailer(path)
     assert meta["memories"] == len(TEXTS) - 1 and meta["model_version"]
 
+    snapshot.partial(path).write_bytes(b"what a stop killed while it wrote left")
     second = Running(tmp_path)
     try:
         assert second.core.loaded_from == "snapshot"
         assert not path.exists()  # read once: a crash from here on can never leave a stale one
+        assert not snapshot.partial(path).exists()
         assert second.stats() == len(TEXTS) - 1
         assert second.answers() == before
         assert all(before[p, QUERIES[0]] for p in PROFILES)

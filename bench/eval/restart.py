@@ -74,7 +74,7 @@ def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any
     from bench.eval.datasets import scifact
     from bench.eval.footprint import write_store
 
-    queries = [q.text for q in scifact(data).queries[:30]]
+    queries = [q.text for q in scifact(data).queries["train"][:30]]
     root = Path(tempfile.mkdtemp(prefix="teleo-restart-"))
     env = {"TELEO_PIPELINE": json.dumps(settings)} if settings else {}
     try:
@@ -145,7 +145,7 @@ def measure_synthetic(n: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.harness.env import describe_machine
+    from bench.harness.env import environment
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-server", action="store_true")
     ap.add_argument("--settings", type=json.loads, default={}, help="PipelineSettings overrides as JSON")
     args = ap.parse_args(argv)
-    result: dict[str, Any] = {"machine": describe_machine(), "settings": args.settings}
+    result: dict[str, Any] = {"environment": environment(), "settings": args.settings}
     if not args.skip_server:
         result["server"] = measure_server(args.data, args.cache, args.rounds, args.settings)
     if args.synthetic:
