@@ -344,14 +344,15 @@ class MemoryCore:
         from this very database; the file is deleted either way, before anything is served."""
         plan = self.snapshot_plan
         restore = getattr(self.retriever, "restore_state", None)
-        if plan is None or restore is None or not plan.path.exists():
+        dump = getattr(self.retriever, "snapshot_state", None)
+        if plan is None or restore is None or dump is None or not plan.path.exists():
             return False
         t0 = time.perf_counter()
         try:
             meta = snapshot.trailer(plan.path)
             if version is not None and meta.get("model_version") != version:
                 raise snapshot.Unusable(f"made with embedding model {meta.get('model_version')!r}, not {version!r}")
-            _, shared = self.retriever.snapshot_state()  # type: ignore[attr-defined]
+            _, shared = dump()  # the running objects the snapshot names
             with whole_mappings():
                 state = snapshot.read(plan.path, self._snapshot_print(), plan.database, shared)
             restore(state)

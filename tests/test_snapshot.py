@@ -227,12 +227,22 @@ def test_no_snapshot_after_an_index_call_failed_or_before_the_indexes_were_loade
     assert not (tmp_path / "data" / snapshot.FILE_NAME).exists()
 
 
+def _process_answers(stub, auth) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    out = {}
+    for profile in PROFILES:
+        for q in QUERIES:
+            events = stub.Retrieve(pb.RetrieveRequest(text=q, top_k=5, profile=profile), metadata=auth, timeout=60)
+            out[profile, q] = [(e.result.memory.id, round(e.result.score, 5)) for e in events if e.WhichOneof("event") == "result"]
+    return out
+
+
 @pytest.mark.integration
 def test_sigterm_writes_the_snapshot_and_kill_9_leaves_none(server_process):
     srv = server_process()
     auth = [("authorization", f"Bearer {srv.token}")]
     stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
     ids = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=t)), metadata=auth, timeout=60).id for t in TEXTS]
+    before = _process_answers(stub, auth)
     srv.signal(signal.SIGTERM)
     assert srv.wait(60) == 0
     assert (srv.data_dir / snapshot.FILE_NAME).exists()
@@ -240,6 +250,8 @@ def test_sigterm_writes_the_snapshot_and_kill_9_leaves_none(server_process):
     again = server_process(data_dir=srv.data_dir)
     assert '"source": "snapshot"' in again.logs()
     stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(again.address))
+    # another process, with other string hashes: the same answers, to the score
+    assert _process_answers(stub, auth) == before and all(before.values())
     (new_id,) = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="Porto offsite hike moved to day three.")),
                             metadata=auth, timeout=60).id]
     again.signal(signal.SIGKILL)  # after an acknowledged write, with no clean stop
@@ -325,3 +337,35 @@ def test_a_restore_removes_the_snapshot_of_the_database_it_replaces(tmp_path):
     (data / snapshot.FILE_NAME).write_bytes(b"the replaced database's indexes")
     restore(tmp_path / "backup.db", data / "teleo.db", force=True)
     assert not (data / snapshot.FILE_NAME).exists() and (data / "teleo.db").exists()
+
+
+_TERMS_IN_ANOTHER_PROCESS = """
+import sys
+from pathlib import Path
+from teleo_server import snapshot
+from teleo_server.index.terms import TermTable
+t = TermTable()
+t.add_all([f"term{i}" for i in range(5000)])
+t.settle()
+t.add_all(["newest", "term7"])
+snapshot.write(Path(sys.argv[1]), t, "fp", snapshot.FileState(1, 2, 3))
+"""
+
+
+def test_a_term_table_written_by_another_process_finds_its_terms(tmp_path):
+    """Python seeds its string hashes anew in each process: the table's hash index is made again
+    when it is read back, or no settled term would be found."""
+    import subprocess
+    import sys
+
+    from tests._server import REPO
+
+    path = tmp_path / "terms"
+    done = subprocess.run([sys.executable, "-c", _TERMS_IN_ANOTHER_PROCESS, str(path)], cwd=REPO, capture_output=True,
+                          text=True, env={**__import__("os").environ, "PYTHONHASHSEED": "12345"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    table = snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    assert len(table) == 5001
+    assert table.ids_of(["term0", "term4999", "newest", "term7", "absent"]) == [0, 4999, 5000, 7, None]
+    assert table.get("term1234") == 1234 and table.term(4321) == "term4321"
+    assert table.add("another") == 5001 and table.get("newest") == 5000

@@ -47,6 +47,15 @@ def _answers(server: Any, queries: list[str]) -> list[list[tuple[str, float]]]:
         return out
 
 
+def _differences(a: list[list[tuple[str, float]]], b: list[list[tuple[str, float]]]) -> dict[str, Any]:
+    """How two sets of answers to the same queries differ: queries whose ids (in order) differ,
+    and the largest score difference where the ids agree."""
+    ids = sum([x for x, _ in p] != [y for y, _ in q] for p, q in zip(a, b, strict=True))
+    diff = max((abs(s - t) for p, q in zip(a, b, strict=True) if [x for x, _ in p] == [y for y, _ in q]
+                for (_, s), (_, t) in zip(p, q, strict=True)), default=0.0)
+    return {"queries_with_other_ids": ids, "max_score_difference": diff}
+
+
 def _one_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> dict[str, Any]:
     from bench.eval.footprint import settled_rss, wait_for_goals
     from bench.harness.server import ServerProcess
@@ -60,7 +69,12 @@ def _one_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> dict[
         out["source"] = "snapshot" if '"source": "snapshot"' in logs else "store"
         out["goals_after_s"] = wait_for_goals(server)
         out["rss_mb"] = settled_rss(server)
+        out["memories_indexed"] = json.loads([ln for ln in server.log_path.read_text(errors="replace").splitlines()
+                                              if '"index.loaded"' in ln][-1])["memories"]
         out["answers"] = _answers(server, queries)
+        # asked again just before the stop that writes the snapshot: upkeep may have moved the
+        # indexes since (goals, calibration), and the snapshot holds them as they are then
+        out["answers_at_stop"] = _answers(server, queries)
     finally:
         t1 = time.perf_counter()
         server.stop()
@@ -87,17 +101,21 @@ def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any
             rebuilt = _one_start(data_dir, queries, env)  # writes the snapshot as it stops
             read = _one_start(data_dir, queries, env)
             assert rebuilt["source"] == "store" and read["source"] == "snapshot", (rebuilt["source"], read["source"])
-            read["same_answers"] = read["answers"] == rebuilt["answers"]
+            read["same_answers"] = read["answers"] == rebuilt["answers_at_stop"]
+            read["differing"] = _differences(rebuilt["answers_at_stop"], read["answers"])
+            rebuilt["moved_while_serving"] = _differences(rebuilt["answers"], rebuilt["answers_at_stop"])
             runs["store"].append(rebuilt)
             runs["snapshot"].append(read)
             print(f"rebuild {rebuilt['start_s']:.1f} s, {rebuilt['rss_mb']:.1f} MB; snapshot {read['start_s']:.1f} s, "
                   f"{read['rss_mb']:.1f} MB, {read['snapshot_bytes'] / 2**20:.1f} MB file, same answers "
-                  f"{read['same_answers']}", flush=True)
+                  f"{read['same_answers']} {read['differing']} (moved while serving {rebuilt['moved_while_serving']})", flush=True)
         out: dict[str, Any] = {"memories": n, "queries": len(queries)}
         for name, rs in runs.items():
             out[name] = {k: [r[k] for r in rs] for k in ("start_s", "stop_s", "rss_mb", "goals_after_s", "snapshot_bytes")}
             out[name]["start_s_median"] = statistics.median(out[name]["start_s"])
         out["snapshot"]["same_answers"] = [r["same_answers"] for r in runs["snapshot"]]
+        out["snapshot"]["differing"] = [r["differing"] for r in runs["snapshot"]]
+        out["store"]["moved_while_serving"] = [r["moved_while_serving"] for r in runs["store"]]
         return out
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -6,8 +6,9 @@ UTF-8 bytes in one buffer (with an offset each) and a hash index (the terms' has
 their ids): about 24 bytes a term. The newest terms wait in a small dict and are folded into the
 arrays once it holds an eighth as many as they do, so adding a term stays O(1) amortised.
 
-Hashes are Python's own ``hash`` of the str, stable for the life of the process (the table is
-rebuilt at each start); two terms with the same hash are told apart by their bytes.
+Hashes are Python's own ``hash`` of the str, stable for the life of the process only (Python
+seeds them anew in each process): a table read back from an index snapshot hashes its terms again
+(``__setstate__``). Two terms with the same hash are told apart by their bytes.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ class TermTable:
     def __len__(self) -> int:
         _, _, settled, _, recent_terms = self._state
         return settled + len(recent_terms)
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without the hash index: it holds this process's hashes, which another process
+        (a server reading an index snapshot) does not share."""
+        _, _, settled, _, recent_terms = self._state
+        return {"bytes": self._bytes, "offsets": self._offsets, "settled": settled, "recent_terms": list(recent_terms)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """The terms and ids as pickled, their hash index made again with this process's hashes."""
+        self._bytes, self._offsets = state["bytes"], state["offsets"]  # type: ignore[assignment]
+        settled: int = state["settled"]  # type: ignore[assignment]
+        recent_terms: list[str] = state["recent_terms"]  # type: ignore[assignment]
+        off, raw = self._offsets.view, self._bytes.view.tobytes()
+        hashes = np.fromiter((hash(raw[a:b].decode("utf-8")) for a, b in zip(off[:settled].tolist(), off[1:settled + 1].tolist())),
+                             dtype=np.int64, count=settled)
+        order = np.argsort(hashes, kind="stable")
+        self._state = (hashes[order], order.astype(np.int32), settled,
+                       {t: settled + i for i, t in enumerate(recent_terms)}, recent_terms)
 
     def get(self, term: str, default: int | None = None) -> int | None:
         """The term's id, or ``default`` (one term; ``ids_of`` for several)."""
