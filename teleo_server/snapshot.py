@@ -167,13 +167,16 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
-            base = obj.base
-            if (isinstance(base, np.ndarray) and base.base is None and base.flags.c_contiguous
-                    and not base.dtype.hasobject and not obj.dtype.hasobject and obj.size
-                    and base.flags.writeable):
-                offset = obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+            # the array that owns the memory, or wraps a buffer that does (an array read back
+            # from a snapshot wraps the bytes it was read into): views are written against it
+            root, base = None, obj.base
+            while isinstance(base, np.ndarray):
+                root, base = base, base.base
+            if (root is not None and root.flags.c_contiguous and root.flags.writeable
+                    and not root.dtype.hasobject and not obj.dtype.hasobject and obj.size):
+                offset = obj.__array_interface__["data"][0] - root.__array_interface__["data"][0]
                 if offset >= 0 and all(s >= 0 for s in obj.strides):
-                    return _view, (base, offset, obj.shape, obj.strides, obj.dtype, bool(obj.flags.writeable))
+                    return _view, (root, offset, obj.shape, obj.strides, obj.dtype, bool(obj.flags.writeable))
             return NotImplemented
         if isinstance(obj, threading.local):
             return (_fresh_local, ()) if type(obj) is threading.local else (_fresh, (type(obj),))

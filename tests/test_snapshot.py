@@ -284,6 +284,12 @@ def test_views_come_back_as_views_and_locks_as_new_ones(tmp_path):
     got["base"][10] = -1
     assert got["view"][0] == -1  # one array, as in the running index
     assert got["lock"].acquire(blocking=False) and not hasattr(got["local"], "x")
+    # written again by the server that read it: still one array (the file does not grow by a
+    # copy of the 40 bytes the view holds; only by how the arrays are named)
+    first = path.stat().st_size
+    snapshot.write(path, got, "fp", snapshot.FileState(1, 2, 3))
+    again = snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    assert path.stat().st_size < first + 40 and np.shares_memory(again["view"], again["base"])
 
 
 def test_a_snapshot_is_read_only_when_everything_matches(tmp_path):
