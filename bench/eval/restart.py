@@ -81,6 +81,9 @@ def _one_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> dict[
         out["stop_s"] = time.perf_counter() - t1
     snap = data_dir / "index.snapshot"
     out["snapshot_bytes"] = snap.stat().st_size if snap.exists() else 0
+    written = [json.loads(ln) for ln in server.log_path.read_text(errors="replace").splitlines()
+               if '"index.snapshot_written"' in ln]
+    out["snapshot_write_s"] = written[-1]["seconds"] if written else None
     return out
 
 
@@ -111,7 +114,8 @@ def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any
                   f"{read['same_answers']} {read['differing']} (moved while serving {rebuilt['moved_while_serving']})", flush=True)
         out: dict[str, Any] = {"memories": n, "queries": len(queries)}
         for name, rs in runs.items():
-            out[name] = {k: [r[k] for r in rs] for k in ("start_s", "stop_s", "rss_mb", "goals_after_s", "snapshot_bytes")}
+            out[name] = {k: [r[k] for r in rs] for k in ("start_s", "stop_s", "rss_mb", "goals_after_s", "snapshot_bytes",
+                                                         "snapshot_write_s", "memories_indexed")}
             out[name]["start_s_median"] = statistics.median(out[name]["start_s"])
         out["snapshot"]["same_answers"] = [r["same_answers"] for r in runs["snapshot"]]
         out["snapshot"]["differing"] = [r["differing"] for r in runs["snapshot"]]
