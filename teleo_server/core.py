@@ -165,6 +165,7 @@ class SnapshotPlan:
     db_path: Path
     database: snapshot.FileState | None
     parts: dict[str, Any]
+    plugins: tuple[str, ...] = ()  # modules whose classes a snapshot may hold beside Teleo's
 
 
 class MemoryCore:
@@ -354,7 +355,7 @@ class MemoryCore:
                 raise snapshot.Unusable(f"made with embedding model {meta.get('model_version')!r}, not {version!r}")
             _, shared = dump()  # the running objects the snapshot names
             with whole_mappings():
-                state = snapshot.read(plan.path, self._snapshot_print(), plan.database, shared)
+                state = snapshot.read(plan.path, self._snapshot_print(), plan.database, shared, plan.plugins)
             restore(state)
         except (snapshot.Unusable, ValueError) as exc:
             log.warning("index.snapshot_unused", path=str(plan.path), reason=str(exc))

@@ -202,7 +202,7 @@ def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str,
         return None
     parts = {"code": snapshot.code_digest(settings.plugins), "backend": backend, "schema": SCHEMA_VERSION,
              "pipeline": pipeline.model_dump(mode="json") if pipeline is not None else settings.pipeline}
-    return SnapshotPlan(path, settings.db_path, database, parts)
+    return SnapshotPlan(path, settings.db_path, database, parts, tuple(settings.plugins))
 
 
 def build_server(settings: Settings, *, embedder: Embedder | None = None, retriever: Retriever | None = None) -> App:

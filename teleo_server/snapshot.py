@@ -25,7 +25,8 @@ costs only the rebuild it was meant to save; the reason is logged.
 
 Trust: the state is a pickle, read only from the data directory, which holds the database itself
 (whoever can write one can rewrite every memory). Unpickling is limited to the classes of this
-package, NumPy, SciPy's sparse matrices, hnswlib and plain containers, and happens only after the checksum matched.
+package and of the plugins loaded, NumPy, SciPy's sparse matrices, hnswlib and plain containers,
+and happens only after the checksum matched.
 """
 
 from __future__ import annotations
@@ -52,11 +53,21 @@ END = b"\nTELEO-END\n"
 _TRAILER_LEN = 8
 _BLOCK = 1 << 20
 
-# what an unpickled snapshot may name: this package's classes and functions, NumPy's array and
-# scalar reconstruction, SciPy's sparse matrices, hnswlib's index, and plain containers
-_MODULES = ("teleo_server", "numpy", "hnswlib", "array", "collections", "datetime", "re", "enum", "decimal")
+# what an unpickled snapshot may name: classes of this package (and of the plugins loaded), of NumPy,
+# SciPy's sparse matrices, hnswlib and the standard library's containers; and only the functions
+# that rebuild arrays, scalars and patterns, and this module's own reducers
+_CLASS_MODULES = ("teleo_server", "numpy", "scipy.sparse", "hnswlib", "array", "collections", "datetime", "enum",
+                  "decimal")
 _BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "bytearray", "bytes", "int", "float", "complex",
                        "str", "bool", "slice", "range", "object"})
+_FUNCTIONS = frozenset({
+    ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"), ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
+    ("array", "_array_reconstructor"), ("re", "_compile"), ("copyreg", "_reconstructor"),
+    ("teleo_server.snapshot", "_view"), ("teleo_server.snapshot", "_fresh"), ("teleo_server.snapshot", "_fresh_local"),
+    ("teleo_server.snapshot", "_fresh_lock"), ("teleo_server.snapshot", "_fresh_rlock"),
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,20 +198,24 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _method(obj: Any, name: str) -> Any:
-    """``getattr`` as a snapshot may use it: a bound method that an object of this package's own
-    classes defines (how bound methods are pickled), never any other attribute."""
-    kind = type(obj)
-    if (not kind.__module__.startswith("teleo_server") or name.startswith("__")
-            or not callable(getattr(kind, name, None))):
-        raise pickle.UnpicklingError(f"a snapshot may not read {kind.__name__}.{name}")
-    return getattr(obj, name)
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, f: Any, shared: dict[str, Any]) -> None:
+    def __init__(self, f: Any, shared: dict[str, Any], plugins: tuple[str, ...]) -> None:
         super().__init__(f)
         self._shared = shared
+        self._own = ("teleo_server", *plugins)  # whose classes a snapshot may hold
+
+    def _method(self, obj: Any, name: str) -> Any:
+        """``getattr`` as a snapshot may use it: a bound method that an object of this package's
+        own classes (or a plugin's) defines, which is how bound methods are pickled; never any
+        other attribute."""
+        kind = type(obj)
+        if not _within(kind.__module__, self._own) or name.startswith("__") or not callable(getattr(kind, name, None)):
+            raise pickle.UnpicklingError(f"a snapshot may not read {kind.__name__}.{name}")
+        return getattr(obj, name)
 
     def persistent_load(self, pid: Any) -> Any:
         try:
@@ -209,13 +224,14 @@ class _Unpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"the snapshot names a shared object this server does not have: {pid!r}") from None
 
     def find_class(self, module: str, name: str) -> Any:
-        top = module.split(".", 1)[0]
-        if top == "builtins" and name == "getattr":
-            return _method
-        if top == "builtins" and name in _BUILTINS:
+        if module == "builtins" and name == "getattr":
+            return self._method
+        if (module == "builtins" and name in _BUILTINS) or (module, name) in _FUNCTIONS:
             return super().find_class(module, name)
-        if top in _MODULES or module.startswith("scipy.sparse"):
-            return super().find_class(module, name)
+        if _within(module, _CLASS_MODULES) or _within(module, self._own):
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
         raise pickle.UnpicklingError(f"a snapshot may not name {module}.{name}")
 
 
@@ -304,10 +320,11 @@ def trailer(path: Path) -> dict[str, Any]:
     return meta
 
 
-def read(path: Path, print_: str, database: FileState | None, shared: dict[str, Any] | None = None) -> Any:
+def read(path: Path, print_: str, database: FileState | None, shared: dict[str, Any] | None = None,
+         plugins: tuple[str, ...] = ()) -> Any:
     """The state in the snapshot at ``path`` if it was made by this code and these settings from
-    this very database, its shared objects replaced by those of ``shared``; raises
-    :class:`Unusable` saying why not."""
+    this very database, its shared objects replaced by those of ``shared`` (the classes of the
+    ``plugins`` modules allowed beside this package's); raises :class:`Unusable` saying why not."""
     meta = trailer(path)
     if meta.get("fingerprint") != print_:
         raise Unusable("made by other code or settings")
@@ -329,7 +346,7 @@ def read(path: Path, print_: str, database: FileState | None, shared: dict[str, 
             raise Unusable("checksum mismatch")
         f.seek(len(MAGIC))
         try:
-            return _Unpickler(_Bounded(f, n), shared or {}).load()
+            return _Unpickler(_Bounded(f, n), shared or {}, plugins).load()
         except Exception as exc:  # noqa: BLE001 - any failure to read means: rebuild
             raise Unusable(f"unreadable: {type(exc).__name__}: {exc}") from exc
 

@@ -181,3 +181,15 @@ def test_a_head_and_space_added_in_one_module_serve_over_grpc(server_process, tm
         with pytest.raises(grpc.RpcError) as err:
             list(stub.Retrieve(pb.RetrieveRequest(vectors=bad, profile="letters"), metadata=auth, timeout=30))
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and err.value.details().startswith(field)
+
+    # a clean stop writes the plugin's space into the index snapshot, and the next start reads it
+    # back (the plugin's classes are allowed beside Teleo's) and answers the same
+    import signal
+
+    srv.signal(signal.SIGTERM)
+    assert srv.wait(60) == 0
+    again = server_process(data_dir=srv.data_dir, env={"TELEO_CONFIG": str(config)})
+    assert '"source": "snapshot"' in again.logs()
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(again.address))
+    events = list(stub.Retrieve(pb.RetrieveRequest(vectors=vectors, profile="letters", top_k=3), metadata=auth, timeout=60))
+    assert [e.result.memory.id for e in events if e.WhichOneof("event") == "result"] == [r.memory.id for r in results]

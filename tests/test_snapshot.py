@@ -315,6 +315,13 @@ class _System:
         return os.system, ("echo pwned",)
 
 
+class _Load:
+    """Pickles as numpy.load(a path, ...): a NumPy function that could read another pickle."""
+
+    def __reduce__(self):
+        return np.load, ("elsewhere.npy",)
+
+
 class _Reach:
     """Pickles as getattr(an object of ours, "__class__"): how a pickle reaches further."""
 
@@ -326,6 +333,9 @@ def test_a_snapshot_cannot_name_what_an_index_never_holds(tmp_path):
     path = tmp_path / "s"
     snapshot.write(path, _System(), "fp", snapshot.FileState(1, 2, 3))
     with pytest.raises(snapshot.Unusable, match="may not name posix.system"):
+        snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    snapshot.write(path, _Load(), "fp", snapshot.FileState(1, 2, 3))
+    with pytest.raises(snapshot.Unusable, match="may not name numpy.load"):
         snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
     # getattr (how bound methods are pickled) reaches methods of this package's classes only
     snapshot.write(path, _Reach(), "fp", snapshot.FileState(1, 2, 3))
