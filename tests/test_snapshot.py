@@ -220,9 +220,14 @@ def test_no_snapshot_after_an_index_call_failed_or_before_the_indexes_were_loade
 
     from teleo_server.server import build_server
 
-    app = build_server(Settings(port=0, data_dir=tmp_path / "data", dev_token_file=tmp_path / "token"))
-    with structlog.testing.capture_logs() as logs:
-        asyncio.run(app.core.close())
+    async def stopped_before_loading() -> list:
+        app = build_server(Settings(port=0, data_dir=tmp_path / "data", dev_token_file=tmp_path / "token"))
+        with structlog.testing.capture_logs() as logs:
+            await app.core.close()
+        await app.server.stop(0)
+        return logs
+
+    logs = asyncio.run(stopped_before_loading())
     assert [e["reason"] for e in logs if e["event"] == "index.snapshot_skipped"] == ["the indexes were never loaded"]
     assert not (tmp_path / "data" / snapshot.FILE_NAME).exists()
 
