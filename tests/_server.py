@@ -115,6 +115,33 @@ class InThreadServer:
         self.loop.close()
 
 
+class StubbedServer:
+    """An in-thread server with a channel to it, a stub and the development token's metadata."""
+
+    def __init__(self, settings) -> None:
+        from teleo.v1 import memory_pb2_grpc
+
+        self.settings = settings
+        self.srv = InThreadServer.start(settings)
+        self.channel = grpc.insecure_channel(self.srv.address)
+        self.stub = memory_pb2_grpc.MemoryServiceStub(self.channel)
+        self.auth = [("authorization", f"Bearer {self.srv.token}")]
+
+    @property
+    def core(self):
+        return self.srv.app.core
+
+    def store(self, texts: list[str], ns: str) -> list[str]:
+        from teleo.v1 import memory_pb2 as pb
+
+        return [self.stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=t, namespace=ns)),
+                                metadata=self.auth, timeout=60).id for t in texts]
+
+    def stop(self) -> None:
+        self.channel.close()
+        self.srv.stop()
+
+
 def wait_serving(address: str, service: str = "", timeout: float = 30.0) -> None:
     with grpc.insecure_channel(address) as ch:
         stub = health_pb2_grpc.HealthStub(ch)

@@ -24,15 +24,12 @@ from teleo.v1 import memory_pb2_grpc
 
 from teleo_server import snapshot
 from teleo_server.config import Settings
-from tests._server import InThreadServer
+from tests._server import StubbedServer
+from tests.test_token_codes_store import TEXTS as NOTES
 
 NS = "snap"
 TEXTS = [
-    "The billing outage in March was caused by a stale cache in the Redis cluster.",
-    "Runbook: drain the nodes, restore the snapshot, then reopen traffic.",
-    "The staging cluster moved from eu-west-1 to us-east-2 in March.",
-    "The quarterly offsite will be held in Porto, with a hike on the second day.",
-    "Vitamin D supplements did not lower the fracture risk of older adults in the trial.",
+    *NOTES,  # billing outage, runbook, staging move, offsite, vitamin D
     "Melanie Smith leads the payments team; she joined from Stripe in 2024.",
     "def get_user_name(user_id): return db.users[user_id].name  # used by the billing export",
     "We moved the nightly backup window to 02:00 UTC because the old one overlapped the batch jobs.",
@@ -42,28 +39,19 @@ QUERIES = ["what caused the billing outage", "where is the offsite", "who leads 
 PROFILES = ("teleological", "hybrid", "hipporag", "openclaw")
 
 
-class Running:
+class Running(StubbedServer):
     """One in-thread server on ``root``'s data directory."""
 
     def __init__(self, root: Path, **settings) -> None:
-        self.settings = Settings(port=0, data_dir=root / "data", dev_token_file=root / "token", log_format="json",
-                                 **settings)
-        self.srv = InThreadServer.start(self.settings)
-        self.channel = grpc.insecure_channel(self.srv.address)
-        self.stub = memory_pb2_grpc.MemoryServiceStub(self.channel)
-        self.auth = [("authorization", f"Bearer {self.srv.token}")]
-
-    @property
-    def core(self):
-        return self.srv.app.core
+        super().__init__(Settings(port=0, data_dir=root / "data", dev_token_file=root / "token", log_format="json",
+                                  **settings))
 
     @property
     def path(self) -> Path:
         return self.settings.data_dir / snapshot.FILE_NAME
 
-    def store(self, texts: list[str]) -> list[str]:
-        return [self.stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=t, namespace=NS)),
-                                metadata=self.auth, timeout=60).id for t in texts]
+    def store(self, texts: list[str], ns: str = NS) -> list[str]:
+        return super().store(texts, ns)
 
     def answers(self) -> dict[tuple[str, str], list[tuple[str, float]]]:
         """(profile, query) -> (id, score) of each result, best first."""
@@ -79,10 +67,6 @@ class Running:
 
     def stats(self) -> int:
         return self.stub.Stats(pb.StatsRequest(), metadata=self.auth, timeout=30).memories
-
-    def stop(self) -> None:
-        self.channel.close()
-        self.srv.stop()
 
 
 def test_a_clean_stop_writes_the_indexes_and_the_next_start_reads_them_back(tmp_path):

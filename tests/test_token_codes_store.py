@@ -17,7 +17,6 @@ import grpc
 import numpy as np
 import pytest
 from teleo.v1 import memory_pb2 as pb
-from teleo.v1 import memory_pb2_grpc
 
 from teleo_server.client import convert as client_convert
 from teleo_server.config import Settings
@@ -27,7 +26,7 @@ from teleo_server.heads import CodecSpec, TokenCodes
 from teleo_server.index.tokens import TokenCodec, TokenStore, to_codes
 from teleo_server.store import SQLiteStore
 from tests._rpc import status
-from tests._server import InThreadServer
+from tests._server import StubbedServer
 
 NS = "codes"
 TEXTS = [
@@ -43,7 +42,7 @@ DEFAULT_TAG, DEFAULT_WIDTH = "code2x128:384:s0:p3m64", 32
 UNPOOLED = {"spaces": {"E12_late": {"pool": 1}}}
 
 
-class Running:
+class Running(StubbedServer):
     """One in-thread server on ``root``'s data directory, with a stub and the dev token."""
 
     def __init__(self, root: Path, server: dict | None = None, **pipeline) -> None:
@@ -51,19 +50,11 @@ class Running:
         # from the snapshot of the last stop (tests/test_snapshot.py)
         settings = Settings(port=0, data_dir=root / "data", dev_token_file=root / "token", log_format="json",
                             pipeline=pipeline, **{"index_snapshot": False, **(server or {})})
-        self.srv = InThreadServer.start(settings)
+        super().__init__(settings)
         self.db = settings.db_path
-        self.channel = grpc.insecure_channel(self.srv.address)
-        self.stub = memory_pb2_grpc.MemoryServiceStub(self.channel)
-        self.auth = [("authorization", f"Bearer {self.srv.token}")]
-
-    @property
-    def core(self):
-        return self.srv.app.core
 
     def store(self, texts: list[str], ns: str = NS) -> list[str]:
-        return [self.stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=t, namespace=ns)),
-                                metadata=self.auth, timeout=60).id for t in texts]
+        return super().store(texts, ns)
 
     def retrieve(self, text: str, ns: str = NS) -> list[tuple[str, float, float]]:
         """(id, score, late-interaction score) of each result, best first."""
@@ -85,9 +76,6 @@ class Running:
 
         return self.srv.call(self.core._on_index(read))
 
-    def stop(self) -> None:
-        self.channel.close()
-        self.srv.stop()
 
 
 def _token_rows(db: Path) -> dict[str, list[tuple[str, int, int, bytes]]]:
