@@ -194,11 +194,18 @@ def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str,
     indexes live on the device and are rebuilt at every start)."""
     pipeline = getattr(retriever, "settings", None)
     path = settings.data_dir / snapshot.FILE_NAME
-    snapshot.partial(path).unlink(missing_ok=True)  # a stop killed while it wrote one left this
-    if not settings.index_snapshot or backend != "numpy" or not hasattr(retriever, "snapshot_state"):
-        if path.exists():  # one an earlier run left: this run's writes will not be in it
-            path.unlink()
-            log.info("index.snapshot_removed", path=str(path), reason="snapshots are off for this server")
+    off = not settings.index_snapshot or backend != "numpy" or not hasattr(retriever, "snapshot_state")
+    # a stop killed while it wrote one left the partial file; with snapshots off, one an earlier
+    # run left would not hold this run's writes
+    for stale in (snapshot.partial(path), *((path,) if off else ())):
+        try:
+            stale.unlink()
+            log.info("index.snapshot_removed", path=str(stale))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # a read-only data directory: a start that reads it finds it unusable
+            log.warning("index.snapshot_not_removed", path=str(stale), error=str(exc))
+    if off:
         return None
     parts = {"code": snapshot.code_digest(settings.plugins), "backend": backend, "schema": SCHEMA_VERSION,
              "pipeline": pipeline.model_dump(mode="json") if pipeline is not None else settings.pipeline}

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from importlib import metadata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -122,14 +123,17 @@ def code_digest(extra_modules: Iterable[str] = ()) -> str:
     return h.hexdigest()
 
 
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def fingerprint(parts: dict[str, Any]) -> str:
     """sha256 of ``parts`` (JSON-able) with the library versions the pickled state depends on."""
-    import hnswlib  # noqa: PLC0415 - only here: the version is part of what a snapshot depends on
-
-    import scipy  # noqa: PLC0415
-
-    full = {**parts, "format": FORMAT, "python": sys.version, "numpy": np.__version__, "scipy": scipy.__version__,
-            "hnswlib": getattr(hnswlib, "__version__", "")}
+    full = {**parts, "format": FORMAT, "python": sys.version,
+            **{lib: _version(lib) for lib in ("numpy", "scipy", "hnswlib")}}
     return hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()
 
 
