@@ -266,7 +266,9 @@ def write(path: Path, state: Any, print_: str, database: FileState, shared: dict
     ``shared`` by name; returns the file's size in bytes."""
     tmp = partial(path)
     try:
-        with open(tmp, "wb") as f:
+        # 0600: the indexes hold the memories' text, as the database does
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            os.fchmod(f.fileno(), 0o600)  # also when a partial file was left with another mode
             f.write(MAGIC)
             body = _HashingWriter(f)
             _Pickler(body, shared or {}).dump(state)

@@ -84,6 +84,7 @@ def test_a_clean_stop_writes_the_indexes_and_the_next_start_reads_them_back(tmp_
         first.stop()
     meta = snapshot.trailer(path)
     assert meta["memories"] == len(TEXTS) - 1 and meta["model_version"]
+    assert path.stat().st_mode & 0o777 == 0o600  # it holds the memories' text
 
     snapshot.partial(path).write_bytes(b"what a stop killed while it wrote left")
     second = Running(tmp_path)
