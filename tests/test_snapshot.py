@@ -375,3 +375,16 @@ def test_a_term_table_written_by_another_process_finds_its_terms(tmp_path):
     assert table.ids_of(["term0", "term4999", "newest", "term7", "absent"]) == [0, 4999, 5000, 7, None]
     assert table.get("term1234") == 1234 and table.term(4321) == "term4321"
     assert table.add("another") == 5001 and table.get("newest") == 5000
+
+
+def test_a_new_database_and_its_log_are_the_owners_only(tmp_path):
+    from teleo_server.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "data" / "teleo.db")
+    try:
+        store.record_retrieved([])  # a write: the write-ahead log exists now
+        wal = tmp_path / "data" / "teleo.db-wal"
+        assert (tmp_path / "data" / "teleo.db").stat().st_mode & 0o777 == 0o600
+        assert wal.exists() and wal.stat().st_mode & 0o777 == 0o600
+    finally:
+        store.close()

@@ -125,7 +125,12 @@ class SQLiteStore:
         self.fault: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            created = not self.path.exists()
             self._writer = self._connect(lock_timeout, writer=True)
+            if created:
+                # the memories' text and the token hashes: the owner's only, as backups are (SQLite
+                # gives the -wal and -shm files the database file's mode)
+                os.chmod(self.path, 0o600)
             before = migrate(self._writer)
         except (sqlite3.Error, OSError) as exc:
             err = translate(exc, self.path)
