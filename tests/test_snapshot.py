@@ -385,6 +385,7 @@ def test_a_new_database_and_its_log_are_the_owners_only(tmp_path):
         store.record_retrieved([])  # a write: the write-ahead log exists now
         wal = tmp_path / "data" / "teleo.db-wal"
         assert (tmp_path / "data" / "teleo.db").stat().st_mode & 0o777 == 0o600
+        assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700  # the directory it made
         assert wal.exists() and wal.stat().st_mode & 0o777 == 0o600
     finally:
         store.close()

@@ -124,7 +124,7 @@ class SQLiteStore:
         self.write_observer: Callable[[float], None] | None = None
         self.fault: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # a new data directory: the owner's only
             created = not self.path.exists()
             self._writer = self._connect(lock_timeout, writer=True)
             if created:
