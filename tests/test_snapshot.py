@@ -8,7 +8,6 @@ its own.
 
 from __future__ import annotations
 
-import json
 import signal
 import sqlite3
 import threading
