@@ -201,6 +201,7 @@ class MemoryCore:
         self._retag: set[str] = set()  # heads whose stored codes the running codec took under another tag
         self.snapshot_plan = snapshot_plan  # None: the indexes are rebuilt at every start
         self.loaded_from = ""  # "snapshot" or "store": how the last load_indexes filled the indexes
+        self.load_seconds = 0.0  # and how long that took
         self._index_suspect = False  # an index call failed unexpectedly (see _on_index)
 
     @property
@@ -301,8 +302,9 @@ class MemoryCore:
             # version found (never two at once); reembed_stale() reconciles once it is back.
             version = None
 
+        t0 = time.perf_counter()
         if await self._on_index(self._read_snapshot, version):
-            self.loaded_from = "snapshot"
+            self.loaded_from, self.load_seconds = "snapshot", time.perf_counter() - t0
             return len(self.retriever)
 
         def load() -> tuple[int, int]:
@@ -325,7 +327,7 @@ class MemoryCore:
                 return loaded, stale
 
         loaded, stale = await self._on_index(load)
-        self.loaded_from = "store"
+        self.loaded_from, self.load_seconds = "store", time.perf_counter() - t0
         settings = getattr(self.retriever, "settings", None)  # a retriever may have no text analyser
         analyzer = settings.analyzer.build().version if settings is not None else None
         log.info("index.loaded", memories=loaded, stale=stale, model_version=version, analyzer=analyzer)

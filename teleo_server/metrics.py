@@ -88,6 +88,7 @@ class Metrics:
         Gauge("teleo_retrieve_streams_in_flight", "Retrieve streams open now.",
               registry=self.registry).set_function(lambda: core.in_flight)
         self.registry.register(_IndexCollector(core.retriever))
+        self.registry.register(_LoadCollector(core))
         self.registry.register(_ResilienceCollector(core))
         self._watch_embedder(core.embedder)
 
@@ -307,6 +308,22 @@ def _wrap_stream(behavior: Callable[..., Any], record: _Recorder) -> Callable[..
 
 
 # -- read at scrape time --------------------------------------------------------------------------
+
+
+class _LoadCollector(Collector):
+    """How the last start filled the indexes: from the snapshot of a clean stop or from the store."""
+
+    def __init__(self, core: MemoryCore) -> None:
+        self._core = core
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        seconds = GaugeMetricFamily(
+            "teleo_index_load_seconds", "Seconds the last start took to fill the in-memory indexes, by "
+            "source: snapshot (written at the last clean stop) or store (rebuilt from the database).",
+            labels=["source"])
+        if self._core.loaded_from:
+            seconds.add_metric([self._core.loaded_from], self._core.load_seconds)
+        yield seconds
 
 
 class _IndexCollector(Collector):

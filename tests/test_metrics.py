@@ -165,6 +165,9 @@ def test_store_writes_and_index_sizes_are_reported(traffic):
     before, after, _, _ = traffic
     assert _delta(before, after, "teleo_store_write_duration_seconds_count") >= 3
     assert _value(after, "teleo_index_memories") == 3
+    # the start rebuilt its (empty) indexes from the store: one sample, that source, its seconds
+    [(labels, seconds)] = after["teleo_index_load_seconds"]
+    assert labels == {"source": "store"} and 0 <= seconds < 60
     rows = {labels["space"]: v for labels, v in after["teleo_index_rows"]}
     entries = {labels["space"]: v for labels, v in after["teleo_index_entries"]}
     assert {"E1_semantic", "E6_lexical", "E12_late"} <= rows.keys()

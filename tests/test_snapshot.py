@@ -88,7 +88,7 @@ def test_a_clean_stop_writes_the_indexes_and_the_next_start_reads_them_back(tmp_
     snapshot.partial(path).write_bytes(b"what a stop killed while it wrote left")
     second = Running(tmp_path)
     try:
-        assert second.core.loaded_from == "snapshot"
+        assert second.core.loaded_from == "snapshot" and 0 < second.core.load_seconds < 30  # teleo_index_load_seconds
         assert not path.exists()  # read once: a crash from here on can never leave a stale one
         assert not snapshot.partial(path).exists()
         assert second.stats() == len(TEXTS) - 1
