@@ -357,7 +357,7 @@ class MemoryCore:
                 raise snapshot.Unusable(f"made with embedding model {meta.get('model_version')!r}, not {version!r}")
             _, shared = dump()  # the running objects the snapshot names
             with whole_mappings():
-                state = snapshot.read(plan.path, self._snapshot_print(), plan.database, shared, plan.plugins)
+                state = snapshot.read(plan.path, self._snapshot_print(), plan.database, shared, plan.plugins, meta)
             restore(state)
         except (snapshot.Unusable, ValueError) as exc:
             log.warning("index.snapshot_unused", path=str(plan.path), reason=str(exc))

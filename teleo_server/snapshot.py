@@ -31,6 +31,7 @@ and happens only after the checksum matched.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -41,7 +42,6 @@ import threading
 import time
 from collections.abc import Iterable
 from importlib import metadata
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -71,7 +71,7 @@ _FUNCTIONS = frozenset({
 })
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class FileState:
     """What the database file looked like: size, modification time (ns) and inode."""
 
@@ -86,9 +86,6 @@ class FileState:
         except OSError:  # missing, or a path that cannot be (the store's own open says why)
             return None
         return cls(st.st_size, st.st_mtime_ns, st.st_ino)
-
-    def as_dict(self) -> dict[str, int]:
-        return {"size": self.size, "mtime_ns": self.mtime_ns, "inode": self.inode}
 
 
 def database_state(db_path: Path) -> FileState | None:
@@ -272,7 +269,7 @@ def write(path: Path, state: Any, print_: str, database: FileState, shared: dict
             f.write(MAGIC)
             body = _HashingWriter(f)
             _Pickler(body, shared or {}).dump(state)
-            trailer = json.dumps({"format": FORMAT, "fingerprint": print_, "database": database.as_dict(),
+            trailer = json.dumps({"format": FORMAT, "fingerprint": print_, "database": dataclasses.asdict(database),
                                   "sha256": body.sha.hexdigest(), "bytes": body.n, "written_at": time.time(),
                                   **(info or {})}).encode()
             f.write(trailer)
@@ -327,16 +324,17 @@ def trailer(path: Path) -> dict[str, Any]:
 
 
 def read(path: Path, print_: str, database: FileState | None, shared: dict[str, Any] | None = None,
-         plugins: tuple[str, ...] = ()) -> Any:
+         plugins: tuple[str, ...] = (), meta: dict[str, Any] | None = None) -> Any:
     """The state in the snapshot at ``path`` if it was made by this code and these settings from
     this very database, its shared objects replaced by those of ``shared`` (the classes of the
-    ``plugins`` modules allowed beside this package's); raises :class:`Unusable` saying why not."""
-    meta = trailer(path)
+    ``plugins`` modules allowed beside this package's; ``meta``: its :func:`trailer`, when the
+    caller has read it already); raises :class:`Unusable` saying why not."""
+    meta = trailer(path) if meta is None else meta
     if meta.get("fingerprint") != print_:
         raise Unusable("made by other code or settings")
     if database is None:
         raise Unusable("the database has writes the snapshot has not seen (write-ahead log)")
-    if meta.get("database") != database.as_dict():
+    if meta.get("database") != dataclasses.asdict(database):
         raise Unusable("the database changed after the snapshot was written")
     n = int(meta["bytes"])
     with open(path, "rb") as f:

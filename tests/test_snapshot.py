@@ -53,16 +53,8 @@ class Running(StubbedServer):
         return super().store(texts, ns)
 
     def answers(self) -> dict[tuple[str, str], list[tuple[str, float]]]:
-        """(profile, query) -> (id, score) of each result, best first."""
-        out = {}
-        for profile in PROFILES:
-            for q in QUERIES:
-                events = self.stub.Retrieve(pb.RetrieveRequest(text=q, top_k=5, profile=profile,
-                                                               filters=pb.RetrieveFilters(namespaces=[NS])),
-                                            metadata=self.auth, timeout=60)
-                out[profile, q] = [(e.result.memory.id, round(e.result.score, 5))
-                                   for e in events if e.WhichOneof("event") == "result"]
-        return out
+        """(profile, query) -> (id, score) of each result in this test's namespace, best first."""
+        return _answers(self.stub, self.auth, pb.RetrieveFilters(namespaces=[NS]))
 
     def stats(self) -> int:
         return self.stub.Stats(pb.StatsRequest(), metadata=self.auth, timeout=30).memories
@@ -216,11 +208,13 @@ def test_no_snapshot_after_an_index_call_failed_or_before_the_indexes_were_loade
     assert not (tmp_path / "data" / snapshot.FILE_NAME).exists()
 
 
-def _process_answers(stub, auth) -> dict[tuple[str, str], list[tuple[str, float]]]:
+def _answers(stub, auth, filters=None) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    """(profile, query) -> (id, score) of each result, best first."""
     out = {}
     for profile in PROFILES:
         for q in QUERIES:
-            events = stub.Retrieve(pb.RetrieveRequest(text=q, top_k=5, profile=profile), metadata=auth, timeout=60)
+            events = stub.Retrieve(pb.RetrieveRequest(text=q, top_k=5, profile=profile, filters=filters),
+                                   metadata=auth, timeout=60)
             out[profile, q] = [(e.result.memory.id, round(e.result.score, 5)) for e in events if e.WhichOneof("event") == "result"]
     return out
 
@@ -231,7 +225,7 @@ def test_sigterm_writes_the_snapshot_and_kill_9_leaves_none(server_process):
     auth = [("authorization", f"Bearer {srv.token}")]
     stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
     ids = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=t)), metadata=auth, timeout=60).id for t in TEXTS]
-    before = _process_answers(stub, auth)
+    before = _answers(stub, auth)
     srv.signal(signal.SIGTERM)
     assert srv.wait(60) == 0
     assert (srv.data_dir / snapshot.FILE_NAME).exists()
@@ -240,7 +234,7 @@ def test_sigterm_writes_the_snapshot_and_kill_9_leaves_none(server_process):
     assert '"source": "snapshot"' in again.logs()
     stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(again.address))
     # another process, with other string hashes: the same answers, to the score
-    assert _process_answers(stub, auth) == before and all(before.values())
+    assert _answers(stub, auth) == before and all(before.values())
     (new_id,) = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="Porto offsite hike moved to day three.")),
                             metadata=auth, timeout=60).id]
     again.signal(signal.SIGKILL)  # after an acknowledged write, with no clean stop
