@@ -38,7 +38,7 @@ from teleo_server.index.purpose import Goal
 from teleo_server.keyed_locks import KeyedLocks
 from teleo_server.pipeline.types import (EntryPoint, Filters, Hit, MemoryPurpose, Outcome, Query, Retriever, StageReport,
                                          UpdateHint)
-from teleo_server.store.base import MemoryStore
+from teleo_server.store.base import MemoryStore, Position
 from teleo_server.result_cache import ResultCache
 from teleo_server import snapshot
 from teleo_server.workers import DEFAULT_NICE, worker_pool
@@ -58,6 +58,8 @@ _WARM_UP_PRINCIPAL = Principal(agent_id="teleo-warm-up", token_id="", read_names
 _DONE = object()
 # retrieval usage counters are written together at most this long after the retrieval
 USAGE_FLUSH_SECONDS = 0.5
+# memories read from the store at a time when a start brings a snapshot's indexes up to date
+REPLAY_BATCH = 256
 
 
 @dataclass(slots=True)
@@ -157,13 +159,12 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotPlan:
-    """Where the index snapshot lives (``teleo_server/snapshot.py``) and what it must match: the
-    database as it was before the server opened it, and what the indexes were made by (code,
-    settings, backend; the core adds the embedding model and the token codecs)."""
+    """Where the index snapshot lives (``teleo_server/snapshot.py``) and what the indexes were made
+    by (code, settings, backend; the core adds the embedding model and the token codecs). The
+    database a snapshot was made from, and how far its change journal had come, are in the
+    snapshot itself."""
 
     path: Path
-    db_path: Path
-    database: snapshot.FileState | None
     parts: dict[str, Any]
     plugins: tuple[str, ...] = ()  # modules whose classes a snapshot may hold beside Teleo's
 
@@ -309,6 +310,9 @@ class MemoryCore:
 
         def load() -> tuple[int, int]:
             nonlocal version
+            # every change the journal lists up to here is in what the scan reads: no snapshot
+            # needs them (one not read is gone, or was made before them)
+            head = self._journal_head()
             with whole_mappings():  # buffers freed during the load go back to the system at once
                 loaded = stale = 0
                 for memory, emb in self.store.iter_memories():
@@ -324,7 +328,9 @@ class MemoryCore:
                     loaded += 1
                 self.retriever.settle()
                 release_memory()  # the load's temporaries (decoded vectors, merge buffers) are gone
-                return loaded, stale
+            if head is not None:
+                self._prune_journal(head)
+            return loaded, stale
 
         loaded, stale = await self._on_index(load)
         self.loaded_from, self.load_seconds = "store", time.perf_counter() - t0
@@ -344,39 +350,112 @@ class MemoryCore:
 
     def _read_snapshot(self, version: str | None) -> bool:
         """Fill the indexes from the snapshot when it was made by this code and these settings
-        from this very database; the file is deleted either way, before anything is served."""
+        from this database, then index again every memory the database's change journal says
+        changed since (written after the snapshot by this server before a crash, or by another
+        program). The file stays: until the next clean stop replaces it, it and the journal are
+        what a start after a crash reads. One that cannot be used is deleted, before anything is
+        served."""
         plan = self.snapshot_plan
         restore = getattr(self.retriever, "restore_state", None)
         dump = getattr(self.retriever, "snapshot_state", None)
         if plan is None or restore is None or dump is None or not plan.path.exists():
             return False
         t0 = time.perf_counter()
+        usable = False
         try:
             meta = snapshot.trailer(plan.path)
-            if version is not None and meta.get("model_version") != version:
-                raise snapshot.Unusable(f"made with embedding model {meta.get('model_version')!r}, not {version!r}")
-            _, shared = dump()  # the running objects the snapshot names
+            made_with = meta.get("model_version")
+            if version is not None and made_with != version:
+                raise snapshot.Unusable(f"made with embedding model {made_with!r}, not {version!r}")
+            since = self._journal_since(meta.get("database"))
+            changes = self.store.changes_since(since)
+            empty, shared = dump()  # the running objects the snapshot names; the empty indexes
             with whole_mappings():
-                state = snapshot.read(plan.path, self._snapshot_print(), plan.database, shared, plan.plugins, meta)
+                state = snapshot.read(plan.path, self._snapshot_print(), shared, plan.plugins, meta)
             restore(state)
-        except (snapshot.Unusable, ValueError) as exc:
+            usable = True
+        except (snapshot.Unusable, ValueError, TeleoError) as exc:
             log.warning("index.snapshot_unused", path=str(plan.path), reason=str(exc))
             return False
         finally:
+            if not usable:
+                plan.path.unlink(missing_ok=True)
+        try:
+            indexed, counted = self._replay(changes, version or made_with)
+        except Exception as exc:  # noqa: BLE001 - the start rebuilds from the store instead
+            log.error("index.snapshot_replay_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
+            restore(empty)
             plan.path.unlink(missing_ok=True)
+            return False
+        self._prune_journal(since)
         release_memory()
         log.info("index.loaded", memories=len(self.retriever), source="snapshot", seconds=round(time.perf_counter() - t0, 3),
-                 written_at=meta.get("written_at"))
+                 written_at=meta.get("written_at"), reindexed=indexed, counters=counted)
         return True
 
-    def _write_snapshot(self, version: str | None) -> None:
-        """At a clean stop, once the store is closed: write the indexes beside the database
-        (``version``: the embedding model of the indexed vectors, None when unknown)."""
+    def _journal_since(self, made_from: Any) -> int:
+        """The change a snapshot's indexes hold the database up to, if the snapshot was made from
+        this database and its journal still lists every change after it (Unusable otherwise)."""
+        position = self.store.position()
+        if not isinstance(made_from, dict) or made_from.get("id") != position.database_id:
+            raise snapshot.Unusable("made from another database")
+        since = made_from.get("change")
+        if not isinstance(since, int) or since > position.change:
+            raise snapshot.Unusable("the database is older than the snapshot (a copy put back?)")
+        if since < position.pruned:
+            raise snapshot.Unusable("the database no longer lists every change since the snapshot")
+        return since
+
+    def _replay(self, changes: list[tuple[str, bool]], version: str | None) -> tuple[int, int]:
+        """Bring restored indexes up to date with the store: each memory changed since is taken
+        out and, if it is still stored and servable, indexed again as a rebuild would; one whose
+        counters alone changed gets them copied. Returns (memories re-indexed or removed, counted)."""
+        full = [memory_id for memory_id, counters in changes if not counters]
+        counted = [memory_id for memory_id, counters in changes if counters]
+        for start in range(0, len(full), REPLAY_BATCH):
+            batch = full[start:start + REPLAY_BATCH]
+            found = self.store.indexable(batch)
+            self.retriever.remove(batch)
+            for memory, emb in found:
+                if version is not None and emb.model_version != version:
+                    continue  # another model's vectors: reembed_stale embeds it again
+                emb, recode = self._indexable(emb, self._retag)
+                if recode:
+                    self._recode.add(memory.id)
+                self.retriever.add(memory, emb)
+        for start in range(0, len(counted), REPLAY_BATCH):
+            for memory in self.store.get(counted[start:start + REPLAY_BATCH]).values():
+                self.retriever.update(memory)
+        if full:
+            self.retriever.settle()
+        return len(full), len(counted)
+
+    def _journal_head(self) -> int | None:
+        """The latest change the store's journal lists (None when it cannot say)."""
+        try:
+            return self.store.position().change
+        except TeleoError as exc:
+            log.warning("store.journal_unreadable", error=str(exc))
+            return None
+
+    def _prune_journal(self, through: int) -> None:
+        """Forget the changes up to ``through``. Best effort: a journal that keeps them (a full
+        disk, a lock) only costs a later start some re-indexing."""
+        try:
+            self.store.prune_changes(through)
+        except TeleoError as exc:
+            log.warning("store.journal_not_pruned", error=str(exc))
+
+    def _write_snapshot(self, version: str | None, position: Position | None) -> bool:
+        """At a clean stop, once every write is indexed: write the indexes beside the database
+        (``version``: the embedding model of the indexed vectors, None when unknown; ``position``:
+        where the database's change journal stood, None when it could not be read); returns whether
+        it was written. When none is, the one the start read (if any) stays, with every change
+        since in the journal."""
         plan = self.snapshot_plan
         dump = getattr(self.retriever, "snapshot_state", None)
         if plan is None or dump is None:
-            return
-        database = snapshot.database_state(plan.db_path)
+            return False
         why = None
         if not self.loaded_from:
             why = "the indexes were never loaded"
@@ -386,21 +465,24 @@ class MemoryCore:
             why = "the embedding model's version is unknown"
         elif self._recode:
             why = "memories wait to have their token codes re-derived"
-        elif database is None:
-            why = "the database still has a write-ahead log"
+        elif position is None:
+            why = "the database's change journal could not be read"
         if why is not None:
             log.info("index.snapshot_skipped", reason=why)
-            return
+            return False
+        assert position is not None
         t0 = time.perf_counter()
         try:
             state, shared = dump()
-            size = snapshot.write(plan.path, state, self._snapshot_print(), database, shared,
-                                  {"model_version": version, "memories": len(self.retriever)})
+            size = snapshot.write(plan.path, state, self._snapshot_print(), shared,
+                                  {"model_version": version, "memories": len(self.retriever),
+                                   "database": {"id": position.database_id, "change": position.change}})
         except Exception as exc:  # noqa: BLE001 - a snapshot not written costs the next start a rebuild, never the stop
             log.warning("index.snapshot_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
-            return
+            return False
         log.info("index.snapshot_written", path=str(plan.path), memories=len(self.retriever), bytes=size,
-                 seconds=round(time.perf_counter() - t0, 3))
+                 seconds=round(time.perf_counter() - t0, 3), change=position.change)
+        return True
 
     async def _retag_taken(self) -> None:
         """Rename the stored token rows the running codec took as they are (unpooled codes of
@@ -1002,9 +1084,18 @@ class MemoryCore:
         await self.embedder.close()
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
-        self.store.close()
         if self.snapshot_plan is not None:
-            await asyncio.to_thread(self._write_snapshot, version)
+            # every write is in the indexes now: the snapshot holds the database up to this change,
+            # and the journal need not list the changes before it any more
+            position = None
+            try:
+                position = self.store.position()
+            except TeleoError as exc:
+                log.warning("store.journal_unreadable", error=str(exc))
+            if await asyncio.to_thread(self._write_snapshot, version, position):
+                assert position is not None
+                self._prune_journal(position.change)
+        self.store.close()
 
 
 def _link_keys(memory: Memory) -> frozenset[tuple[str, LinkType]]:

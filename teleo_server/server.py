@@ -188,8 +188,7 @@ def _resolve_backend(name: str) -> str:
     return resolve(name)
 
 
-def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str,
-                   database: snapshot.FileState | None) -> SnapshotPlan | None:
+def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str) -> SnapshotPlan | None:
     """Where and against what the indexes are snapshotted (None: off, or a device backend, whose
     indexes live on the device and are rebuilt at every start)."""
     pipeline = getattr(retriever, "settings", None)
@@ -209,7 +208,7 @@ def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str,
         return None
     parts = {"code": snapshot.code_digest(settings.plugins), "backend": backend, "schema": SCHEMA_VERSION,
              "pipeline": pipeline.model_dump(mode="json") if pipeline is not None else settings.pipeline}
-    return SnapshotPlan(path, settings.db_path, database, parts, tuple(settings.plugins))
+    return SnapshotPlan(path, parts, tuple(settings.plugins))
 
 
 def build_server(settings: Settings, *, embedder: Embedder | None = None, retriever: Retriever | None = None) -> App:
@@ -221,9 +220,6 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
         log.info("blas.threads", threads=settings.blas_threads, libraries=blas)
     backend = _resolve_backend(settings.backend)
     log.info("backend.resolved", requested=settings.backend, backend=backend)
-    # what the database file looks like before this server opens it: an index snapshot is read
-    # only if the last clean stop left the file exactly so
-    database = snapshot.database_state(settings.db_path)
     store = SQLiteStore(settings.db_path)
     metrics = Metrics() if settings.metrics.enabled else None
     if metrics is not None:
@@ -243,7 +239,7 @@ def build_server(settings: Settings, *, embedder: Embedder | None = None, retrie
     limits = settings.limits
     admission = Admission(limits.max_concurrent_retrieves, limits.max_open_streams, limits.max_streams_per_token)
     core = MemoryCore(store, embedder, retriever, admission, worker_nice=limits.worker_nice,
-                      snapshot_plan=_snapshot_plan(settings, retriever, backend, database))
+                      snapshot_plan=_snapshot_plan(settings, retriever, backend))
     if metrics is not None:
         metrics.watch(core)
     server = grpc.aio.server(

@@ -12,16 +12,17 @@ The trailer says what the state was made from and when it may be trusted:
 * ``fingerprint``: the server's code (a digest of every module of the package and of the plugins
   loaded), the pipeline settings, the backend, the embedding model version and the token codecs.
   Any difference and the snapshot is not read.
-* ``database``: size, modification time and inode of the database file once the server had
-  closed it (its write-ahead log folded in). A write after that, by a server that crashed before
-  its own clean stop or by any other program, changes them; a database with a non-empty
-  write-ahead log at start has writes the snapshot has not seen either way.
+* ``database``: the id of the database it was made from and the sequence number of the last
+  change in that database's change journal that the indexes hold (``store/schema.py``, v7: the
+  database's triggers list every memory inserted, updated or deleted, by any program, in the same
+  transaction). The core reads a snapshot only from that database, and then indexes again every
+  memory changed after that number: those a server wrote before it crashed, or another program.
 * ``sha256`` of the pickled state, checked before it is read.
 
-A server deletes the snapshot as soon as it has read it (or found it unusable), before it serves
-any request: a later crash can never leave a stale snapshot behind, and the next clean stop writes
-a fresh one. Anything wrong with a snapshot (missing, damaged, made by other code or settings)
-costs only the rebuild it was meant to save; the reason is logged.
+The snapshot stays after a start has read it: until the next clean stop replaces it, it and the
+journal are what a start after a crash reads. One that cannot be used (damaged, made by other code
+or settings or from another database, or older than what the journal still lists) is deleted
+before anything is served, and costs only the rebuild it was meant to save; the reason is logged.
 
 Trust: the state is a pickle, read only from the data directory, which holds the database itself
 (whoever can write one can rewrite every memory). Unpickling is limited to the classes of this
@@ -31,7 +32,6 @@ and happens only after the checksum matched.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import json
@@ -69,37 +69,6 @@ _FUNCTIONS = frozenset({
     ("teleo_server.snapshot", "_view"), ("teleo_server.snapshot", "_fresh"), ("teleo_server.snapshot", "_fresh_local"),
     ("teleo_server.snapshot", "_fresh_lock"), ("teleo_server.snapshot", "_fresh_rlock"),
 })
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FileState:
-    """What the database file looked like: size, modification time (ns) and inode."""
-
-    size: int
-    mtime_ns: int
-    inode: int
-
-    @classmethod
-    def of(cls, path: Path) -> FileState | None:
-        try:
-            st = path.stat()
-        except OSError:  # missing, or a path that cannot be (the store's own open says why)
-            return None
-        return cls(st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-def database_state(db_path: Path) -> FileState | None:
-    """The database file's state, or None when it has writes the file does not hold yet (a
-    non-empty write-ahead log) or does not exist: no snapshot can be trusted against it then."""
-    wal = Path(f"{db_path}-wal")
-    try:
-        if wal.stat().st_size > 0:
-            return None
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return None
-    return FileState.of(db_path)
 
 
 def code_digest(extra_modules: Iterable[str] = ()) -> str:
@@ -257,10 +226,10 @@ def partial(path: Path) -> Path:
     return path.with_name(path.name + ".tmp")
 
 
-def write(path: Path, state: Any, print_: str, database: FileState, shared: dict[str, Any] | None = None,
+def write(path: Path, state: Any, print_: str, shared: dict[str, Any] | None = None,
           info: dict[str, Any] | None = None) -> int:
     """Write ``state`` to ``path`` (through a temporary file, synced, then renamed), the objects of
-    ``shared`` by name; returns the file's size in bytes."""
+    ``shared`` by name, ``info`` (JSON-able) into the trailer; returns the file's size in bytes."""
     tmp = partial(path)
     try:
         # 0600: the indexes hold the memories' text, as the database does
@@ -269,9 +238,8 @@ def write(path: Path, state: Any, print_: str, database: FileState, shared: dict
             f.write(MAGIC)
             body = _HashingWriter(f)
             _Pickler(body, shared or {}).dump(state)
-            trailer = json.dumps({"format": FORMAT, "fingerprint": print_, "database": dataclasses.asdict(database),
-                                  "sha256": body.sha.hexdigest(), "bytes": body.n, "written_at": time.time(),
-                                  **(info or {})}).encode()
+            trailer = json.dumps({**(info or {}), "format": FORMAT, "fingerprint": print_,
+                                  "sha256": body.sha.hexdigest(), "bytes": body.n, "written_at": time.time()}).encode()
             f.write(trailer)
             f.write(len(trailer).to_bytes(_TRAILER_LEN, "little"))
             f.write(END)
@@ -323,19 +291,16 @@ def trailer(path: Path) -> dict[str, Any]:
     return meta
 
 
-def read(path: Path, print_: str, database: FileState | None, shared: dict[str, Any] | None = None,
-         plugins: tuple[str, ...] = (), meta: dict[str, Any] | None = None) -> Any:
-    """The state in the snapshot at ``path`` if it was made by this code and these settings from
-    this very database, its shared objects replaced by those of ``shared`` (the classes of the
-    ``plugins`` modules allowed beside this package's; ``meta``: its :func:`trailer`, when the
-    caller has read it already); raises :class:`Unusable` saying why not."""
+def read(path: Path, print_: str, shared: dict[str, Any] | None = None, plugins: tuple[str, ...] = (),
+         meta: dict[str, Any] | None = None) -> Any:
+    """The state in the snapshot at ``path`` if it was made by this code and these settings, its
+    shared objects replaced by those of ``shared`` (the classes of the ``plugins`` modules allowed
+    beside this package's; ``meta``: its :func:`trailer`, when the caller has read it already);
+    raises :class:`Unusable` saying why not. Which database it was made from, and how far, is the
+    caller's to check (the trailer's ``info``)."""
     meta = trailer(path) if meta is None else meta
     if meta.get("fingerprint") != print_:
         raise Unusable("made by other code or settings")
-    if database is None:
-        raise Unusable("the database has writes the snapshot has not seen (write-ahead log)")
-    if meta.get("database") != dataclasses.asdict(database):
-        raise Unusable("the database changed after the snapshot was written")
     n = int(meta["bytes"])
     with open(path, "rb") as f:
         f.seek(len(MAGIC))
@@ -386,5 +351,4 @@ class _Bounded(io.RawIOBase):
         return data
 
 
-__all__ = ["FILE_NAME", "FileState", "Unusable", "code_digest", "database_state", "fingerprint", "partial", "read",
-           "trailer", "write"]
+__all__ = ["FILE_NAME", "Unusable", "code_digest", "fingerprint", "partial", "read", "trailer", "write"]

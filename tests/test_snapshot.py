@@ -1,6 +1,8 @@
 """Index snapshots: a server stopped cleanly writes its indexes beside the database and the next
-start reads them back instead of rebuilding them; any sign that the snapshot does not match (a
-write after it, other settings or code, a damaged file) means a rebuild, never stale answers.
+start reads them back instead of rebuilding them, then indexes again every memory the database's
+change journal lists as changed since (a crash after the snapshot, another program's write); any
+sign that the snapshot does not match (other settings or code, another database, a journal that no
+longer reaches back to it, a damaged file) means a rebuild, never stale answers.
 
 Real servers on real SQLite files with the in-process embedder, and the snapshot file format on
 its own.
@@ -81,7 +83,7 @@ def test_a_clean_stop_writes_the_indexes_and_the_next_start_reads_them_back(tmp_
     second = Running(tmp_path)
     try:
         assert second.core.loaded_from == "snapshot" and 0 < second.core.load_seconds < 30  # teleo_index_load_seconds
-        assert not path.exists()  # read once: a crash from here on can never leave a stale one
+        assert path.exists()  # kept: with the journal, what a start after a crash reads
         assert not snapshot.partial(path).exists()
         assert second.stats() == len(TEXTS) - 1
         assert second.answers() == before
@@ -126,21 +128,116 @@ def _start_unused(root: Path, **settings) -> tuple[Running, str]:
     return srv, reasons[-1]
 
 
-def test_a_database_written_after_the_snapshot_is_rebuilt_from(tmp_path):
+def _start_read(root: Path, **settings) -> tuple[Running, dict]:
+    """A server started on ``root`` that read the snapshot there, and its ``index.loaded`` event."""
+    with structlog.testing.capture_logs() as logs:
+        srv = Running(root, **settings)
+    loaded = [e for e in logs if e["event"] == "index.loaded"]
+    assert srv.core.loaded_from == "snapshot" and loaded and loaded[-1]["source"] == "snapshot", logs
+    return srv, loaded[-1]
+
+
+def _result(stub, auth, text: str, memory_id: str):
+    """The memory ``memory_id`` as a retrieval for ``text`` returns it: the index's copy of it,
+    counters included (Get reads the database's)."""
+    events = stub.Retrieve(pb.RetrieveRequest(text=text, top_k=10), metadata=auth, timeout=60)
+    (got,) = [e.result.memory for e in events if e.WhichOneof("event") == "result" and e.result.memory.id == memory_id]
+    return got
+
+
+def test_writes_by_another_program_after_the_snapshot_are_indexed_at_start(tmp_path):
     ids, path = _stopped_with_snapshot(tmp_path)
-    conn = sqlite3.connect(tmp_path / "data" / "teleo.db")  # another program deletes a memory
-    with conn:
-        conn.execute("DELETE FROM memories WHERE id = ?", (ids[0],))
-    conn.close()
-    again, reason = _start_unused(tmp_path)
+    db = tmp_path / "data" / "teleo.db"  # another program, through SQLite
+    _sql(db, "DELETE FROM memories WHERE id = ?", ids[0])
+    _sql(db, "UPDATE memories SET namespace = 'moved' WHERE id = ?", ids[2])
+    _sql(db, "UPDATE memories SET used_count = used_count + 3 WHERE id = ?", ids[1])
+    again, loaded = _start_read(tmp_path)
     try:
-        # (the other program's write is in the file or still in its write-ahead log)
-        assert "database" in reason and not path.exists()
-        assert again.stats() == 3
+        # the journal's triggers saw the three: two memories indexed again, one counter copied
+        assert (loaded["reindexed"], loaded["counters"]) == (2, 1)
+        assert again.stats() == 3  # one deleted (the moved one still counts: the token reads every namespace)
         found = {i for v in again.answers().values() for i, _ in v}
-        assert ids[0] not in found and ids[1] in found
+        assert ids[0] not in found and ids[2] not in found and ids[1] in found
+        moved = _answers(again.stub, again.auth, pb.RetrieveFilters(namespaces=["moved"]))
+        assert ids[2] in {i for v in moved.values() for i, _ in v}
+        assert _result(again.stub, again.auth, TEXTS[1], ids[1]).used_count == 3
     finally:
         again.stop()
+
+
+def _sql(db: Path, statement: str, *args) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(statement, args)
+    conn.close()
+
+
+def test_a_snapshot_of_another_database_or_past_the_journal_is_not_read(tmp_path):
+    ids, path = _stopped_with_snapshot(tmp_path)
+    db = tmp_path / "data" / "teleo.db"
+    # the database as it was at this snapshot, put back after a later one
+    saved = tmp_path / "teleo.db.saved"
+    saved.write_bytes(db.read_bytes())  # closed cleanly: the file alone holds every write
+    later, _ = _start_read(tmp_path)
+    try:
+        later.store(["A note written after the copy was taken."])
+    finally:
+        later.stop()
+    for leftover in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        leftover.unlink(missing_ok=True)
+    db.write_bytes(saved.read_bytes())
+    older, reason = _start_unused(tmp_path)
+    try:
+        assert "older than the snapshot" in reason and older.stats() == 4 and not path.exists()
+    finally:
+        older.stop()  # writes this database's own
+
+    # a journal pruned past the snapshot (as a start that rebuilt prunes it) no longer lists
+    # every change since
+    _sql(db, "UPDATE meta SET value = '1000000' WHERE key = 'changes_pruned_through'")
+    pruned, reason = _start_unused(tmp_path)
+    try:
+        assert "no longer lists every change" in reason and pruned.stats() == 4
+    finally:
+        pruned.stop()
+
+    # another database in its place (its own id)
+    _sql(db, "UPDATE meta SET value = 'another' WHERE key = 'database_id'")
+    other, reason = _start_unused(tmp_path)
+    try:
+        assert "another database" in reason and other.stats() == 4
+    finally:
+        other.stop()
+
+
+def test_a_replay_that_fails_means_a_rebuild(tmp_path):
+    ids, path = _stopped_with_snapshot(tmp_path)
+    _sql(tmp_path / "data" / "teleo.db", "UPDATE memories SET importance = 0.9 WHERE id = ?", ids[3])
+    from teleo_server.pipeline.retriever import TeleologicalRetriever
+
+    add = TeleologicalRetriever.add
+    calls = []
+
+    def failing(self, memory, emb):
+        if self.catalog.row_of and not calls:  # the first add into restored indexes
+            calls.append(memory.id)
+            raise RuntimeError("an index that fails halfway")
+        return add(self, memory, emb)
+
+    TeleologicalRetriever.add = failing
+    try:
+        with structlog.testing.capture_logs() as logs:
+            srv = Running(tmp_path)
+    finally:
+        TeleologicalRetriever.add = add
+    try:
+        assert calls == [ids[3]] and srv.core.loaded_from == "store"
+        assert any(e["event"] == "index.snapshot_replay_failed" for e in logs)
+        assert srv.stats() == 4 and len(srv.core.retriever) == 4  # the rebuild, not the half-replayed snapshot
+        found = {i for v in srv.answers().values() for i, _ in v}
+        assert set(ids) <= found
+    finally:
+        srv.stop()
 
 
 def test_other_settings_or_a_damaged_file_mean_a_rebuild(tmp_path):
@@ -220,7 +317,7 @@ def _answers(stub, auth, filters=None) -> dict[tuple[str, str], list[tuple[str, 
 
 
 @pytest.mark.integration
-def test_sigterm_writes_the_snapshot_and_kill_9_leaves_none(server_process):
+def test_sigterm_writes_the_snapshot_and_after_kill_9_it_is_brought_up_to_date(server_process):
     srv = server_process()
     auth = [("authorization", f"Bearer {srv.token}")]
     stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
@@ -237,16 +334,24 @@ def test_sigterm_writes_the_snapshot_and_kill_9_leaves_none(server_process):
     assert _answers(stub, auth) == before and all(before.values())
     (new_id,) = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="Porto offsite hike moved to day three.")),
                             metadata=auth, timeout=60).id]
-    again.signal(signal.SIGKILL)  # after an acknowledged write, with no clean stop
+    stub.Delete(pb.DeleteRequest(ids=[ids[0]]), metadata=auth, timeout=60)
+    stub.Feedback(pb.FeedbackRequest(id=ids[3], used=True, helpful=True), metadata=auth, timeout=60)
+    again.signal(signal.SIGKILL)  # after acknowledged writes, with no clean stop
     again.wait()
-    assert not (srv.data_dir / snapshot.FILE_NAME).exists()
+    assert (srv.data_dir / snapshot.FILE_NAME).exists()  # the one the second start read
 
     third = server_process(data_dir=srv.data_dir)
-    assert third.log_path.read_text(errors="replace").count('"source": "snapshot"') == 1  # the second start's only
+    log = third.log_path.read_text(errors="replace")
+    assert log.count('"source": "snapshot"') == 2  # brought up to date from the journal, not rebuilt
+    assert '"reindexed": 2' in log and '"counters": 1' in log  # the store and the delete; the feedback
     stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(third.address))
     events = list(stub.Retrieve(pb.RetrieveRequest(text="where is the offsite hike", top_k=3), metadata=auth, timeout=60))
     found = [e.result.memory.id for e in events if e.WhichOneof("event") == "result"]
     assert new_id in found and ids[3] in found
+    found = {i for v in _answers(stub, auth).values() for i, _ in v}
+    assert ids[0] not in found and new_id in found
+    fed = _result(stub, auth, TEXTS[3], ids[3])
+    assert fed.used_count == 1 and fed.helpful_count == 1
 
 
 # ---- the file format ---------------------------------------------------------------------------------
@@ -261,8 +366,8 @@ def test_views_come_back_as_views_and_locks_as_new_ones(tmp_path):
     path = tmp_path / "s"
     held = _held()
     held["lock"].acquire()
-    snapshot.write(path, held, "fp", snapshot.FileState(1, 2, 3))
-    got = snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    snapshot.write(path, held, "fp")
+    got = snapshot.read(path, "fp")
     assert np.shares_memory(got["view"], got["base"]) and np.array_equal(got["view"], np.arange(10, 20))
     got["base"][10] = -1
     assert got["view"][0] == -1  # one array, as in the running index
@@ -270,26 +375,22 @@ def test_views_come_back_as_views_and_locks_as_new_ones(tmp_path):
     # written again by the server that read it: still one array (the file does not grow by a
     # copy of the 40 bytes the view holds; only by how the arrays are named)
     first = path.stat().st_size
-    snapshot.write(path, got, "fp", snapshot.FileState(1, 2, 3))
-    again = snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    snapshot.write(path, got, "fp")
+    again = snapshot.read(path, "fp")
     assert path.stat().st_size < first + 40 and np.shares_memory(again["view"], again["base"])
 
 
 def test_a_snapshot_is_read_only_when_everything_matches(tmp_path):
     path = tmp_path / "s"
-    snapshot.write(path, {"a": np.ones(3)}, "fp", snapshot.FileState(10, 20, 30))
-    assert np.array_equal(snapshot.read(path, "fp", snapshot.FileState(10, 20, 30))["a"], np.ones(3))
+    snapshot.write(path, {"a": np.ones(3)}, "fp")
+    assert np.array_equal(snapshot.read(path, "fp")["a"], np.ones(3))
     with pytest.raises(snapshot.Unusable, match="other code or settings"):
-        snapshot.read(path, "other", snapshot.FileState(10, 20, 30))
-    with pytest.raises(snapshot.Unusable, match="database changed"):
-        snapshot.read(path, "fp", snapshot.FileState(10, 21, 30))
-    with pytest.raises(snapshot.Unusable, match="write-ahead log"):
-        snapshot.read(path, "fp", None)
+        snapshot.read(path, "other")
     path.write_bytes(path.read_bytes()[:-5])
     with pytest.raises(snapshot.Unusable, match="truncated"):
-        snapshot.read(path, "fp", snapshot.FileState(10, 20, 30))
+        snapshot.read(path, "fp")
     with pytest.raises(snapshot.Unusable, match="no snapshot"):
-        snapshot.read(tmp_path / "absent", "fp", snapshot.FileState(10, 20, 30))
+        snapshot.read(tmp_path / "absent", "fp")
 
 
 class _System:
@@ -309,21 +410,21 @@ class _Reach:
     """Pickles as getattr(an object of ours, "__class__"): how a pickle reaches further."""
 
     def __reduce__(self):
-        return getattr, (snapshot.FileState(1, 2, 3), "__class__")
+        return getattr, (snapshot.Unusable("x"), "__class__")
 
 
 def test_a_snapshot_cannot_name_what_an_index_never_holds(tmp_path):
     path = tmp_path / "s"
-    snapshot.write(path, _System(), "fp", snapshot.FileState(1, 2, 3))
+    snapshot.write(path, _System(), "fp")
     with pytest.raises(snapshot.Unusable, match="may not name posix.system"):
-        snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
-    snapshot.write(path, _Load(), "fp", snapshot.FileState(1, 2, 3))
+        snapshot.read(path, "fp")
+    snapshot.write(path, _Load(), "fp")
     with pytest.raises(snapshot.Unusable, match="may not name numpy.load"):
-        snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+        snapshot.read(path, "fp")
     # getattr (how bound methods are pickled) reaches methods of this package's classes only
-    snapshot.write(path, _Reach(), "fp", snapshot.FileState(1, 2, 3))
-    with pytest.raises(snapshot.Unusable, match="may not read FileState.__class__"):
-        snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    snapshot.write(path, _Reach(), "fp")
+    with pytest.raises(snapshot.Unusable, match="may not read Unusable.__class__"):
+        snapshot.read(path, "fp")
 
 
 def test_a_restore_removes_the_snapshot_of_the_database_it_replaces(tmp_path):
@@ -347,7 +448,7 @@ t = TermTable()
 t.add_all([f"term{i}" for i in range(5000)])
 t.settle()
 t.add_all(["newest", "term7"])
-snapshot.write(Path(sys.argv[1]), t, "fp", snapshot.FileState(1, 2, 3))
+snapshot.write(Path(sys.argv[1]), t, "fp")
 """
 
 
@@ -363,7 +464,7 @@ def test_a_term_table_written_by_another_process_finds_its_terms(tmp_path):
     done = subprocess.run([sys.executable, "-c", _TERMS_IN_ANOTHER_PROCESS, str(path)], cwd=REPO, capture_output=True,
                           text=True, env={**__import__("os").environ, "PYTHONHASHSEED": "12345"}, timeout=120)
     assert done.returncode == 0, done.stderr
-    table = snapshot.read(path, "fp", snapshot.FileState(1, 2, 3))
+    table = snapshot.read(path, "fp")
     assert len(table) == 5001
     assert table.ids_of(["term0", "term4999", "newest", "term7", "absent"]) == [0, 4999, 5000, 7, None]
     assert table.get("term1234") == 1234 and table.term(4321) == "term4321"

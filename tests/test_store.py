@@ -148,6 +148,9 @@ def test_schema_1_database_migrates_keeping_memories_and_chunks(tmp_path):
     # the old table-wide UNIQUE (namespace, content_hash) is gone: another level may hold the same text
     other, dup = store.put(_memory("kept", access_level=AccessLevel.PUBLIC), _emb(rng))
     assert not dup and other.id != m.id
+    # schema 7: the journal lists what changed since it was made (the feedback's counters, the
+    # new memory), not the memories written before it
+    assert store.position().change == 2 and store.changes_since(0) == [(m.id, True), (other.id, False)]
     # and deleting still cascades into chunks
     store.delete([m.id, other.id])
     assert store._writer.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 0
@@ -213,6 +216,45 @@ def test_feedback_and_retrieved_counters(tmp_path):
     assert (got.used_count, got.helpful_count, got.misled_count) == (2, 1, 1)
     assert got.retrieved_count == 2
     assert store.record_feedback("missing", True, None) is None
+
+
+def test_the_change_journal_lists_each_changed_memory_once_by_its_latest_change(tmp_path):
+    rng = np.random.default_rng(6)
+    store = SQLiteStore(tmp_path / "t.db")
+    start = store.position()
+    assert start.change == 0 and start.pruned == 0 and len(start.database_id) == 32
+    assert SQLiteStore(tmp_path / "other.db").position().database_id != start.database_id
+    (a, _), (b, _), (c, _) = store.put_many([(_memory(t), _emb(rng)) for t in ("a", "b", "c")])
+    assert store.changes_since(0) == [(a.id, False), (b.id, False), (c.id, False)]
+    store.put(_memory("a"), _emb(rng))  # a duplicate writes nothing, and changes nothing
+    head = store.position().change
+    assert head == 3 and store.changes_since(head) == []
+    assert store.prune_changes(head) == 3 and store.changes_since(0) == []
+    assert store.position() == replace(start, change=head, pruned=head)
+
+    # counters alone: copied, not indexed again; a counter after another change keeps it a change
+    store.record_retrieved([a.id])
+    store.record_feedback(b.id, used=True, helpful=True)
+    store.update(replace(c, importance=0.9), None, None)
+    store.record_retrieved([c.id])
+    assert store.changes_since(head) == [(a.id, True), (b.id, True), (c.id, False)]
+    # an update that keeps the old version: both rows; the latest change of each comes last
+    store.update(replace(a, content="a2", content_hash=content_hash("a2")), _emb(rng), "kept-a")
+    store.delete([b.id])
+    store.quarantine(c.id, "a test")
+    assert store.changes_since(head) == [("kept-a", False), (a.id, False), (b.id, False), (c.id, False)]
+    assert store.changes_since(store.position().change - 1) == [(c.id, False)]
+    # what a start indexes again: the stored, servable ones, with their vectors
+    assert sorted(m.id for m, _ in store.indexable([a.id, b.id, c.id, "kept-a", "unknown"])) == sorted([a.id, "kept-a"])
+    # another program's write, through SQLite, is listed as well
+    conn = sqlite3.connect(tmp_path / "t.db")
+    with conn:
+        conn.execute("DELETE FROM memories WHERE id = 'kept-a'")
+    conn.close()
+    assert store.changes_since(head)[-1] == ("kept-a", False)
+    # pruning never moves the mark back
+    store.prune_changes(1)
+    assert store.position().pruned == head
 
 
 def test_stale_embeddings_are_found_and_replaced(tmp_path):

@@ -9,11 +9,17 @@ Two measurements:
   server wrote when it stopped, ``--rounds`` times. Each start is timed from launch to SERVING,
   each stop from SIGTERM to exit (the snapshot is written then); the RSS once settled and the
   answers to 30 SciFact queries are compared (the same ids, the same scores).
+* ``crash`` — ``--crash-writes N``: on the same SciFact database, a server started from the
+  snapshot stores N more memories (SciFact test queries' texts) and is killed with SIGKILL, so no
+  clean stop writes a new snapshot. The next start reads the old snapshot and indexes again the
+  memories the database's change journal lists; it is timed from launch to SERVING against a start
+  that rebuilds from the same database, and their answers (30 SciFact queries and 30 of the new
+  memories' own texts) are compared.
 * ``synthetic`` — ``--synthetic N`` memories of the scale workload's generator in-process: the
   time to index them (what a rebuild does per memory, without reading the database), to write
   the snapshot and to read it back, and whether 200 queries answer the same afterwards.
 
-    python -m bench.eval.restart --data ../shared/data [--rounds 2] [--synthetic 100000]
+    python -m bench.eval.restart --data ../shared/data [--rounds 2] [--crash-writes 300] [--synthetic 100000]
 
 Results go to ``bench/results/restart.json``.
 """
@@ -125,6 +131,77 @@ def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _started(data_dir: Path, env: dict[str, str]) -> tuple[Any, float, dict[str, Any]]:
+    """A server started on ``data_dir``, seconds from launch to SERVING, and its index.loaded event."""
+    from bench.harness.server import ServerProcess
+
+    server = ServerProcess(data_dir, env=env)
+    t0 = time.perf_counter()
+    server.start(timeout=1800)
+    seconds = time.perf_counter() - t0
+    loaded = [json.loads(ln) for ln in server.log_path.read_text(errors="replace").splitlines() if '"index.loaded"' in ln]
+    return server, seconds, loaded[-1]
+
+
+def measure_crash(data: Path, cache: Path, writes: int, rounds: int, settings: dict[str, Any]) -> dict[str, Any]:
+    from teleo.v1 import memory_pb2 as pb
+
+    from bench.eval.datasets import scifact
+    from bench.eval.footprint import write_store
+    from bench.harness.server import store_batch
+
+    sf = scifact(data)
+    queries = [q.text for q in sf.queries["train"][:30]]
+    notes = [q.text for q in sf.queries["test"]][:writes]
+    root = Path(tempfile.mkdtemp(prefix="teleo-crash-"))
+    env = {"TELEO_PIPELINE": json.dumps(settings)} if settings else {}
+    try:
+        data_dir = root / "data"
+        data_dir.mkdir()
+        n = write_store(data, cache, data_dir / "teleo.db", settings)
+        first, _, _ = _started(data_dir, env)  # a rebuild; its clean stop writes the snapshot
+        first.stop()
+        runs = []
+        for r in range(rounds):
+            before, _, _ = _started(data_dir, env)
+            try:
+                batch = [pb.MemoryInput(content=f"{text} (note {r})") for text in notes]
+                t0 = time.perf_counter()
+                stored = store_batch(before.address, before.metadata, batch)
+                store_s = time.perf_counter() - t0
+                asked = queries + [m.content for m in batch[:30]]
+            finally:
+                before.kill()  # no clean stop: the snapshot on disk is the one this start read
+            recovered, recovered_s, loaded = _started(data_dir, env)
+            try:
+                assert loaded["source"] == "snapshot", loaded
+                answers = _answers(recovered, asked)
+            finally:
+                recovered.stop()  # writes a new snapshot: the next round starts from it
+            snap = data_dir / "index.snapshot"
+            kept = root / "index.snapshot.kept"
+            snap.rename(kept)  # the rebuild below must not read (or replace) it
+            rebuilt, rebuilt_s, _ = _started(data_dir, env)
+            try:
+                reference = _answers(rebuilt, asked)
+            finally:
+                rebuilt.stop()
+            kept.replace(snap)
+            found = sum(any(i == want.id for i, _ in got) for want, got in zip(stored.items, answers[len(queries):]))
+            run = {"writes": len(notes), "store_batch_s": store_s, "recovered_start_s": recovered_s,
+                   "reindexed": loaded.get("reindexed"), "counters": loaded.get("counters"),
+                   "load_s": loaded.get("seconds"), "rebuild_start_s": rebuilt_s,
+                   "new_found_by_own_text": found, "new_asked": len(asked) - len(queries),
+                   "against_rebuild": _differences(reference, answers)}
+            print(f"crash after {len(notes)} stores: start {recovered_s:.1f} s ({run['reindexed']} re-indexed, "
+                  f"load {run['load_s']} s) vs rebuild {rebuilt_s:.1f} s; new found {found}/{run['new_asked']}; "
+                  f"against the rebuild {run['against_rebuild']}", flush=True)
+            runs.append(run)
+        return {"memories": n, "runs": runs}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def measure_synthetic(n: int) -> dict[str, Any]:
     from bench.harness import synthetic, teleo_inproc
     from bench.harness.workloads.scale import memory_of
@@ -147,15 +224,15 @@ def measure_synthetic(n: int) -> dict[str, Any]:
     before = answers(r)
     root = Path(tempfile.mkdtemp(prefix="teleo-snapshot-"))
     try:
-        path, db = root / "index.snapshot", snapshot.FileState(0, 0, 0)
+        path = root / "index.snapshot"
         state, shared = r.snapshot_state()
         t0 = time.perf_counter()
-        size = snapshot.write(path, state, "bench", db, shared)
+        size = snapshot.write(path, state, "bench", shared)
         write_s = time.perf_counter() - t0
         del state, shared, r
         fresh = teleo_inproc.make({})
         t0 = time.perf_counter()
-        fresh.restore_state(snapshot.read(path, "bench", db, fresh.snapshot_state()[1]))
+        fresh.restore_state(snapshot.read(path, "bench", fresh.snapshot_state()[1]))
         read_s = time.perf_counter() - t0
         same = answers(fresh) == before
     finally:
@@ -175,12 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "restart.json")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--synthetic", type=int, default=0, help="also measure N synthetic memories in-process")
+    ap.add_argument("--crash-writes", type=int, default=0,
+                    help="also measure a start after a SIGKILL that followed N stores (SciFact test queries' texts)")
     ap.add_argument("--skip-server", action="store_true")
     ap.add_argument("--settings", type=json.loads, default={}, help="PipelineSettings overrides as JSON")
     args = ap.parse_args(argv)
     result: dict[str, Any] = {"environment": environment(), "settings": args.settings}
     if not args.skip_server:
         result["server"] = measure_server(args.data, args.cache, args.rounds, args.settings)
+    if args.crash_writes:
+        result["crash"] = measure_crash(args.data, args.cache, args.crash_writes, args.rounds, args.settings)
     if args.synthetic:
         result["synthetic"] = measure_synthetic(args.synthetic)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -78,6 +78,12 @@ class ServerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no clean stop."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
     def __enter__(self) -> ServerProcess:
         return self
 

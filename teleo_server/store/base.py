@@ -23,6 +23,17 @@ class StoredToken:
     note: str
 
 
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a database's change journal stands: the database's own id (random, made with it),
+    the sequence number of its latest change (0 before any), and how far the journal has been
+    pruned (changes up to that number are no longer listed)."""
+
+    database_id: str
+    change: int
+    pruned: int
+
+
 class MemoryStore(Protocol):
     """All methods are blocking; the server calls them from its store executor.
 
@@ -104,7 +115,28 @@ class MemoryStore(Protocol):
 
     def revoke_token(self, token_id: str, when: float) -> bool: ...
 
+    # -- the change journal: which memories changed, in order, whoever changed them ----------------
+
+    def position(self) -> Position:
+        """The database's id and where its change journal stands now."""
+        ...
+
+    def changes_since(self, change: int) -> list[tuple[str, bool]]:
+        """(memory id, only its counters changed) of every memory changed after sequence number
+        ``change``, in the order of their latest change; a memory once, however often it changed."""
+        ...
+
+    def prune_changes(self, through: int) -> int:
+        """Forget the changes up to sequence number ``through`` (no snapshot needs them any more);
+        returns how many entries went."""
+        ...
+
+    def indexable(self, ids: list[str]) -> list[tuple[Memory, EmbeddingSet]]:
+        """What ``iter_memories`` would give for ``ids``: those stored and servable, with their
+        embeddings."""
+        ...
+
     def close(self) -> None: ...
 
 
-__all__ = ["MemoryStore", "StoredToken"]
+__all__ = ["MemoryStore", "Position", "StoredToken"]

@@ -186,8 +186,58 @@ ALTER TABLE chunk_vectors_v6 RENAME TO chunk_vectors;
 # into ceil(T / pool) means of similar tokens before the codes (teleo_server.index.tokens.pool_tokens),
 # so `rows` counts those means; no ":p" part means pool 1 (every token kept).
 
+# v7: the database keeps a journal of which memories changed, written by triggers in the same
+# transaction as the change, whichever program makes it, so that an index snapshot (snapshot.py)
+# stays usable after a crash: the next start reads it and re-indexes only the memories changed
+# since. One row per memory: its latest change, with a sequence number that only grows
+# (AUTOINCREMENT never reuses one), and whether only its bookkeeping counters changed since the
+# journal was last pruned (those are copied into the index as they are; any other change means the
+# memory is indexed again). `meta` holds the database's own random id (a snapshot names the
+# database it was made from) and how far the journal has been pruned (a snapshot older than that
+# cannot be brought up to date). A migration that adds a column the indexes read must add it to
+# the update trigger's list of columns that are not counters.
+_V7 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+INSERT INTO meta (key, value) VALUES ('database_id', lower(hex(randomblob(16))));
+INSERT INTO meta (key, value) VALUES ('changes_pruned_through', '0');
+CREATE TABLE changes (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_id TEXT NOT NULL,
+    counters  INTEGER NOT NULL       -- 1: only the memory's counters changed
+);
+CREATE INDEX changes_memory ON changes (memory_id);
+CREATE TRIGGER changes_on_insert AFTER INSERT ON memories BEGIN
+    DELETE FROM changes WHERE memory_id = NEW.id;
+    INSERT INTO changes (memory_id, counters) VALUES (NEW.id, 0);
+END;
+CREATE TRIGGER changes_on_delete AFTER DELETE ON memories BEGIN
+    DELETE FROM changes WHERE memory_id = OLD.id;
+    INSERT INTO changes (memory_id, counters) VALUES (OLD.id, 0);
+END;
+CREATE TRIGGER changes_on_update AFTER UPDATE ON memories BEGIN
+    DELETE FROM changes WHERE memory_id = OLD.id AND OLD.id IS NOT NEW.id;
+    INSERT INTO changes (memory_id, counters) SELECT OLD.id, 0 WHERE OLD.id IS NOT NEW.id;
+    INSERT INTO changes (memory_id, counters) VALUES (NEW.id,
+        OLD.id IS NEW.id AND OLD.namespace IS NEW.namespace AND OLD.content IS NEW.content
+        AND OLD.content_hash IS NEW.content_hash AND OLD.memory_type IS NEW.memory_type
+        AND OLD.access_level IS NEW.access_level AND OLD.source IS NEW.source
+        AND OLD.confidence IS NEW.confidence AND OLD.importance IS NEW.importance
+        AND OLD.event_time IS NEW.event_time AND OLD.ingestion_time IS NEW.ingestion_time
+        AND OLD.session_id IS NEW.session_id AND OLD.session_position IS NEW.session_position
+        AND OLD.links IS NEW.links AND OLD.metadata IS NEW.metadata AND OLD.evergreen IS NEW.evergreen
+        AND OLD.model_version IS NEW.model_version AND OLD.chunk_count IS NEW.chunk_count
+        AND OLD.quarantine IS NEW.quarantine
+        AND COALESCE((SELECT MIN(counters) FROM changes WHERE memory_id = NEW.id), 1));
+    DELETE FROM changes WHERE memory_id = NEW.id
+        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = NEW.id);
+END;
+"""
+
 # Append new migrations; never edit a released one.
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

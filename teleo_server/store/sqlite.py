@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from teleo_server.errors import ResourceExhausted, TeleoError, Unavailable
 from teleo_server.extract.code import detect as detect_code
 from teleo_server.heads import CodecSpec, SparseVector, TokenCodes, Vector
 from teleo_server.query import Filters, visible
-from teleo_server.store.base import StoredToken
+from teleo_server.store.base import Position, StoredToken
 from teleo_server.store.schema import migrate
 
 log = structlog.get_logger(__name__)
@@ -105,6 +105,23 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
             raise translate(exc, self.path) from exc
 
     return wrapper
+
+
+def _with_embeddings(conn: sqlite3.Connection, rows: Iterable[tuple], bad: list[tuple[str, str]]
+                     ) -> Iterator[tuple[Memory, EmbeddingSet]]:
+    """Each row (pk, memory columns) that decodes, with its embeddings; (id, why) of the others
+    appended to ``bad`` for the caller to quarantine."""
+    for row in rows:
+        memory, reason = _decode(row[1:])
+        if reason is not None:
+            bad.append((row[1], reason))
+            continue
+        try:
+            emb = _load_embeddings(conn, row[0], memory.model_version)
+        except ValueError as exc:  # a vector row that names no codec, or the wrong size
+            bad.append((row[1], f"vectors do not decode: {exc}"))
+            continue
+        yield memory, emb
 
 
 class SQLiteStore:
@@ -333,21 +350,47 @@ class SQLiteStore:
         bad: list[tuple[str, str]] = []
         try:
             rows = conn.execute(f"SELECT pk, {_MEMORY_COLUMNS} FROM memories WHERE quarantine IS NULL ORDER BY pk")
-            for row in rows:
-                memory, reason = _decode(row[1:])
-                if reason is not None:
-                    bad.append((row[1], reason))
-                    continue
-                try:
-                    emb = _load_embeddings(conn, row[0], memory.model_version)
-                except ValueError as exc:  # a vector row that names no codec, or the wrong size
-                    bad.append((row[1], f"vectors do not decode: {exc}"))
-                    continue
-                yield memory, emb
+            yield from _with_embeddings(conn, rows, bad)
         finally:
             conn.close()
         for memory_id, reason in bad:
             self.quarantine(memory_id, reason)
+
+    def indexable(self, ids: list[str]) -> list[tuple[Memory, EmbeddingSet]]:
+        """``iter_memories`` for ``ids`` only: those of them that are stored and servable, with
+        their embeddings, oldest first (a row that cannot be served is quarantined and left out)."""
+        if not ids:
+            return []
+        bad: list[tuple[str, str]] = []
+        conn = self._reader()
+        rows = conn.execute(f"SELECT pk, {_MEMORY_COLUMNS} FROM memories WHERE quarantine IS NULL "
+                            f"AND id IN ({','.join('?' * len(ids))}) ORDER BY pk", ids).fetchall()
+        out = list(_with_embeddings(conn, rows, bad))
+        for memory_id, reason in bad:
+            self.quarantine(memory_id, reason)
+        return out
+
+    # -- the change journal (schema v7) ------------------------------------------------------
+
+    @_guarded
+    def position(self) -> Position:
+        conn = self._reader()
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        # the sequence AUTOINCREMENT last gave out: still there once the journal is pruned
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
+        return Position(meta["database_id"], int(row[0]) if row else 0, int(meta["changes_pruned_through"]))
+
+    @_guarded
+    def changes_since(self, change: int) -> list[tuple[str, bool]]:
+        rows = self._reader().execute("SELECT memory_id, counters FROM changes WHERE seq > ? ORDER BY seq", (change,))
+        return [(memory_id, bool(counters)) for memory_id, counters in rows]
+
+    def prune_changes(self, through: int) -> int:
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM changes WHERE seq <= ?", (through,))
+            conn.execute("UPDATE meta SET value = CAST(MAX(CAST(value AS INTEGER), ?) AS TEXT) "
+                         "WHERE key = 'changes_pruned_through'", (through,))
+            return cur.rowcount
 
     def update(self, memory: Memory, embeddings: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
         """Overwrite a memory's fields (all but its bookkeeping counters), and its embeddings when
@@ -468,7 +511,7 @@ class SQLiteStore:
     def close(self) -> None:
         with self._write_lock:
             # fold the write-ahead log into the database file and empty it, so that the file alone
-            # holds every write once the server has stopped (what an index snapshot is checked against)
+            # holds every write once the server has stopped (a copy of it alone is whole)
             with contextlib.suppress(sqlite3.Error):
                 self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._writer.close()
