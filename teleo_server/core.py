@@ -204,6 +204,10 @@ class MemoryCore:
         self.loaded_from = ""  # "snapshot" or "store": how the last load_indexes filled the indexes
         self.load_seconds = 0.0  # and how long that took
         self._index_suspect = False  # an index call failed unexpectedly (see _on_index)
+        # the change journal's number the indexes were loaded up to: a change listed after it that
+        # was not this server's own (another program's) is indexed before a snapshot says the
+        # indexes hold it (_catch_up)
+        self._journal_start: int | None = None
 
     @property
     def in_flight(self) -> int:
@@ -330,6 +334,7 @@ class MemoryCore:
                 release_memory()  # the load's temporaries (decoded vectors, merge buffers) are gone
             if head is not None:
                 self._prune_journal(head)
+            self._journal_start = head
             return loaded, stale
 
         loaded, stale = await self._on_index(load)
@@ -367,7 +372,7 @@ class MemoryCore:
             made_with = meta.get("model_version")
             if version is not None and made_with != version:
                 raise snapshot.Unusable(f"made with embedding model {made_with!r}, not {version!r}")
-            since = self._journal_since(meta.get("database"))
+            since, head = self._journal_since(meta.get("database"))
             changes = self.store.changes_since(since)
             empty, shared = dump()  # the running objects the snapshot names; the empty indexes
             with whole_mappings():
@@ -388,14 +393,16 @@ class MemoryCore:
             plan.path.unlink(missing_ok=True)
             return False
         self._prune_journal(since)
+        self._journal_start = head
         release_memory()
         log.info("index.loaded", memories=len(self.retriever), source="snapshot", seconds=round(time.perf_counter() - t0, 3),
                  written_at=meta.get("written_at"), reindexed=indexed, counters=counted)
         return True
 
-    def _journal_since(self, made_from: Any) -> int:
+    def _journal_since(self, made_from: Any) -> tuple[int, int]:
         """The change a snapshot's indexes hold the database up to, if the snapshot was made from
-        this database and its journal still lists every change after it (Unusable otherwise)."""
+        this database and its journal still lists every change after it (Unusable otherwise), and
+        the journal's latest change now."""
         position = self.store.position()
         if not isinstance(made_from, dict) or made_from.get("id") != position.database_id:
             raise snapshot.Unusable("made from another database")
@@ -404,7 +411,7 @@ class MemoryCore:
             raise snapshot.Unusable("the database is older than the snapshot (a copy put back?)")
         if since < position.pruned:
             raise snapshot.Unusable("the database no longer lists every change since the snapshot")
-        return since
+        return since, position.change
 
     def _replay(self, changes: list[tuple[str, bool]], version: str | None) -> tuple[int, int]:
         """Bring restored indexes up to date with the store: each memory changed since is taken
@@ -429,6 +436,24 @@ class MemoryCore:
         if full:
             self.retriever.settle()
         return len(full), len(counted)
+
+    def _catch_up(self, version: str | None) -> None:
+        """Before a snapshot says the indexes hold the database up to now: index the memories the
+        journal lists as changed since the indexes were loaded by someone other than this server
+        (another program; it indexed its own writes as it made them)."""
+        if self._journal_start is None:
+            return
+        foreign = self.store.changes_since(self._journal_start, others_only=True)
+        if not foreign:
+            return
+        try:
+            indexed, counted = self._replay(foreign, version)
+        except Exception as exc:  # noqa: BLE001 - the indexes may be short of the database now: no snapshot
+            self._index_suspect = True
+            log.error("index.catch_up_failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        log.info("index.caught_up", reindexed=indexed, counters=counted,
+                 detail="memories another program changed while this server ran")
 
     def _journal_head(self) -> int | None:
         """The latest change the store's journal lists (None when it cannot say)."""
@@ -1090,8 +1115,10 @@ class MemoryCore:
             position = None
             try:
                 position = self.store.position()
+                await asyncio.to_thread(self._catch_up, version)
             except TeleoError as exc:
                 log.warning("store.journal_unreadable", error=str(exc))
+                position = None
             if await asyncio.to_thread(self._write_snapshot, version, position):
                 assert position is not None
                 self._prune_journal(position.change)

@@ -172,6 +172,27 @@ def _sql(db: Path, statement: str, *args) -> None:
     conn.close()
 
 
+def test_writes_by_another_program_while_the_server_runs_are_indexed_before_its_snapshot(tmp_path):
+    srv = Running(tmp_path)
+    try:
+        ids = srv.store(TEXTS[:4])
+        srv.stub.Delete(pb.DeleteRequest(ids=[ids[3]]), metadata=srv.auth, timeout=30)  # its own
+        _sql(tmp_path / "data" / "teleo.db", "DELETE FROM memories WHERE id = ?", ids[0])
+        assert ids[0] in {i for v in srv.answers().values() for i, _ in v}  # a running server does not watch
+    finally:
+        with structlog.testing.capture_logs() as logs:
+            srv.stop()
+    (caught,) = [e for e in logs if e["event"] == "index.caught_up"]
+    assert (caught["reindexed"], caught["counters"]) == (1, 0)  # the other program's delete only
+    again, loaded = _start_read(tmp_path)
+    try:
+        assert (loaded["reindexed"], loaded["counters"]) == (0, 0)
+        found = {i for v in again.answers().values() for i, _ in v}
+        assert ids[0] not in found and ids[3] not in found and {ids[1], ids[2]} <= found
+    finally:
+        again.stop()
+
+
 def test_a_snapshot_of_another_database_or_past_the_journal_is_not_read(tmp_path):
     ids, path = _stopped_with_snapshot(tmp_path)
     db = tmp_path / "data" / "teleo.db"

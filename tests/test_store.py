@@ -246,12 +246,18 @@ def test_the_change_journal_lists_each_changed_memory_once_by_its_latest_change(
     assert store.changes_since(store.position().change - 1) == [(c.id, False)]
     # what a start indexes again: the stored, servable ones, with their vectors
     assert sorted(m.id for m, _ in store.indexable([a.id, b.id, c.id, "kept-a", "unknown"])) == sorted([a.id, "kept-a"])
-    # another program's write, through SQLite, is listed as well
+    # another program's write, through SQLite, is listed as well; only it, and the row found
+    # unservable, are not this store's own
+    assert store.changes_since(head, others_only=True) == [(c.id, False)]
     conn = sqlite3.connect(tmp_path / "t.db")
     with conn:
         conn.execute("DELETE FROM memories WHERE id = 'kept-a'")
+        conn.execute("UPDATE memories SET importance = 0.1 WHERE id = ?", (a.id,))
     conn.close()
-    assert store.changes_since(head)[-1] == ("kept-a", False)
+    assert store.changes_since(head)[-2:] == [("kept-a", False), (a.id, False)]
+    # a change of this store's own after another program's still lists the memory as the other's
+    store.record_retrieved([a.id])
+    assert store.changes_since(head, others_only=True) == [(c.id, False), ("kept-a", False), (a.id, False)]
     # pruning never moves the mark back
     store.prune_changes(1)
     assert store.position().pruned == head

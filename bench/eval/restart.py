@@ -147,7 +147,7 @@ def measure_crash(data: Path, cache: Path, writes: int, rounds: int, settings: d
     from teleo.v1 import memory_pb2 as pb
 
     from bench.eval.datasets import scifact
-    from bench.eval.footprint import write_store
+    from bench.eval.footprint import wait_for_goals, write_store
     from bench.harness.server import store_batch
 
     sf = scifact(data)
@@ -160,11 +160,16 @@ def measure_crash(data: Path, cache: Path, writes: int, rounds: int, settings: d
         data_dir.mkdir()
         n = write_store(data, cache, data_dir / "teleo.db", settings)
         first, _, _ = _started(data_dir, env)  # a rebuild; its clean stop writes the snapshot
+        wait_for_goals(first)  # (a stop waits for the first upkeep round)
         first.stop()
         runs = []
         for r in range(rounds):
-            before, _, _ = _started(data_dir, env)
+            if not (data_dir / "index.snapshot").exists():
+                raise RuntimeError("no snapshot to start from: " + first.logs())
+            before, _, loaded = _started(data_dir, env)
             try:
+                if loaded.get("source") != "snapshot":
+                    raise RuntimeError(f"the start before the crash rebuilt: {before.logs()}")
                 batch = [pb.MemoryInput(content=f"{text} (note {r})") for text in notes]
                 t0 = time.perf_counter()
                 stored = store_batch(before.address, before.metadata, batch)
@@ -174,19 +179,24 @@ def measure_crash(data: Path, cache: Path, writes: int, rounds: int, settings: d
                 before.kill()  # no clean stop: the snapshot on disk is the one this start read
             recovered, recovered_s, loaded = _started(data_dir, env)
             try:
-                assert loaded["source"] == "snapshot", loaded
+                if loaded.get("source") != "snapshot":
+                    raise RuntimeError(f"the start after the crash rebuilt: {recovered.logs()}")
+                wait_for_goals(recovered)  # (the snapshot's goals: at once)
                 answers = _answers(recovered, asked)
             finally:
                 recovered.stop()  # writes a new snapshot: the next round starts from it
-            snap = data_dir / "index.snapshot"
-            kept = root / "index.snapshot.kept"
-            snap.rename(kept)  # the rebuild below must not read (or replace) it
-            rebuilt, rebuilt_s, _ = _started(data_dir, env)
+            # the same database rebuilt in a directory of its own (a rebuild here would prune the
+            # journal the next round's snapshot relies on)
+            copy = root / f"rebuilt-{r}"
+            copy.mkdir()
+            shutil.copy2(data_dir / "teleo.db", copy / "teleo.db")
+            shutil.copy2(root / "data.token", root / f"{copy.name}.token")  # the token its database knows
+            rebuilt, rebuilt_s, _ = _started(copy, env)
             try:
+                wait_for_goals(rebuilt)  # its first upkeep round clusters the goals afresh
                 reference = _answers(rebuilt, asked)
             finally:
-                rebuilt.stop()
-            kept.replace(snap)
+                rebuilt.kill()
             found = sum(any(i == want.id for i, _ in got) for want, got in zip(stored.items, answers[len(queries):]))
             run = {"writes": len(notes), "store_batch_s": store_s, "recovered_start_s": recovered_s,
                    "reindexed": loaded.get("reindexed"), "counters": loaded.get("counters"),

@@ -13,6 +13,10 @@ their latency by a staircase, so many expire while the server commits. For each 
 expired, storing the same content again tells whether the first had been committed anyway (it
 answers duplicate); such a memory must then be found by Retrieve on the live server, without a
 restart. Everything then goes through one more SIGKILL and read-back.
+
+Halfway through, the server is stopped cleanly once, so that it writes an index snapshot: every
+start after a kill from then on reads that snapshot and indexes again the memories the database's
+change journal lists as changed since, and the same read-back judges it.
 """
 
 from __future__ import annotations
@@ -350,6 +354,14 @@ def _expire(s, auth, ledger: Ledger, ctx: Context, part: Part) -> dict:
             "committed_anyway": committed, "committed_not_retrievable": not_indexed}
 
 
+def _snapshot_starts(srv: Server) -> int:
+    """Starts whose log says the indexes came from the snapshot (the log holds every start)."""
+    try:
+        return srv.log_path.read_text(errors="replace").count('"source": "snapshot"')
+    except OSError:
+        return 0
+
+
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
@@ -369,6 +381,13 @@ def run(ctx: Context) -> Part:
     try:
         srv.start()
         for cycle in range(1, kills + 1):
+            if cycle == kills // 2 + 1:
+                # a clean stop halfway: it writes an index snapshot, and each start after a kill
+                # from here on reads it and indexes again what the database's change journal
+                # lists since, instead of rebuilding (teleo_server/snapshot.py)
+                srv.stop()
+                srv.start()
+                totals.update(_verify(srv, ledger, rng, sample, part, cycle))
             _traffic(srv, ledger, ctx, cycle, rng.uniform(low, high))
             done += 1
             srv.start()
@@ -399,6 +418,9 @@ def run(ctx: Context) -> Part:
         "deletes_undone": totals["undone"],
         "retrieve_sample_checked": totals["retrieve_checked"],
         "retrieve_sample_missed": totals["retrieve_missed"],
+        # starts that read the snapshot of the clean stop (and the journal since), of all starts
+        "starts_from_snapshot": _snapshot_starts(srv),
+        "starts": len(srv.starts),
         "restart_s_p50": _round(percentile(srv.starts[1:], 50)),
         "restart_s_max": _round(max(srv.starts[1:], default=None)),
         "client_errors_during_traffic": dict(sorted(ledger.codes.items())),

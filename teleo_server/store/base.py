@@ -121,9 +121,11 @@ class MemoryStore(Protocol):
         """The database's id and where its change journal stands now."""
         ...
 
-    def changes_since(self, change: int) -> list[tuple[str, bool]]:
+    def changes_since(self, change: int, others_only: bool = False) -> list[tuple[str, bool]]:
         """(memory id, only its counters changed) of every memory changed after sequence number
-        ``change``, in the order of their latest change; a memory once, however often it changed."""
+        ``change``, in the order of their latest change; a memory once, however often it changed.
+        ``others_only``: only those some change of which was not made through this store (another
+        program's, or a row it found unservable while reading)."""
         ...
 
     def prune_changes(self, through: int) -> int:

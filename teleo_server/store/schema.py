@@ -190,12 +190,15 @@ ALTER TABLE chunk_vectors_v6 RENAME TO chunk_vectors;
 # transaction as the change, whichever program makes it, so that an index snapshot (snapshot.py)
 # stays usable after a crash: the next start reads it and re-indexes only the memories changed
 # since. One row per memory: its latest change, with a sequence number that only grows
-# (AUTOINCREMENT never reuses one), and whether only its bookkeeping counters changed since the
-# journal was last pruned (those are copied into the index as they are; any other change means the
-# memory is indexed again). `meta` holds the database's own random id (a snapshot names the
-# database it was made from) and how far the journal has been pruned (a snapshot older than that
-# cannot be brought up to date). A migration that adds a column the indexes read must add it to
-# the update trigger's list of columns that are not counters.
+# (AUTOINCREMENT never reuses one), whether only its bookkeeping counters changed since the journal
+# was last pruned (those are copied into the index as they are; any other change means the memory
+# is indexed again), and whether the change was the running server's own (`mine`: its indexes
+# hold those already; its store sets meta's `server_writes` to 1 for the length of each of its own
+# write transactions, so no other connection ever sees it set) or an earlier change of the memory
+# folded into the row was not (`others`). `meta` also holds the database's own random id (a
+# snapshot names the database it was made from) and how far the journal has been pruned (a snapshot
+# older than that cannot be brought up to date). A migration that adds a column the indexes read
+# must add it to the update trigger's list of columns that are not counters.
 _V7 = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -203,24 +206,37 @@ CREATE TABLE meta (
 );
 INSERT INTO meta (key, value) VALUES ('database_id', lower(hex(randomblob(16))));
 INSERT INTO meta (key, value) VALUES ('changes_pruned_through', '0');
+INSERT INTO meta (key, value) VALUES ('server_writes', '0');
 CREATE TABLE changes (
     seq       INTEGER PRIMARY KEY AUTOINCREMENT,
     memory_id TEXT NOT NULL,
-    counters  INTEGER NOT NULL       -- 1: only the memory's counters changed
+    counters  INTEGER NOT NULL,          -- 1: only the memory's counters changed
+    mine      INTEGER NOT NULL,          -- 1: made by the server whose indexes hold it
+    others    INTEGER NOT NULL DEFAULT 0   -- 1: an earlier change folded into this row was not
 );
 CREATE INDEX changes_memory ON changes (memory_id);
 CREATE TRIGGER changes_on_insert AFTER INSERT ON memories BEGIN
-    DELETE FROM changes WHERE memory_id = NEW.id;
-    INSERT INTO changes (memory_id, counters) VALUES (NEW.id, 0);
+    INSERT INTO changes (memory_id, counters, mine, others) VALUES (NEW.id, 0,
+        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = NEW.id), 0));
+    DELETE FROM changes WHERE memory_id = NEW.id
+        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = NEW.id);
 END;
 CREATE TRIGGER changes_on_delete AFTER DELETE ON memories BEGIN
-    DELETE FROM changes WHERE memory_id = OLD.id;
-    INSERT INTO changes (memory_id, counters) VALUES (OLD.id, 0);
+    INSERT INTO changes (memory_id, counters, mine, others) VALUES (OLD.id, 0,
+        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = OLD.id), 0));
+    DELETE FROM changes WHERE memory_id = OLD.id
+        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = OLD.id);
 END;
 CREATE TRIGGER changes_on_update AFTER UPDATE ON memories BEGIN
-    DELETE FROM changes WHERE memory_id = OLD.id AND OLD.id IS NOT NEW.id;
-    INSERT INTO changes (memory_id, counters) SELECT OLD.id, 0 WHERE OLD.id IS NOT NEW.id;
-    INSERT INTO changes (memory_id, counters) VALUES (NEW.id,
+    INSERT INTO changes (memory_id, counters, mine, others) SELECT OLD.id, 0,
+        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = OLD.id), 0)
+        WHERE OLD.id IS NOT NEW.id;
+    DELETE FROM changes WHERE OLD.id IS NOT NEW.id AND memory_id = OLD.id
+        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = OLD.id);
+    INSERT INTO changes (memory_id, counters, mine, others) VALUES (NEW.id,
         OLD.id IS NEW.id AND OLD.namespace IS NEW.namespace AND OLD.content IS NEW.content
         AND OLD.content_hash IS NEW.content_hash AND OLD.memory_type IS NEW.memory_type
         AND OLD.access_level IS NEW.access_level AND OLD.source IS NEW.source
@@ -230,7 +246,9 @@ CREATE TRIGGER changes_on_update AFTER UPDATE ON memories BEGIN
         AND OLD.links IS NEW.links AND OLD.metadata IS NEW.metadata AND OLD.evergreen IS NEW.evergreen
         AND OLD.model_version IS NEW.model_version AND OLD.chunk_count IS NEW.chunk_count
         AND OLD.quarantine IS NEW.quarantine
-        AND COALESCE((SELECT MIN(counters) FROM changes WHERE memory_id = NEW.id), 1));
+        AND COALESCE((SELECT MIN(counters) FROM changes WHERE memory_id = NEW.id), 1),
+        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = NEW.id), 0));
     DELETE FROM changes WHERE memory_id = NEW.id
         AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = NEW.id);
 END;

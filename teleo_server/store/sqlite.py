@@ -107,6 +107,13 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def _journal_head(conn: sqlite3.Connection) -> int:
+    """The sequence number the change journal last gave out (0 before any): AUTOINCREMENT keeps
+    it once the journal is pruned."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
+    return int(row[0]) if row else 0
+
+
 def _with_embeddings(conn: sqlite3.Connection, rows: Iterable[tuple], bad: list[tuple[str, str]]
                      ) -> Iterator[tuple[Memory, EmbeddingSet]]:
     """Each row (pk, memory columns) that decodes, with its embeddings; (id, why) of the others
@@ -173,14 +180,20 @@ class SQLiteStore:
         return conn
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, mine: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction. ``mine``: the changes it makes are the server's own, which its
+        indexes take as it makes them (the change journal marks them so, ``schema.py`` v7)."""
         with self._write_lock:
             t0 = time.perf_counter()
             conn = self._writer
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
+                    if mine:  # (set and cleared inside the transaction: no other connection sees it set)
+                        conn.execute("UPDATE meta SET value = '1' WHERE key = 'server_writes'")
                     yield conn
+                    if mine:
+                        conn.execute("UPDATE meta SET value = '0' WHERE key = 'server_writes'")
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -297,9 +310,10 @@ class SQLiteStore:
 
     def quarantine(self, memory_id: str, reason: str) -> None:
         """Take a row out of service (kept for its owner to inspect or delete). Best effort: a
-        failing write only means the row is skipped again next time."""
+        failing write only means the row is skipped again next time. Not marked as the server's
+        own in the change journal: a row found unservable while reading is still in the indexes."""
         try:
-            with self._tx() as conn:
+            with self._tx(mine=False) as conn:
                 conn.execute("UPDATE memories SET quarantine = ? WHERE id = ?", (reason[:500], memory_id))
         except TeleoError as exc:  # _tx has translated the SQLite error
             log.warning("store.quarantine_failed", memory_id=memory_id, reason=reason, error=str(exc))
@@ -376,13 +390,12 @@ class SQLiteStore:
     def position(self) -> Position:
         conn = self._reader()
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        # the sequence AUTOINCREMENT last gave out: still there once the journal is pruned
-        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
-        return Position(meta["database_id"], int(row[0]) if row else 0, int(meta["changes_pruned_through"]))
+        return Position(meta["database_id"], _journal_head(conn), int(meta["changes_pruned_through"]))
 
     @_guarded
-    def changes_since(self, change: int) -> list[tuple[str, bool]]:
-        rows = self._reader().execute("SELECT memory_id, counters FROM changes WHERE seq > ? ORDER BY seq", (change,))
+    def changes_since(self, change: int, others_only: bool = False) -> list[tuple[str, bool]]:
+        where = "seq > ?" + (" AND (mine = 0 OR others = 1)" if others_only else "")
+        rows = self._reader().execute(f"SELECT memory_id, counters FROM changes WHERE {where} ORDER BY seq", (change,))
         return [(memory_id, bool(counters)) for memory_id, counters in rows]
 
     def prune_changes(self, through: int) -> int:
