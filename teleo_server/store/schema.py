@@ -216,41 +216,42 @@ CREATE TABLE changes (
 );
 CREATE INDEX changes_memory ON changes (memory_id);
 CREATE TRIGGER changes_on_insert AFTER INSERT ON memories BEGIN
-    INSERT INTO changes (memory_id, counters, mine, others) VALUES (NEW.id, 0,
-        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = NEW.id), 0));
-    DELETE FROM changes WHERE memory_id = NEW.id
-        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = NEW.id);
+    INSERT INTO changes (memory_id, counters, mine, others)
+        SELECT NEW.id, 0, (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+               COALESCE(MAX(others OR NOT mine), 0)
+        FROM changes WHERE memory_id = NEW.id;
+    DELETE FROM changes WHERE memory_id = NEW.id AND seq <> last_insert_rowid();
 END;
 CREATE TRIGGER changes_on_delete AFTER DELETE ON memories BEGIN
-    INSERT INTO changes (memory_id, counters, mine, others) VALUES (OLD.id, 0,
-        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = OLD.id), 0));
-    DELETE FROM changes WHERE memory_id = OLD.id
-        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = OLD.id);
+    INSERT INTO changes (memory_id, counters, mine, others)
+        SELECT OLD.id, 0, (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+               COALESCE(MAX(others OR NOT mine), 0)
+        FROM changes WHERE memory_id = OLD.id;
+    DELETE FROM changes WHERE memory_id = OLD.id AND seq <> last_insert_rowid();
+END;
+CREATE TRIGGER changes_on_update_id AFTER UPDATE OF id ON memories WHEN OLD.id IS NOT NEW.id BEGIN
+    INSERT INTO changes (memory_id, counters, mine, others)
+        SELECT OLD.id, 0, (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+               COALESCE(MAX(others OR NOT mine), 0)
+        FROM changes WHERE memory_id = OLD.id;
+    DELETE FROM changes WHERE memory_id = OLD.id AND seq <> last_insert_rowid();
 END;
 CREATE TRIGGER changes_on_update AFTER UPDATE ON memories BEGIN
-    INSERT INTO changes (memory_id, counters, mine, others) SELECT OLD.id, 0,
-        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = OLD.id), 0)
-        WHERE OLD.id IS NOT NEW.id;
-    DELETE FROM changes WHERE OLD.id IS NOT NEW.id AND memory_id = OLD.id
-        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = OLD.id);
-    INSERT INTO changes (memory_id, counters, mine, others) VALUES (NEW.id,
-        OLD.id IS NEW.id AND OLD.namespace IS NEW.namespace AND OLD.content IS NEW.content
-        AND OLD.content_hash IS NEW.content_hash AND OLD.memory_type IS NEW.memory_type
-        AND OLD.access_level IS NEW.access_level AND OLD.source IS NEW.source
-        AND OLD.confidence IS NEW.confidence AND OLD.importance IS NEW.importance
-        AND OLD.event_time IS NEW.event_time AND OLD.ingestion_time IS NEW.ingestion_time
-        AND OLD.session_id IS NEW.session_id AND OLD.session_position IS NEW.session_position
-        AND OLD.links IS NEW.links AND OLD.metadata IS NEW.metadata AND OLD.evergreen IS NEW.evergreen
-        AND OLD.model_version IS NEW.model_version AND OLD.chunk_count IS NEW.chunk_count
-        AND OLD.quarantine IS NEW.quarantine
-        AND COALESCE((SELECT MIN(counters) FROM changes WHERE memory_id = NEW.id), 1),
-        (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-        COALESCE((SELECT MAX(others OR NOT mine) FROM changes WHERE memory_id = NEW.id), 0));
-    DELETE FROM changes WHERE memory_id = NEW.id
-        AND seq < (SELECT MAX(seq) FROM changes WHERE memory_id = NEW.id);
+    INSERT INTO changes (memory_id, counters, mine, others)
+        SELECT NEW.id,
+               OLD.id IS NEW.id AND OLD.namespace IS NEW.namespace AND OLD.content IS NEW.content
+               AND OLD.content_hash IS NEW.content_hash AND OLD.memory_type IS NEW.memory_type
+               AND OLD.access_level IS NEW.access_level AND OLD.source IS NEW.source
+               AND OLD.confidence IS NEW.confidence AND OLD.importance IS NEW.importance
+               AND OLD.event_time IS NEW.event_time AND OLD.ingestion_time IS NEW.ingestion_time
+               AND OLD.session_id IS NEW.session_id AND OLD.session_position IS NEW.session_position
+               AND OLD.links IS NEW.links AND OLD.metadata IS NEW.metadata AND OLD.evergreen IS NEW.evergreen
+               AND OLD.model_version IS NEW.model_version AND OLD.chunk_count IS NEW.chunk_count
+               AND OLD.quarantine IS NEW.quarantine AND COALESCE(MIN(counters), 1),
+               (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+               COALESCE(MAX(others OR NOT mine), 0)
+        FROM changes WHERE memory_id = NEW.id;
+    DELETE FROM changes WHERE memory_id = NEW.id AND seq <> last_insert_rowid();
 END;
 """
 
