@@ -214,21 +214,16 @@ def test_a_snapshot_of_another_database_or_past_the_journal_is_not_read(tmp_path
         older.stop()  # writes this database's own
 
     # a journal pruned past the snapshot (as a start that rebuilt prunes it) no longer lists
-    # every change since
-    _sql(db, "UPDATE meta SET value = '1000000' WHERE key = 'changes_pruned_through'")
-    pruned, reason = _start_unused(tmp_path)
-    try:
-        assert "no longer lists every change" in reason and pruned.stats() == 4
-    finally:
-        pruned.stop()
-
-    # another database in its place (its own id)
-    _sql(db, "UPDATE meta SET value = 'another' WHERE key = 'database_id'")
-    other, reason = _start_unused(tmp_path)
-    try:
-        assert "another database" in reason and other.stats() == 4
-    finally:
-        other.stop()
+    # every change since; another database in its place has an id of its own
+    for change, why in (("UPDATE meta SET value = '1000000' WHERE key = 'changes_pruned_through'",
+                         "no longer lists every change"),
+                        ("UPDATE meta SET value = 'another' WHERE key = 'database_id'", "another database")):
+        _sql(db, change)
+        srv, reason = _start_unused(tmp_path)
+        try:
+            assert why in reason and srv.stats() == 4
+        finally:
+            srv.stop()  # writes this database's own
 
 
 def test_a_replay_that_fails_means_a_rebuild(tmp_path):

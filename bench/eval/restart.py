@@ -93,17 +93,25 @@ def _one_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> dict[
     return out
 
 
-def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any]) -> dict[str, Any]:
-    from bench.eval.datasets import scifact
+def _scifact_database(data: Path, cache: Path, settings: dict[str, Any], prefix: str
+                      ) -> tuple[Path, Path, int, dict[str, str]]:
+    """A scratch directory holding ``data/teleo.db`` with SciFact's abstracts written from the
+    cached embeddings: (scratch root, data directory, memories, the servers' environment)."""
     from bench.eval.footprint import write_store
 
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    data_dir = root / "data"
+    data_dir.mkdir()
+    n = write_store(data, cache, data_dir / "teleo.db", settings)
+    return root, data_dir, n, ({"TELEO_PIPELINE": json.dumps(settings)} if settings else {})
+
+
+def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any]) -> dict[str, Any]:
+    from bench.eval.datasets import scifact
+
     queries = [q.text for q in scifact(data).queries["train"][:30]]
-    root = Path(tempfile.mkdtemp(prefix="teleo-restart-"))
-    env = {"TELEO_PIPELINE": json.dumps(settings)} if settings else {}
+    root, data_dir, n, env = _scifact_database(data, cache, settings, "teleo-restart-")
     try:
-        data_dir = root / "data"
-        data_dir.mkdir()
-        n = write_store(data, cache, data_dir / "teleo.db", settings)
         runs: dict[str, list[dict[str, Any]]] = {"store": [], "snapshot": []}
         for _ in range(rounds):
             (data_dir / "index.snapshot").unlink(missing_ok=True)
@@ -147,18 +155,14 @@ def measure_crash(data: Path, cache: Path, writes: int, rounds: int, settings: d
     from teleo.v1 import memory_pb2 as pb
 
     from bench.eval.datasets import scifact
-    from bench.eval.footprint import wait_for_goals, write_store
+    from bench.eval.footprint import wait_for_goals
     from bench.harness.server import store_batch
 
     sf = scifact(data)
     queries = [q.text for q in sf.queries["train"][:30]]
     notes = [q.text for q in sf.queries["test"]][:writes]
-    root = Path(tempfile.mkdtemp(prefix="teleo-crash-"))
-    env = {"TELEO_PIPELINE": json.dumps(settings)} if settings else {}
+    root, data_dir, n, env = _scifact_database(data, cache, settings, "teleo-crash-")
     try:
-        data_dir = root / "data"
-        data_dir.mkdir()
-        n = write_store(data, cache, data_dir / "teleo.db", settings)
         first, _, _ = _started(data_dir, env)  # a rebuild; its clean stop writes the snapshot
         wait_for_goals(first)  # (a stop waits for the first upkeep round)
         first.stop()

@@ -198,8 +198,27 @@ ALTER TABLE chunk_vectors_v6 RENAME TO chunk_vectors;
 # folded into the row was not (`others`). `meta` also holds the database's own random id (a
 # snapshot names the database it was made from) and how far the journal has been pruned (a snapshot
 # older than that cannot be brought up to date). A migration that adds a column the indexes read
-# must add it to the update trigger's list of columns that are not counters.
-_V7 = """
+# must make the update trigger again with the column in its list (_NOT_COUNTERS, as of v7).
+def _journal_entry(row: str, counters: str = "0") -> str:
+    """Trigger statements that make the journal's one entry for memory ``row`` (NEW or OLD) its
+    latest change: ``counters`` says whether only counters changed; an earlier entry's flags are
+    folded in (a pending change that was more than counters, or someone else's), then it goes."""
+    return f"""
+    INSERT INTO changes (memory_id, counters, mine, others)
+        SELECT {row}.id, {counters} AND COALESCE(MIN(counters), 1),
+               (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
+               COALESCE(MAX(others OR NOT mine), 0)
+        FROM changes WHERE memory_id = {row}.id;
+    DELETE FROM changes WHERE memory_id = {row}.id AND seq <> last_insert_rowid();"""
+
+
+# a memory whose every column but these counters is unchanged had only its counters changed
+_NOT_COUNTERS = ("id", "namespace", "content", "content_hash", "memory_type", "access_level", "source", "confidence",
+                 "importance", "event_time", "ingestion_time", "session_id", "session_position", "links", "metadata",
+                 "evergreen", "model_version", "chunk_count", "quarantine")
+_ONLY_COUNTERS = " AND ".join(f"OLD.{c} IS NEW.{c}" for c in _NOT_COUNTERS)
+
+_V7 = f"""
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -215,43 +234,13 @@ CREATE TABLE changes (
     others    INTEGER NOT NULL DEFAULT 0   -- 1: an earlier change folded into this row was not
 );
 CREATE INDEX changes_memory ON changes (memory_id);
-CREATE TRIGGER changes_on_insert AFTER INSERT ON memories BEGIN
-    INSERT INTO changes (memory_id, counters, mine, others)
-        SELECT NEW.id, 0, (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-               COALESCE(MAX(others OR NOT mine), 0)
-        FROM changes WHERE memory_id = NEW.id;
-    DELETE FROM changes WHERE memory_id = NEW.id AND seq <> last_insert_rowid();
+CREATE TRIGGER changes_on_insert AFTER INSERT ON memories BEGIN{_journal_entry("NEW")}
 END;
-CREATE TRIGGER changes_on_delete AFTER DELETE ON memories BEGIN
-    INSERT INTO changes (memory_id, counters, mine, others)
-        SELECT OLD.id, 0, (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-               COALESCE(MAX(others OR NOT mine), 0)
-        FROM changes WHERE memory_id = OLD.id;
-    DELETE FROM changes WHERE memory_id = OLD.id AND seq <> last_insert_rowid();
+CREATE TRIGGER changes_on_delete AFTER DELETE ON memories BEGIN{_journal_entry("OLD")}
 END;
-CREATE TRIGGER changes_on_update_id AFTER UPDATE OF id ON memories WHEN OLD.id IS NOT NEW.id BEGIN
-    INSERT INTO changes (memory_id, counters, mine, others)
-        SELECT OLD.id, 0, (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-               COALESCE(MAX(others OR NOT mine), 0)
-        FROM changes WHERE memory_id = OLD.id;
-    DELETE FROM changes WHERE memory_id = OLD.id AND seq <> last_insert_rowid();
+CREATE TRIGGER changes_on_update_id AFTER UPDATE OF id ON memories WHEN OLD.id IS NOT NEW.id BEGIN{_journal_entry("OLD")}
 END;
-CREATE TRIGGER changes_on_update AFTER UPDATE ON memories BEGIN
-    INSERT INTO changes (memory_id, counters, mine, others)
-        SELECT NEW.id,
-               OLD.id IS NEW.id AND OLD.namespace IS NEW.namespace AND OLD.content IS NEW.content
-               AND OLD.content_hash IS NEW.content_hash AND OLD.memory_type IS NEW.memory_type
-               AND OLD.access_level IS NEW.access_level AND OLD.source IS NEW.source
-               AND OLD.confidence IS NEW.confidence AND OLD.importance IS NEW.importance
-               AND OLD.event_time IS NEW.event_time AND OLD.ingestion_time IS NEW.ingestion_time
-               AND OLD.session_id IS NEW.session_id AND OLD.session_position IS NEW.session_position
-               AND OLD.links IS NEW.links AND OLD.metadata IS NEW.metadata AND OLD.evergreen IS NEW.evergreen
-               AND OLD.model_version IS NEW.model_version AND OLD.chunk_count IS NEW.chunk_count
-               AND OLD.quarantine IS NEW.quarantine AND COALESCE(MIN(counters), 1),
-               (SELECT value = '1' FROM meta WHERE key = 'server_writes'),
-               COALESCE(MAX(others OR NOT mine), 0)
-        FROM changes WHERE memory_id = NEW.id;
-    DELETE FROM changes WHERE memory_id = NEW.id AND seq <> last_insert_rowid();
+CREATE TRIGGER changes_on_update AFTER UPDATE ON memories BEGIN{_journal_entry("NEW", _ONLY_COUNTERS)}
 END;
 """
 
