@@ -203,6 +203,7 @@ class MemoryCore:
         self.snapshot_plan = snapshot_plan  # None: the indexes are rebuilt at every start
         self.loaded_from = ""  # "snapshot" or "store": how the last load_indexes filled the indexes
         self.load_seconds = 0.0  # and how long that took
+        self.load_reindexed = 0  # memories a start from the snapshot indexed again from the change journal
         self._index_suspect = False  # an index call failed unexpectedly (see _on_index)
         # the change journal's number the indexes were loaded up to: a change listed after it that
         # was not this server's own (another program's) is indexed before a snapshot says the
@@ -393,7 +394,7 @@ class MemoryCore:
             plan.path.unlink(missing_ok=True)
             return False
         self._prune_journal(since)
-        self._journal_start = head
+        self._journal_start, self.load_reindexed = head, indexed
         release_memory()
         log.info("index.loaded", memories=len(self.retriever), source="snapshot", seconds=round(time.perf_counter() - t0, 3),
                  written_at=meta.get("written_at"), reindexed=indexed, counters=counted)

@@ -321,9 +321,15 @@ class _LoadCollector(Collector):
             "teleo_index_load_seconds", "Seconds the last start took to fill the in-memory indexes, by "
             "source: snapshot (written at the last clean stop) or store (rebuilt from the database).",
             labels=["source"])
+        reindexed = GaugeMetricFamily(
+            "teleo_index_load_reindexed", "Memories the last start indexed again after reading the snapshot: "
+            "those the database's change journal listed as changed since it was written (a crash, another "
+            "program); 0 after a rebuild.")
         if self._core.loaded_from:
             seconds.add_metric([self._core.loaded_from], self._core.load_seconds)
+            reindexed.add_metric([], self._core.load_reindexed)
         yield seconds
+        yield reindexed
 
 
 class _IndexCollector(Collector):

@@ -168,6 +168,7 @@ def test_store_writes_and_index_sizes_are_reported(traffic):
     # the start rebuilt its (empty) indexes from the store: one sample, that source, its seconds
     [(labels, seconds)] = after["teleo_index_load_seconds"]
     assert labels == {"source": "store"} and 0 <= seconds < 60
+    assert after["teleo_index_load_reindexed"] == [({}, 0.0)]  # nothing to bring up to date after a rebuild
     rows = {labels["space"]: v for labels, v in after["teleo_index_rows"]}
     entries = {labels["space"]: v for labels, v in after["teleo_index_entries"]}
     assert {"E1_semantic", "E6_lexical", "E12_late"} <= rows.keys()

@@ -154,7 +154,7 @@ def test_writes_by_another_program_after_the_snapshot_are_indexed_at_start(tmp_p
     again, loaded = _start_read(tmp_path)
     try:
         # the journal's triggers saw the three: two memories indexed again, one counter copied
-        assert (loaded["reindexed"], loaded["counters"]) == (2, 1)
+        assert (loaded["reindexed"], loaded["counters"]) == (2, 1) and again.core.load_reindexed == 2
         assert again.stats() == 3  # one deleted (the moved one still counts: the token reads every namespace)
         found = {i for v in again.answers().values() for i, _ in v}
         assert ids[0] not in found and ids[2] not in found and ids[1] in found
