@@ -193,9 +193,10 @@ def _snapshot_plan(settings: Settings, retriever: Retriever, backend: str) -> Sn
     indexes live on the device and are rebuilt at every start)."""
     pipeline = getattr(retriever, "settings", None)
     path = settings.data_dir / snapshot.FILE_NAME
-    off = not settings.index_snapshot or backend != "numpy" or not hasattr(retriever, "snapshot_state")
-    # a stop killed while it wrote one left the partial file; with snapshots off, one an earlier
-    # run left would not hold this run's writes
+    can = getattr(retriever, "can_snapshot", None)  # (with snapshot_state and restore_state)
+    off = not settings.index_snapshot or can is None or not can()
+    # a stop killed while it wrote one left the partial file; with snapshots off, this start
+    # rebuilds and prunes the change journal that one an earlier run left would need
     for stale in (snapshot.partial(path), *((path,) if off else ())):
         try:
             stale.unlink()

@@ -321,6 +321,23 @@ def test_no_snapshot_after_an_index_call_failed_or_before_the_indexes_were_loade
     assert not (tmp_path / "data" / snapshot.FILE_NAME).exists()
 
 
+def test_indexes_on_a_device_backend_are_not_snapshotted(tmp_path):
+    from teleo_server.pipeline import PipelineSettings, make_retriever
+    from teleo_server.server import _snapshot_plan
+
+    settings = Settings(port=0, data_dir=tmp_path / "data", dev_token_file=tmp_path / "token")
+    host, device = (make_retriever(PipelineSettings(), name) for name in ("numpy", "emulated"))
+    assert host.can_snapshot() and not device.can_snapshot()
+    with pytest.raises(ValueError, match="rebuilt at start"):
+        device.snapshot_state()
+    assert _snapshot_plan(settings, host, "numpy") is not None
+    path = settings.data_dir / snapshot.FILE_NAME
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"a host backend's indexes")
+    assert _snapshot_plan(settings, device, "emulated") is None  # rebuilt at every start, and
+    assert not path.exists()  # the journal an earlier snapshot needs is pruned by that rebuild
+
+
 def _answers(stub, auth, filters=None) -> dict[tuple[str, str], list[tuple[str, float]]]:
     """(profile, query) -> (id, score) of each result, best first."""
     out = {}

@@ -19,7 +19,7 @@ import structlog
 from teleo_server.domain import EmbeddingSet, Johari, Memory, Principal
 from teleo_server.errors import InvalidArgument, NotFound
 from teleo_server.index.catalog import Catalog, Column
-from teleo_server.index.purpose import GoalView, PurposeIndex
+from teleo_server.index.purpose import Goal, GoalView, PurposeIndex
 from teleo_server.index.tokens import TokenCodec
 from teleo_server.pipeline import alignment as alignment_stage
 from teleo_server.pipeline.compare import compare_rows, space_alignment
@@ -192,11 +192,15 @@ class TeleologicalRetriever:
         return {head: cs[0] for head, cs in found.items() if len({c.spec for c in cs}) == 1}
 
     # ---- snapshots (teleo_server/snapshot.py) ------------------------------------------------------
+    def can_snapshot(self) -> bool:
+        """Whether :meth:`snapshot_state` can write these indexes: on the host backend only (a
+        device backend's indexes live on the device and are rebuilt at every start)."""
+        return self._backend == "numpy"
+
     def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """(state, shared): every index's data, and the running objects it refers to (settings,
-        compute backend), which a snapshot names rather than copies. Only on the host backend: a
-        device backend's indexes live on the device and are rebuilt."""
-        if self._backend != "numpy":
+        compute backend), which a snapshot names rather than copies (``can_snapshot`` first)."""
+        if not self.can_snapshot():
             raise ValueError(f"indexes on the {self._backend} backend are rebuilt at start, not snapshotted")
         state = {"catalog": self.catalog, "spaces": self.spaces, "purpose": self.purpose,
                  "span_start": self._span_start, "span_end": self._span_end}

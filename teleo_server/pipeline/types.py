@@ -142,10 +142,10 @@ class Retriever(Protocol):
     Calls arrive from one executor thread, so implementations need no locking of their own.
     ``retrieve`` must never yield a memory ``query.principal`` may not read.
 
-    Optional, found by name by the core: ``token_codecs``, ``warm_up``, and
+    Optional, found by name by the core: ``token_codecs``, ``warm_up``, and ``can_snapshot`` /
     ``snapshot_state`` / ``restore_state`` (the indexes written at a clean stop and read back at
-    the next start, ``teleo_server/snapshot.py``); a retriever without them is rebuilt from the
-    store at every start.
+    the next start, ``teleo_server/snapshot.py``); a retriever without them, or whose
+    ``can_snapshot()`` is false, is rebuilt from the store at every start.
     """
 
     @property
