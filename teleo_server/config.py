@@ -70,6 +70,19 @@ class TLSSettings(BaseModel):
         return self.cert_file is not None
 
 
+class CheckpointSettings(BaseModel):
+    """While serving, write a new index snapshot once the database's change journal lists more
+    memories as changed since the last one than ``share`` of those indexed (and at least
+    ``min_changes``), at most once every ``seconds``: a crash then re-indexes at most about that
+    many at the next start (teleo_server/snapshot.py). Writing it holds the index thread, so
+    retrievals wait for it (0.2-0.4 s for 5,183 SciFact abstracts, about 4 s at 100,000 memories,
+    on a 2-core CPU). ``share`` 0 turns it off (a snapshot is then written at a clean stop only)."""
+
+    share: float = Field(0.1, ge=0)
+    min_changes: int = Field(1000, ge=1)
+    seconds: float = Field(600.0, ge=0)
+
+
 class MetricsSettings(BaseModel):
     """Prometheus ``/metrics`` over HTTP on a port of its own; off while ``port`` is unset."""
 
@@ -112,6 +125,7 @@ class Settings(BaseSettings):
     # them back at the next start instead of rebuilding them from every memory (teleo_server/snapshot.py);
     # off rebuilds at every start. Host (numpy) backend only.
     index_snapshot: bool = True
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     limits: Limits = Field(default_factory=Limits)
     tls: TLSSettings = Field(default_factory=TLSSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
@@ -175,6 +189,7 @@ def invalid_configuration(exc: ValidationError, section: tuple[str, ...] = ()) -
 
 
 __all__ = [
+    "CheckpointSettings",
     "Limits",
     "MetricsSettings",
     "Settings",

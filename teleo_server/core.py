@@ -8,10 +8,11 @@ slow query never blocks the loop and the Retriever needs no locks of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,6 +61,8 @@ _DONE = object()
 USAGE_FLUSH_SECONDS = 0.5
 # memories read from the store at a time when a start brings a snapshot's indexes up to date
 REPLAY_BATCH = 256
+# how often, at most, upkeep counts the journal's changes to see whether a checkpoint is due
+CHECKPOINT_LOOK_SECONDS = 5.0
 
 
 @dataclass(slots=True)
@@ -209,6 +212,9 @@ class MemoryCore:
         # was not this server's own (another program's) is indexed before a snapshot says the
         # indexes hold it (_catch_up)
         self._journal_start: int | None = None
+        self._snapshot_change: int | None = None  # the change the snapshot on disk holds the database up to
+        self._pending_writes = 0  # writes between their store call and their index call (_writing)
+        self._last_checkpoint = self._checkpoint_looked = time.monotonic()
 
     @property
     def in_flight(self) -> int:
@@ -242,6 +248,16 @@ class MemoryCore:
         return asyncio.shield(task)
 
     # -- plumbing ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around a write from its store call to its index call (on the event loop): while any is
+        in flight, a checkpoint cannot tell which committed changes its indexes hold yet."""
+        self._pending_writes += 1
+        try:
+            yield
+        finally:
+            self._pending_writes -= 1
 
     async def _on_store(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._store_ex, fn, *args)
@@ -394,7 +410,7 @@ class MemoryCore:
             plan.path.unlink(missing_ok=True)
             return False
         self._prune_journal(since)
-        self._journal_start, self.load_reindexed = head, indexed
+        self._journal_start, self._snapshot_change, self.load_reindexed = head, since, indexed
         release_memory()
         log.info("index.loaded", memories=len(self.retriever), source="snapshot", seconds=round(time.perf_counter() - t0, 3),
                  written_at=meta.get("written_at"), reindexed=indexed, counters=counted)
@@ -456,13 +472,53 @@ class MemoryCore:
         log.info("index.caught_up", reindexed=indexed, counters=counted,
                  detail="memories another program changed while this server ran")
 
-    def _journal_head(self) -> int | None:
-        """The latest change the store's journal lists (None when it cannot say)."""
+    async def checkpoint(self, share: float, min_changes: int, seconds: float) -> bool:
+        """While serving: write a new snapshot once the journal lists more memories as changed
+        since the one on disk than ``share`` of those indexed (at least ``min_changes``), at most
+        every ``seconds`` (``config.CheckpointSettings``). Returns whether one was written."""
+        now = time.monotonic()
+        if (self.snapshot_plan is None or share <= 0 or not self.loaded_from or self._index_suspect or self._recode
+                or self._pending_writes or now - self._last_checkpoint < seconds
+                or now - self._checkpoint_looked < min(seconds, CHECKPOINT_LOOK_SECONDS)):
+            return False
+        since = self._snapshot_change if self._snapshot_change is not None else self._journal_start
+        if since is None:
+            return False
+        self._checkpoint_looked = now  # (counting the journal's changes is a query: not every round)
         try:
-            return self.store.position().change
+            changed = await self._on_store(self.store.changed_since, since)
+            version = self.embedder.model_version
+        except (TeleoError, Unavailable):
+            return False
+        if changed < max(min_changes, share * len(self.retriever)):
+            return False
+        self._last_checkpoint = time.monotonic()
+        return await self._on_index(self._checkpoint, version, changed)
+
+    def _checkpoint(self, version: str, changed: int) -> bool:
+        """The checkpoint itself, on the index thread: no index call runs beside it, and a write
+        whose store call has committed waits behind it for its index call."""
+        position = self._journal_position()
+        if position is None or self._pending_writes:
+            return False  # a write is between its commit and its index call: the next round
+        self._catch_up(version)
+        if not self._write_snapshot(version, position, reason=f"checkpoint: {changed} memories changed"):
+            return False
+        self._prune_journal(position.change)
+        self._journal_start = self._snapshot_change = position.change
+        return True
+
+    def _journal_position(self) -> Position | None:
+        try:
+            return self.store.position()
         except TeleoError as exc:
             log.warning("store.journal_unreadable", error=str(exc))
             return None
+
+    def _journal_head(self) -> int | None:
+        """The latest change the store's journal lists (None when it cannot say)."""
+        position = self._journal_position()
+        return None if position is None else position.change
 
     def _prune_journal(self, through: int) -> None:
         """Forget the changes up to ``through``. Best effort: a journal that keeps them (a full
@@ -472,7 +528,7 @@ class MemoryCore:
         except TeleoError as exc:
             log.warning("store.journal_not_pruned", error=str(exc))
 
-    def _write_snapshot(self, version: str | None, position: Position | None) -> bool:
+    def _write_snapshot(self, version: str | None, position: Position | None, reason: str = "clean stop") -> bool:
         """At a clean stop, once every write is indexed: write the indexes beside the database
         (``version``: the embedding model of the indexed vectors, None when unknown; ``position``:
         where the database's change journal stood, None when it could not be read); returns whether
@@ -507,7 +563,7 @@ class MemoryCore:
             log.warning("index.snapshot_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
             return False
         log.info("index.snapshot_written", path=str(plan.path), memories=len(self.retriever), bytes=size,
-                 seconds=round(time.perf_counter() - t0, 3), change=position.change)
+                 seconds=round(time.perf_counter() - t0, 3), change=position.change, reason=reason)
         return True
 
     async def _retag_taken(self) -> None:
@@ -552,9 +608,10 @@ class MemoryCore:
         return done
 
     async def _replace(self, memory: Memory, emb: EmbeddingSet) -> bool:
-        updated = await self._on_store(self.store.replace_embeddings, memory.id, emb, memory.content_hash)
-        if updated is not None:
-            await self._on_index(self._reindex, updated, emb)
+        with self._writing():
+            updated = await self._on_store(self.store.replace_embeddings, memory.id, emb, memory.content_hash)
+            if updated is not None:
+                await self._on_index(self._reindex, updated, emb)
         return updated is not None
 
     def _reindex(self, memory: Memory, emb: EmbeddingSet) -> None:
@@ -669,8 +726,9 @@ class MemoryCore:
         return errors
 
     async def _commit(self, items: list[tuple[Memory, EmbeddingSet]], dedup: Callable[[Memory], bool]) -> list[tuple[Memory, bool]]:
-        stored = await self._on_store(self.store.put_many, items, dedup)
-        await self._on_index(self._index_new, stored, [e for _, e in items])
+        with self._writing():
+            stored = await self._on_store(self.store.put_many, items, dedup)
+            await self._on_index(self._index_new, stored, [e for _, e in items])
         return stored
 
     def _find_duplicates(self, memories: list[Memory]) -> dict[str, Memory]:
@@ -775,6 +833,10 @@ class MemoryCore:
         return stored, previous_id
 
     async def _update(self, new: Memory, emb: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
+        with self._writing():
+            return await self._update_written(new, emb, previous_id)
+
+    async def _update_written(self, new: Memory, emb: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
         # the vectors as stored now: still the memory's own when its content is unchanged, and the
         # kept version's; a new content without a kept version needs no read
         kept_emb = None
@@ -846,8 +908,9 @@ class MemoryCore:
         return len(matched), deleted
 
     async def _delete(self, ids: list[str]) -> int:
-        deleted = await self._on_store(self.store.delete, ids)
-        await self._on_index(self._remove, ids)
+        with self._writing():
+            deleted = await self._on_store(self.store.delete, ids)
+            await self._on_index(self._remove, ids)
         return deleted
 
     async def feedback(self, principal: Principal, memory_id: str, used: bool, helpful: bool | None,
@@ -866,11 +929,12 @@ class MemoryCore:
 
     async def _feedback(self, memory_id: str, used: bool, helpful: bool | None,
                         sufficient: bool | None = None) -> Memory | None:
-        updated = await self._on_store(self.store.record_feedback, memory_id, used, helpful, sufficient)
-        if updated is not None:
-            await self._on_index(self.retriever.update, updated)
-            # feedback moves scores (the feedback prior) and Johari quadrants
-            self.results.written([(updated.namespace, updated.access_level)])
+        with self._writing():
+            updated = await self._on_store(self.store.record_feedback, memory_id, used, helpful, sufficient)
+            if updated is not None:
+                await self._on_index(self.retriever.update, updated)
+                # feedback moves scores (the feedback prior) and Johari quadrants
+                self.results.written([(updated.namespace, updated.access_level)])
         return updated
 
     async def warm_up(self) -> bool:
@@ -990,8 +1054,9 @@ class MemoryCore:
     async def _quarantine(self, unservable: list[tuple[str, str]]) -> None:
         try:
             for memory_id, reason in unservable:
-                await self._on_store(self.store.quarantine, memory_id, reason)
-                await self._on_index(self._remove, [memory_id])
+                with self._writing():
+                    await self._on_store(self.store.quarantine, memory_id, reason)
+                    await self._on_index(self._remove, [memory_id])
         except Exception as exc:
             log.warning("retrieve.bookkeeping_failed", error=str(exc))
 
@@ -1013,9 +1078,10 @@ class MemoryCore:
             pass
         ids, self._retrieved, self._usage_flush = self._retrieved, [], None
         try:
-            await self._on_store(self.store.record_retrieved, ids)
-            # the indexed copies carry the counters results show: counted there the same way
-            await self._on_index(self.retriever.count_retrieved, ids)
+            with self._writing():
+                await self._on_store(self.store.record_retrieved, ids)
+                # the indexed copies carry the counters results show: counted there the same way
+                await self._on_index(self.retriever.count_retrieved, ids)
         except Exception as exc:
             log.warning("retrieve.bookkeeping_failed", error=str(exc))
 
@@ -1113,10 +1179,10 @@ class MemoryCore:
         if self.snapshot_plan is not None:
             # every write is in the indexes now: the snapshot holds the database up to this change,
             # and the journal need not list the changes before it any more
-            position = None
+            position = self._journal_position()
             try:
-                position = self.store.position()
-                await asyncio.to_thread(self._catch_up, version)
+                if position is not None:
+                    await asyncio.to_thread(self._catch_up, version)
             except TeleoError as exc:
                 log.warning("store.journal_unreadable", error=str(exc))
                 position = None

@@ -61,6 +61,10 @@ class Running(StubbedServer):
     def stats(self) -> int:
         return self.stub.Stats(pb.StatsRequest(), metadata=self.auth, timeout=30).memories
 
+    def call(self, coro):
+        """Run ``coro`` on the server's own event loop."""
+        return self.srv.call(coro)
+
 
 def test_a_clean_stop_writes_the_indexes_and_the_next_start_reads_them_back(tmp_path):
     first = Running(tmp_path)
@@ -385,6 +389,58 @@ def test_sigterm_writes_the_snapshot_and_after_kill_9_it_is_brought_up_to_date(s
     assert ids[0] not in found and new_id in found
     fed = _result(stub, auth, TEXTS[3], ids[3])
     assert fed.used_count == 1 and fed.helpful_count == 1
+
+
+def test_a_checkpoint_is_written_only_when_enough_changed_and_no_write_is_half_done(tmp_path):
+    srv = Running(tmp_path, checkpoint={"share": 0})  # off: upkeep writes none while serving
+    try:
+        srv.store(TEXTS[:4])
+        core = srv.core
+        assert not srv.call(core.checkpoint(0, 1, 0)) and not srv.path.exists()  # off
+        assert not srv.call(core.checkpoint(0.5, 5, 0)) and not srv.path.exists()  # 4 changed, 5 wanted
+        core._pending_writes += 1  # as while a write is between its commit and its index call
+        try:
+            assert not srv.call(core.checkpoint(0.5, 1, 0)) and not srv.path.exists()
+        finally:
+            core._pending_writes -= 1
+        with structlog.testing.capture_logs() as logs:
+            assert srv.call(core.checkpoint(0.5, 1, 0)) and srv.path.exists()
+        assert [e["reason"] for e in logs if e["event"] == "index.snapshot_written"] == ["checkpoint: 4 memories changed"]
+        assert not srv.call(core.checkpoint(0.5, 1, 0))  # nothing changed since
+        assert not srv.call(core.checkpoint(0.5, 1, 3600))  # and not twice within the hour either way
+    finally:
+        srv.stop()
+
+
+@pytest.mark.integration
+def test_a_checkpoint_while_serving_bounds_what_a_start_after_a_crash_indexes_again(server_process):
+    import json
+    import time
+
+    srv = server_process(env={"TELEO_CHECKPOINT__SHARE": "0.01", "TELEO_CHECKPOINT__MIN_CHANGES": "3",
+                              "TELEO_CHECKPOINT__SECONDS": "0"})
+    auth = [("authorization", f"Bearer {srv.token}")]
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
+    done = stub.StoreBatch(iter([pb.StoreBatchRequest(memory=pb.MemoryInput(content=t)) for t in TEXTS[:5]]),
+                           metadata=auth, timeout=60)
+    ids = [item.id for item in done.items]
+    path = srv.data_dir / snapshot.FILE_NAME
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:  # upkeep looks every half second
+        time.sleep(0.1)
+    written = [json.loads(ln) for ln in srv.log_path.read_text(errors="replace").splitlines() if "index.snapshot_written" in ln]
+    assert [(w["memories"], w["reason"]) for w in written] == [(5, "checkpoint: 5 memories changed")]
+    (late,) = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=TEXTS[5])), metadata=auth, timeout=60).id]
+    srv.signal(signal.SIGKILL)  # 1 change since the checkpoint: under its 3, so no other was written
+    srv.wait()
+
+    again = server_process(data_dir=srv.data_dir)
+    log = again.log_path.read_text(errors="replace")
+    assert log.count('"source": "snapshot"') == 1 and '"reindexed": 1' in log
+    stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(again.address))
+    for memory_id, text in zip([*ids, late], TEXTS[:6], strict=True):  # each found by its own text
+        events = stub.Retrieve(pb.RetrieveRequest(text=text, top_k=3, profile="hybrid"), metadata=auth, timeout=60)
+        assert memory_id in [e.result.memory.id for e in events if e.WhichOneof("event") == "result"], text
 
 
 # ---- the file format ---------------------------------------------------------------------------------

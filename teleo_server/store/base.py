@@ -128,6 +128,10 @@ class MemoryStore(Protocol):
         program's, or a row it found unservable while reading)."""
         ...
 
+    def changed_since(self, change: int) -> int:
+        """How many memories changed after sequence number ``change`` in more than their counters."""
+        ...
+
     def prune_changes(self, through: int) -> int:
         """Forget the changes up to sequence number ``through`` (no snapshot needs them any more);
         returns how many entries went."""

@@ -398,6 +398,11 @@ class SQLiteStore:
         rows = self._reader().execute(f"SELECT memory_id, counters FROM changes WHERE {where} ORDER BY seq", (change,))
         return [(memory_id, bool(counters)) for memory_id, counters in rows]
 
+    @_guarded
+    def changed_since(self, change: int) -> int:
+        row = self._reader().execute("SELECT COUNT(*) FROM changes WHERE seq > ? AND counters = 0", (change,)).fetchone()
+        return int(row[0])
+
     def prune_changes(self, through: int) -> int:
         with self._tx() as conn:
             cur = conn.execute("DELETE FROM changes WHERE seq <= ?", (through,))
