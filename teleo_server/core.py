@@ -492,7 +492,6 @@ class MemoryCore:
             return False
         if changed < max(min_changes, share * len(self.retriever)):
             return False
-        self._last_checkpoint = time.monotonic()
         return await self._on_index(self._checkpoint, version, changed)
 
     def _checkpoint(self, version: str, changed: int) -> bool:
@@ -500,7 +499,8 @@ class MemoryCore:
         whose store call has committed waits behind it for its index call."""
         position = self._journal_position()
         if position is None or self._pending_writes:
-            return False  # a write is between its commit and its index call: the next round
+            return False  # a write is between its store call and its index call: the next round
+        self._last_checkpoint = time.monotonic()  # written or failed, not again for a while
         self._catch_up(version)
         if not self._write_snapshot(version, position, reason=f"checkpoint: {changed} memories changed"):
             return False

@@ -398,13 +398,15 @@ def test_a_checkpoint_is_written_only_when_enough_changed_and_no_write_is_half_d
         core = srv.core
         assert not srv.call(core.checkpoint(0, 1, 0)) and not srv.path.exists()  # off
         assert not srv.call(core.checkpoint(0.5, 5, 0)) and not srv.path.exists()  # 4 changed, 5 wanted
-        core._pending_writes += 1  # as while a write is between its commit and its index call
+        core._last_checkpoint -= 7200  # the last one two hours ago: due, at most hourly
+        core._pending_writes += 1  # as while a write is between its store call and its index call
         try:
-            assert not srv.call(core.checkpoint(0.5, 1, 0)) and not srv.path.exists()
+            assert not srv.call(core.checkpoint(0.5, 1, 3600)) and not srv.path.exists()
         finally:
             core._pending_writes -= 1
+        core._checkpoint_looked -= 10  # the next round: tried again, not an hour later
         with structlog.testing.capture_logs() as logs:
-            assert srv.call(core.checkpoint(0.5, 1, 0)) and srv.path.exists()
+            assert srv.call(core.checkpoint(0.5, 1, 3600)) and srv.path.exists()
         assert [e["reason"] for e in logs if e["event"] == "index.snapshot_written"] == ["checkpoint: 4 memories changed"]
         assert not srv.call(core.checkpoint(0.5, 1, 0))  # nothing changed since
         assert not srv.call(core.checkpoint(0.5, 1, 3600))  # and not twice within the hour either way
