@@ -374,9 +374,9 @@ class MemoryCore:
         """Fill the indexes from the snapshot when it was made by this code and these settings
         from this database, then index again every memory the database's change journal says
         changed since (written after the snapshot by this server before a crash, or by another
-        program). The file stays: until the next clean stop replaces it, it and the journal are
-        what a start after a crash reads. One that cannot be used is deleted, before anything is
-        served."""
+        program). The file stays: until a checkpoint or the next clean stop replaces it, it and
+        the journal are what a start after a crash reads. One that cannot be used is deleted,
+        before anything is served."""
         plan = self.snapshot_plan
         restore = getattr(self.retriever, "restore_state", None)
         dump = getattr(self.retriever, "snapshot_state", None)

@@ -19,10 +19,11 @@ The trailer says what the state was made from and when it may be trusted:
   memory changed after that number: those a server wrote before it crashed, or another program.
 * ``sha256`` of the pickled state, checked before it is read.
 
-The snapshot stays after a start has read it: until the next clean stop replaces it, it and the
-journal are what a start after a crash reads. One that cannot be used (damaged, made by other code
-or settings or from another database, or older than what the journal still lists) is deleted
-before anything is served, and costs only the rebuild it was meant to save; the reason is logged.
+The snapshot stays after a start has read it: until a checkpoint while serving or the next clean
+stop replaces it, it and the journal are what a start after a crash reads. One that cannot be used
+(damaged, made by other code or settings or from another database, or older than what the journal
+still lists) is deleted before anything is served, and costs only the rebuild it was meant to
+save; the reason is logged.
 
 Trust: the state is a pickle, read only from the data directory, which holds the database itself
 (whoever can write one can rewrite every memory). Unpickling is limited to the classes of this
