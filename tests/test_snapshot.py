@@ -197,6 +197,35 @@ def test_writes_by_another_program_while_the_server_runs_are_indexed_before_its_
         again.stop()
 
 
+def test_a_stop_that_cannot_index_another_programs_change_keeps_the_snapshot_it_read(tmp_path):
+    ids, path = _stopped_with_snapshot(tmp_path)
+    srv, _ = _start_read(tmp_path)
+    retriever = srv.core.retriever
+    add = retriever.add
+
+    def broken(memory, emb):
+        raise RuntimeError("an index that fails halfway")
+
+    try:
+        _sql(tmp_path / "data" / "teleo.db", "UPDATE memories SET namespace = 'moved' WHERE id = ?", ids[1])
+        retriever.add = broken  # the stop's catch-up indexes that memory again, and fails
+    finally:
+        with structlog.testing.capture_logs() as logs:
+            srv.stop()
+        retriever.add = add
+    events = [e["event"] for e in logs]
+    assert "index.catch_up_failed" in events and "index.snapshot_written" not in events
+    assert [e["reason"] for e in logs if e["event"] == "index.snapshot_skipped"] == ["an index call failed during this run"]
+    again, loaded = _start_read(tmp_path)  # the snapshot it read, and the journal since
+    try:
+        assert loaded["reindexed"] == 1
+        moved = _answers(again.stub, again.auth, pb.RetrieveFilters(namespaces=["moved"]))
+        assert ids[1] in {i for v in moved.values() for i, _ in v}
+        assert ids[1] not in {i for v in again.answers().values() for i, _ in v}
+    finally:
+        again.stop()
+
+
 def test_a_snapshot_of_another_database_or_past_the_journal_is_not_read(tmp_path):
     ids, path = _stopped_with_snapshot(tmp_path)
     db = tmp_path / "data" / "teleo.db"
