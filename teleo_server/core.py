@@ -333,7 +333,8 @@ class MemoryCore:
             nonlocal version
             # every change the journal lists up to here is in what the scan reads: no snapshot
             # needs them (one not read is gone, or was made before them)
-            head = self._journal_head()
+            position = self._journal_position()
+            head = None if position is None else position.change
             with whole_mappings():  # buffers freed during the load go back to the system at once
                 loaded = stale = 0
                 for memory, emb in self.store.iter_memories():
@@ -454,23 +455,42 @@ class MemoryCore:
             self.retriever.settle()
         return len(full), len(counted)
 
-    def _catch_up(self, version: str | None) -> None:
+    def _catch_up(self, version: str | None) -> bool:
         """Before a snapshot says the indexes hold the database up to now: index the memories the
         journal lists as changed since the indexes were loaded by someone other than this server
-        (another program; it indexed its own writes as it made them)."""
+        (another program; it indexed its own writes as it made them). False when the journal
+        could not be read; a replay that fails marks the indexes suspect (no snapshot then)."""
         if self._journal_start is None:
-            return
-        foreign = self.store.changes_since(self._journal_start, others_only=True)
+            return True
+        try:
+            foreign = self.store.changes_since(self._journal_start, others_only=True)
+        except TeleoError as exc:
+            log.warning("store.journal_unreadable", error=str(exc))
+            return False
         if not foreign:
-            return
+            return True
         try:
             indexed, counted = self._replay(foreign, version)
         except Exception as exc:  # noqa: BLE001 - the indexes may be short of the database now: no snapshot
             self._index_suspect = True
             log.error("index.catch_up_failed", error=f"{type(exc).__name__}: {exc}")
-            return
+            return True
         log.info("index.caught_up", reindexed=indexed, counters=counted,
                  detail="memories another program changed while this server ran")
+        return True
+
+    def _save_snapshot(self, version: str | None, position: Position | None, reason: str) -> bool:
+        """With every write indexed up to ``position`` (the journal as it stood; None when it could
+        not be read): catch up with other programs' changes, write the snapshot, and prune the
+        journal up to it. Returns whether it was written."""
+        if position is not None and not self._catch_up(version):
+            position = None
+        if not self._write_snapshot(version, position, reason):
+            return False
+        assert position is not None
+        self._prune_journal(position.change)
+        self._journal_start = self._snapshot_change = position.change
+        return True
 
     async def checkpoint(self, share: float, min_changes: int, seconds: float) -> bool:
         """While serving: write a new snapshot once the journal lists more memories as changed
@@ -501,12 +521,7 @@ class MemoryCore:
         if position is None or self._pending_writes:
             return False  # a write is between its store call and its index call: the next round
         self._last_checkpoint = time.monotonic()  # written or failed, not again for a while
-        self._catch_up(version)
-        if not self._write_snapshot(version, position, reason=f"checkpoint: {changed} memories changed"):
-            return False
-        self._prune_journal(position.change)
-        self._journal_start = self._snapshot_change = position.change
-        return True
+        return self._save_snapshot(version, position, f"checkpoint: {changed} memories changed")
 
     def _journal_position(self) -> Position | None:
         try:
@@ -514,11 +529,6 @@ class MemoryCore:
         except TeleoError as exc:
             log.warning("store.journal_unreadable", error=str(exc))
             return None
-
-    def _journal_head(self) -> int | None:
-        """The latest change the store's journal lists (None when it cannot say)."""
-        position = self._journal_position()
-        return None if position is None else position.change
 
     def _prune_journal(self, through: int) -> None:
         """Forget the changes up to ``through``. Best effort: a journal that keeps them (a full
@@ -528,8 +538,8 @@ class MemoryCore:
         except TeleoError as exc:
             log.warning("store.journal_not_pruned", error=str(exc))
 
-    def _write_snapshot(self, version: str | None, position: Position | None, reason: str = "clean stop") -> bool:
-        """At a clean stop, once every write is indexed: write the indexes beside the database
+    def _write_snapshot(self, version: str | None, position: Position | None, reason: str) -> bool:
+        """Once every write is indexed (``_save_snapshot``): write the indexes beside the database
         (``version``: the embedding model of the indexed vectors, None when unknown; ``position``:
         where the database's change journal stood, None when it could not be read); returns whether
         it was written. When none is, the one the start read (if any) stays, with every change
@@ -834,32 +844,29 @@ class MemoryCore:
 
     async def _update(self, new: Memory, emb: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
         with self._writing():
-            return await self._update_written(new, emb, previous_id)
+            # the vectors as stored now: still the memory's own when its content is unchanged, and the
+            # kept version's; a new content without a kept version needs no read
+            kept_emb = None
+            if emb is None or previous_id is not None:
+                kept_emb = await self._on_store(self.store.embeddings_of, new.id)
+                if kept_emb is not None:
+                    kept_emb = self._indexable(kept_emb)[0]
+            stored = await self._on_store(self.store.update, new, emb, previous_id)
+            if stored is None or (emb is None and kept_emb is None):
+                return stored
+            kept = None
+            if previous_id is not None:
+                kept = (await self._on_store(self.store.get, [previous_id])).get(previous_id)
 
-    async def _update_written(self, new: Memory, emb: EmbeddingSet | None, previous_id: str | None) -> Memory | None:
-        # the vectors as stored now: still the memory's own when its content is unchanged, and the
-        # kept version's; a new content without a kept version needs no read
-        kept_emb = None
-        if emb is None or previous_id is not None:
-            kept_emb = await self._on_store(self.store.embeddings_of, new.id)
-            if kept_emb is not None:
-                kept_emb = self._indexable(kept_emb)[0]
-        stored = await self._on_store(self.store.update, new, emb, previous_id)
-        if stored is None or (emb is None and kept_emb is None):
+            def reindex() -> None:
+                self._remove([new.id])
+                self.retriever.add(stored, emb if emb is not None else kept_emb)
+                if kept is not None and kept_emb is not None:
+                    self.retriever.add(kept, kept_emb)
+                self.results.written([(stored.namespace, stored.access_level)])
+
+            await self._on_index(reindex)
             return stored
-        kept = None
-        if previous_id is not None:
-            kept = (await self._on_store(self.store.get, [previous_id])).get(previous_id)
-
-        def reindex() -> None:
-            self._remove([new.id])
-            self.retriever.add(stored, emb if emb is not None else kept_emb)
-            if kept is not None and kept_emb is not None:
-                self.retriever.add(kept, kept_emb)
-            self.results.written([(stored.namespace, stored.access_level)])
-
-        await self._on_index(reindex)
-        return stored
 
     async def export(self, principal: Principal, filters: Filters, with_embeddings: bool) -> AsyncIterator[tuple[Memory, EmbeddingSet | None]]:
         """Every memory ``principal`` may read that matches ``filters``, oldest first (a page at a time)."""
@@ -1177,18 +1184,8 @@ class MemoryCore:
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
         if self.snapshot_plan is not None:
-            # every write is in the indexes now: the snapshot holds the database up to this change,
-            # and the journal need not list the changes before it any more
-            position = self._journal_position()
-            try:
-                if position is not None:
-                    await asyncio.to_thread(self._catch_up, version)
-            except TeleoError as exc:
-                log.warning("store.journal_unreadable", error=str(exc))
-                position = None
-            if await asyncio.to_thread(self._write_snapshot, version, position):
-                assert position is not None
-                self._prune_journal(position.change)
+            # every write is in the indexes now: the snapshot holds the database up to this change
+            await asyncio.to_thread(self._save_snapshot, version, self._journal_position(), "clean stop")
         self.store.close()
 
 

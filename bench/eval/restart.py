@@ -62,21 +62,28 @@ def _differences(a: list[list[tuple[str, float]]], b: list[list[tuple[str, float
     return {"queries_with_other_ids": ids, "max_score_difference": diff}
 
 
-def _one_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> dict[str, Any]:
-    from bench.eval.footprint import settled_rss, wait_for_goals
+def _started(data_dir: Path, env: dict[str, str]) -> tuple[Any, float, dict[str, Any]]:
+    """A server started on ``data_dir``, seconds from launch to SERVING, and its index.loaded event."""
     from bench.harness.server import ServerProcess
 
     server = ServerProcess(data_dir, env=env)
     t0 = time.perf_counter()
     server.start(timeout=1800)
-    out: dict[str, Any] = {"start_s": time.perf_counter() - t0}
+    seconds = time.perf_counter() - t0
+    loaded = [json.loads(ln) for ln in server.log_path.read_text(errors="replace").splitlines() if '"index.loaded"' in ln]
+    return server, seconds, loaded[-1]
+
+
+def _one_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> dict[str, Any]:
+    from bench.eval.footprint import settled_rss, wait_for_goals
+
+    server, start_s, loaded = _started(data_dir, env)
+    out: dict[str, Any] = {"start_s": start_s}
     try:
-        logs = server.log_path.read_text(errors="replace")
-        out["source"] = "snapshot" if '"source": "snapshot"' in logs else "store"
+        out["source"] = loaded.get("source", "store")  # (a rebuild's event names no source)
         out["goals_after_s"] = wait_for_goals(server)
         out["rss_mb"] = settled_rss(server)
-        out["memories_indexed"] = json.loads([ln for ln in server.log_path.read_text(errors="replace").splitlines()
-                                              if '"index.loaded"' in ln][-1])["memories"]
+        out["memories_indexed"] = loaded["memories"]
         out["answers"] = _answers(server, queries)
         # asked again just before the stop that writes the snapshot: upkeep may have moved the
         # indexes since (goals, calibration), and the snapshot holds them as they are then
@@ -137,18 +144,6 @@ def measure_server(data: Path, cache: Path, rounds: int, settings: dict[str, Any
         return out
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _started(data_dir: Path, env: dict[str, str]) -> tuple[Any, float, dict[str, Any]]:
-    """A server started on ``data_dir``, seconds from launch to SERVING, and its index.loaded event."""
-    from bench.harness.server import ServerProcess
-
-    server = ServerProcess(data_dir, env=env)
-    t0 = time.perf_counter()
-    server.start(timeout=1800)
-    seconds = time.perf_counter() - t0
-    loaded = [json.loads(ln) for ln in server.log_path.read_text(errors="replace").splitlines() if '"index.loaded"' in ln]
-    return server, seconds, loaded[-1]
 
 
 def measure_crash(data: Path, cache: Path, writes: int, rounds: int, settings: dict[str, Any]) -> dict[str, Any]:

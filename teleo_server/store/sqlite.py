@@ -370,6 +370,7 @@ class SQLiteStore:
         for memory_id, reason in bad:
             self.quarantine(memory_id, reason)
 
+    @_guarded
     def indexable(self, ids: list[str]) -> list[tuple[Memory, EmbeddingSet]]:
         """``iter_memories`` for ``ids`` only: those of them that are stored and servable, with
         their embeddings, oldest first (a row that cannot be served is quarantined and left out)."""
