@@ -172,6 +172,22 @@ class SnapshotPlan:
     plugins: tuple[str, ...] = ()  # modules whose classes a snapshot may hold beside Teleo's
 
 
+@dataclass(slots=True)
+class _SnapshotJob:
+    """A snapshot to write: the indexes' state as it stood at ``position`` of the change journal,
+    and, while a forked copy writes it, that copy (``writer``)."""
+
+    path: Path
+    state: dict[str, Any]
+    print_: str
+    shared: dict[str, Any]
+    info: dict[str, Any]
+    position: Position
+    reason: str
+    writer: snapshot.ChildWriter | None = None
+    written: bool = False  # written on the index thread instead (no fork)
+
+
 class MemoryCore:
     def __init__(
         self,
@@ -215,6 +231,8 @@ class MemoryCore:
         self._snapshot_change: int | None = None  # the change the snapshot on disk holds the database up to
         self._pending_writes = 0  # writes between their store call and their index call (_writing)
         self._last_checkpoint = self._checkpoint_looked = time.monotonic()
+        self._checkpoint_writer: snapshot.ChildWriter | None = None  # the copy writing a checkpoint, while it does
+        self._fork_unsafe = snapshot.fork_unsafe()  # why checkpoints are written on the index thread instead
 
     @property
     def in_flight(self) -> int:
@@ -323,6 +341,9 @@ class MemoryCore:
             # A remote embedder that is down has not told us its version yet: index the first
             # version found (never two at once); reembed_stale() reconciles once it is back.
             version = None
+        if self.snapshot_plan is not None and self._fork_unsafe is not None:
+            log.info("index.checkpoints_in_process", reason=self._fork_unsafe,
+                     detail="retrievals wait while a checkpoint is written")
 
         t0 = time.perf_counter()
         if await self._on_index(self._read_snapshot, version):
@@ -481,24 +502,71 @@ class MemoryCore:
 
     def _save_snapshot(self, version: str | None, position: Position | None, reason: str) -> bool:
         """With every write indexed up to ``position`` (the journal as it stood; None when it could
-        not be read): catch up with other programs' changes, write the snapshot, and prune the
-        journal up to it. Returns whether it was written."""
+        not be read): catch up with other programs' changes, write the snapshot here, and prune
+        the journal up to it. Returns whether it was written."""
+        job = self._snapshot_job(version, position, reason)
+        if job is None:
+            return False
+        t0 = time.perf_counter()
+        try:
+            size = snapshot.write(job.path, job.state, job.print_, job.shared, job.info)
+        except Exception as exc:  # noqa: BLE001 - a snapshot not written costs the next start a rebuild, never the stop
+            log.warning("index.snapshot_failed", path=str(job.path), error=f"{type(exc).__name__}: {exc}")
+            return False
+        self._snapshot_saved(job, size, time.perf_counter() - t0)
+        return True
+
+    def _snapshot_job(self, version: str | None, position: Position | None, reason: str) -> _SnapshotJob | None:
+        """On the index thread (or once it is shut down), with every write indexed up to
+        ``position``: catch up with other programs' changes, and gather what a snapshot holds;
+        None (logged) when none may be written now. When none is, the one the start read (if any)
+        stays, with every change since in the journal."""
         if position is not None and not self._catch_up(version):
             position = None
-        if not self._write_snapshot(version, position, reason):
-            return False
+        plan = self.snapshot_plan
+        dump = getattr(self.retriever, "snapshot_state", None)
+        if plan is None or dump is None:
+            return None
+        why = None
+        if not self.loaded_from:
+            why = "the indexes were never loaded"
+        elif self._index_suspect:
+            why = "an index call failed during this run"
+        elif version is None:
+            why = "the embedding model's version is unknown"
+        elif self._recode:
+            why = "memories wait to have their token codes re-derived"
+        elif position is None:
+            why = "the database's change journal could not be read"
+        if why is not None:
+            log.info("index.snapshot_skipped", reason=why)
+            return None
         assert position is not None
-        self._prune_journal(position.change)
-        self._journal_start = self._snapshot_change = position.change
-        return True
+        try:
+            state, shared = dump()
+        except Exception as exc:  # noqa: BLE001 - as a failed write: the next start reads the one before, or rebuilds
+            log.warning("index.snapshot_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
+            return None
+        info = {"model_version": version, "memories": len(self.retriever),
+                "database": {"id": position.database_id, "change": position.change}}
+        return _SnapshotJob(plan.path, state, self._snapshot_print(), shared, info, position, reason)
+
+    def _snapshot_saved(self, job: _SnapshotJob, size: int, seconds: float) -> None:
+        """Once ``job``'s snapshot is on disk: log it, and forget the journal's changes it holds."""
+        log.info("index.snapshot_written", path=str(job.path), memories=job.info["memories"], bytes=size,
+                 seconds=round(seconds, 3), change=job.position.change, reason=job.reason)
+        self._prune_journal(job.position.change)
+        self._journal_start = self._snapshot_change = job.position.change
 
     async def checkpoint(self, share: float, min_changes: int, seconds: float) -> bool:
         """While serving: write a new snapshot once the journal lists more memories as changed
         since the one on disk than ``share`` of those indexed (at least ``min_changes``), at most
-        every ``seconds`` (``config.CheckpointSettings``). Returns whether one was written."""
+        every ``seconds`` (``config.CheckpointSettings``). A forked copy of the process writes it
+        (``snapshot.write_in_child``): the index thread is held only while the copy is made, and
+        this waits for it off the event loop. Returns whether one was written."""
         now = time.monotonic()
         if (self.snapshot_plan is None or share <= 0 or not self.loaded_from or self._index_suspect or self._recode
-                or self._pending_writes or now - self._last_checkpoint < seconds
+                or self._pending_writes or self._checkpoint_writer is not None or now - self._last_checkpoint < seconds
                 or now - self._checkpoint_looked < min(seconds, CHECKPOINT_LOOK_SECONDS)):
             return False
         since = self._snapshot_change if self._snapshot_change is not None else self._journal_start
@@ -512,16 +580,59 @@ class MemoryCore:
             return False
         if changed < max(min_changes, share * len(self.retriever)):
             return False
-        return await self._on_index(self._checkpoint, version, changed)
+        job = await self._on_index(self._checkpoint, version, changed)
+        if job is None:
+            return False
+        if job.writer is None:  # written on the index thread (``snapshot.fork_unsafe``)
+            return job.written
+        try:
+            size, took = await asyncio.to_thread(job.writer.wait)
+        except snapshot.NotWritten as exc:
+            if job.writer.stopped:
+                log.info("index.checkpoint_stopped", detail="the server stops, and writes its own snapshot")
+            else:
+                log.warning("index.snapshot_failed", path=str(job.path), error=str(exc))
+            return False
+        except asyncio.CancelledError:  # the server stops: its own snapshot at close replaces this one
+            job.writer.stop()
+            raise
+        finally:
+            self._checkpoint_writer = None
+        await self._on_store(self._snapshot_saved, job, size, took)
+        return True
 
-    def _checkpoint(self, version: str, changed: int) -> bool:
-        """The checkpoint itself, on the index thread: no index call runs beside it, and a write
-        whose store call has committed waits behind it for its index call."""
+    def _checkpoint(self, version: str, changed: int) -> _SnapshotJob | None:
+        """The checkpoint's start, on the index thread: no index call runs beside it, and a write
+        whose store call has committed waits behind it for its index call. Forks the copy that
+        writes the snapshot, or writes it here where a copy may not be forked
+        (``snapshot.fork_unsafe``)."""
         position = self._journal_position()
         if position is None or self._pending_writes:
-            return False  # a write is between its store call and its index call: the next round
+            return None  # a write is between its store call and its index call: the next round
         self._last_checkpoint = time.monotonic()  # written or failed, not again for a while
-        return self._save_snapshot(version, position, f"checkpoint: {changed} memories changed")
+        job = self._snapshot_job(version, position, f"checkpoint: {changed} memories changed")
+        if job is None:
+            return None
+        if self._fork_unsafe is not None:
+            t0 = time.perf_counter()
+            try:
+                size = snapshot.write(job.path, job.state, job.print_, job.shared, job.info)
+            except Exception as exc:  # noqa: BLE001 - the next start reads the snapshot before, and more of the journal
+                log.warning("index.snapshot_failed", path=str(job.path), error=f"{type(exc).__name__}: {exc}")
+                return None
+            self._snapshot_saved(job, size, time.perf_counter() - t0)
+            job.written = True
+            return job
+        t0 = time.perf_counter()
+        try:
+            job.writer = self._checkpoint_writer = snapshot.write_in_child(job.path, job.state, job.print_,
+                                                                            job.shared, job.info)
+        except OSError as exc:  # no process could be made (memory, a process limit): the next round retries
+            log.warning("index.snapshot_failed", path=str(job.path), error=f"cannot fork: {exc}")
+            return None
+        log.info("index.checkpoint_forked", pid=job.writer.pid, seconds=round(time.perf_counter() - t0, 4),
+                 change=position.change)
+        return job
 
     def _journal_position(self) -> Position | None:
         try:
@@ -537,44 +648,6 @@ class MemoryCore:
             self.store.prune_changes(through)
         except TeleoError as exc:
             log.warning("store.journal_not_pruned", error=str(exc))
-
-    def _write_snapshot(self, version: str | None, position: Position | None, reason: str) -> bool:
-        """Once every write is indexed (``_save_snapshot``): write the indexes beside the database
-        (``version``: the embedding model of the indexed vectors, None when unknown; ``position``:
-        where the database's change journal stood, None when it could not be read); returns whether
-        it was written. When none is, the one the start read (if any) stays, with every change
-        since in the journal."""
-        plan = self.snapshot_plan
-        dump = getattr(self.retriever, "snapshot_state", None)
-        if plan is None or dump is None:
-            return False
-        why = None
-        if not self.loaded_from:
-            why = "the indexes were never loaded"
-        elif self._index_suspect:
-            why = "an index call failed during this run"
-        elif version is None:
-            why = "the embedding model's version is unknown"
-        elif self._recode:
-            why = "memories wait to have their token codes re-derived"
-        elif position is None:
-            why = "the database's change journal could not be read"
-        if why is not None:
-            log.info("index.snapshot_skipped", reason=why)
-            return False
-        assert position is not None
-        t0 = time.perf_counter()
-        try:
-            state, shared = dump()
-            size = snapshot.write(plan.path, state, self._snapshot_print(), shared,
-                                  {"model_version": version, "memories": len(self.retriever),
-                                   "database": {"id": position.database_id, "change": position.change}})
-        except Exception as exc:  # noqa: BLE001 - a snapshot not written costs the next start a rebuild, never the stop
-            log.warning("index.snapshot_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
-            return False
-        log.info("index.snapshot_written", path=str(plan.path), memories=len(self.retriever), bytes=size,
-                 seconds=round(time.perf_counter() - t0, 3), change=position.change, reason=reason)
-        return True
 
     async def _retag_taken(self) -> None:
         """Rename the stored token rows the running codec took as they are (unpooled codes of
@@ -1172,6 +1245,8 @@ class MemoryCore:
         return True
 
     async def close(self) -> None:
+        if self._checkpoint_writer is not None:
+            self._checkpoint_writer.stop()  # the snapshot this stop writes replaces the checkpoint's
         if self._flush_now is not None:
             self._flush_now.set()  # usage counters pending are written now
         if self._background:

@@ -19,6 +19,10 @@ The trailer says what the state was made from and when it may be trusted:
   memory changed after that number: those a server wrote before it crashed, or another program.
 * ``sha256`` of the pickled state, checked before it is read.
 
+A checkpoint while serving writes it from a forked copy of the server process (``write_in_child``):
+the copy holds the indexes exactly as they stood at the fork, which takes milliseconds, and the
+server goes on serving and writing while it is written. A clean stop writes it in the process.
+
 The snapshot stays after a start has read it: until a checkpoint while serving or the next clean
 stop replaces it, it and the journal are what a start after a crash reads. One that cannot be used
 (damaged, made by other code or settings or from another database, or older than what the journal
@@ -33,14 +37,17 @@ and happens only after the checksum matched.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import json
 import os
 import pickle
+import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
@@ -259,6 +266,166 @@ def write(path: Path, state: Any, print_: str, shared: dict[str, Any] | None = N
     return size
 
 
+# ---- written by a forked copy of the process ------------------------------------------------------------
+CAN_FORK = hasattr(os, "fork")
+_PR_SET_PDEATHSIG = 1
+GRPC_FORK_VARIABLE = "GRPC_ENABLE_FORK_SUPPORT"
+
+
+def fork_unsafe() -> str | None:
+    """Why a checkpoint may not be written by a forked copy of this process, or None when it may.
+    gRPC's fork handlers must be off (``GRPC_ENABLE_FORK_SUPPORT=0`` before gRPC is loaded, as
+    ``teleo serve`` sets it): with them on, gRPC restarts its threads in the copy, where they fail
+    on the files and sockets the copy closes, and end it."""
+    if not CAN_FORK:
+        return "this platform cannot fork"
+    if os.environ.get(GRPC_FORK_VARIABLE, "").strip().lower() not in ("0", "false", "no", "off"):
+        return f"gRPC's fork handlers are on (set {GRPC_FORK_VARIABLE}=0 before gRPC is loaded)"
+    return None
+
+
+class NotWritten(Exception):
+    """Why a snapshot that a forked writer was writing was not written."""
+
+
+class ChildWriter:
+    """A snapshot being written by a forked copy of this process (:func:`write_in_child`).
+
+    ``wait`` blocks until the copy is done and returns (bytes, seconds), or raises
+    :class:`NotWritten`; ``stop`` ends it at once (the partial file is removed, the snapshot on
+    disk before stays). Both may be called from any thread, ``stop`` while ``wait`` blocks."""
+
+    def __init__(self, pid: int, fd: int, path: Path) -> None:
+        self.pid, self.path = pid, path
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+        self._status: int | None = None
+        self._stopped = False
+
+    def _reap(self, kill: bool) -> int:
+        with self._lock:
+            if self._status is None:
+                if kill:
+                    self._stopped = True
+                    try:
+                        os.kill(self.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                self._status = os.waitpid(self.pid, 0)[1]
+            return self._status
+
+    def wait(self) -> tuple[int, float]:
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is None:
+            raise NotWritten("already waited for")
+        out = bytearray()
+        try:
+            while block := os.read(fd, 1 << 16):
+                out += block
+        finally:
+            os.close(fd)
+        status = self._reap(kill=False)
+        if self._stopped:
+            raise NotWritten("stopped before it was complete")
+        try:
+            report = json.loads(out) if out else {}
+        except ValueError:
+            report = {}
+        if os.waitstatus_to_exitcode(status) == 0 and "bytes" in report:
+            return int(report["bytes"]), float(report["seconds"])
+        if "error" in report:
+            raise NotWritten(str(report["error"]))
+        code = os.waitstatus_to_exitcode(status)
+        raise NotWritten(f"the writing process ended by signal {-code}" if code < 0 else
+                         f"the writing process exited with status {code}")
+
+    def stop(self) -> None:
+        self._reap(kill=True)
+        with self._lock:
+            fd, self._fd = self._fd, None  # (when nobody waits for it)
+        if fd is not None:
+            os.close(fd)
+        partial(self.path).unlink(missing_ok=True)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` ended it before it was done."""
+        return self._stopped
+
+
+def _death_signal() -> Any:
+    """prctl(2) where there is one (Linux), to have the writing copy end with the server."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
+def _detach(keep: int, parent: int, prctl: Any) -> None:
+    """In the forked copy, before it writes: end with the server (Linux), hold none of the server's
+    files or sockets (a port stays the server's alone, and a restarted server's too), and give way
+    to serving. The copy runs nothing but the write: no log, no database, no threads."""
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the server ended before the line above took effect
+        os._exit(1)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    try:
+        signal.set_wakeup_fd(-1)
+    except (OSError, ValueError):
+        pass
+    top = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
+    os.closerange(3, keep)
+    os.closerange(keep + 1, max(keep + 2, top))
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except (OSError, AttributeError):
+        pass
+
+
+def write_in_child(path: Path, state: Any, print_: str, shared: dict[str, Any] | None = None,
+                   info: dict[str, Any] | None = None) -> ChildWriter:
+    """Fork, and :func:`write` the snapshot from the copy: the indexes as they are now, while the
+    caller goes on changing its own. The copy shares every page with the server until one of the
+    two writes to it (copy on write), so it costs the memory the server changes meanwhile and the
+    pages of the objects it pickles. Call it where nothing else changes ``state``."""
+    parent, prctl = os.getpid(), _death_signal()  # (looked up here: the copy imports nothing)
+    r, w = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process: see above
+            pid = os.fork()
+    except BaseException:
+        os.close(r)
+        os.close(w)
+        raise
+    if pid == 0:  # the copy: write, report, and leave without running anything of the server's
+        code, report = 1, {"error": "the writing process failed to start"}
+        try:
+            gc.disable()  # a collection would touch (and so copy) every page of objects
+            os.close(r)
+            _detach(w, parent, prctl)
+            t0 = time.perf_counter()
+            size = write(path, state, print_, shared, info)
+            code, report = 0, {"bytes": size, "seconds": time.perf_counter() - t0}
+        except BaseException as exc:  # noqa: BLE001 - reported to the server, which logs it
+            report = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            try:
+                os.write(w, json.dumps(report).encode())
+            finally:
+                os._exit(code)
+    os.close(w)
+    return ChildWriter(pid, r, path)
+
+
 class Unusable(Exception):
     """Why a snapshot cannot be read (the server then rebuilds its indexes)."""
 
@@ -352,4 +519,5 @@ class _Bounded(io.RawIOBase):
         return data
 
 
-__all__ = ["FILE_NAME", "Unusable", "code_digest", "fingerprint", "partial", "read", "trailer", "write"]
+__all__ = ["CAN_FORK", "FILE_NAME", "GRPC_FORK_VARIABLE", "ChildWriter", "NotWritten", "Unusable", "code_digest", "fingerprint",
+           "fork_unsafe", "partial", "read", "trailer", "write", "write_in_child"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-import grpc
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")  # as `teleo serve` runs (teleo_server/cli), before gRPC loads
+
+import grpc  # noqa: E402
 import pytest
 from teleo.v1 import memory_pb2_grpc
 

@@ -10,9 +10,12 @@ its own.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import grpc
@@ -455,12 +458,16 @@ def test_a_checkpoint_while_serving_bounds_what_a_start_after_a_crash_indexes_ag
     done = stub.StoreBatch(iter([pb.StoreBatchRequest(memory=pb.MemoryInput(content=t)) for t in TEXTS[:5]]),
                            metadata=auth, timeout=60)
     ids = [item.id for item in done.items]
-    path = srv.data_dir / snapshot.FILE_NAME
-    deadline = time.monotonic() + 60
-    while not path.exists() and time.monotonic() < deadline:  # upkeep looks every half second
+    deadline, written = time.monotonic() + 60, []
+    while not written and time.monotonic() < deadline:  # upkeep looks every half second
         time.sleep(0.1)
-    written = [json.loads(ln) for ln in srv.log_path.read_text(errors="replace").splitlines() if "index.snapshot_written" in ln]
+        written = [json.loads(ln) for ln in srv.log_path.read_text(errors="replace").splitlines()
+                   if "index.snapshot_written" in ln]
+    assert (srv.data_dir / snapshot.FILE_NAME).exists()
     assert [(w["memories"], w["reason"]) for w in written] == [(5, "checkpoint: 5 memories changed")]
+    logs = srv.log_path.read_text(errors="replace")
+    if snapshot.CAN_FORK:  # written by a copy of the server, with gRPC's fork handlers off (`teleo serve`)
+        assert "index.checkpoint_forked" in logs and "fork_posix" not in logs and "checkpoints_in_process" not in logs
     (late,) = [stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=TEXTS[5])), metadata=auth, timeout=60).id]
     srv.signal(signal.SIGKILL)  # 1 change since the checkpoint: under its 3, so no other was written
     srv.wait()
@@ -472,6 +479,135 @@ def test_a_checkpoint_while_serving_bounds_what_a_start_after_a_crash_indexes_ag
     for memory_id, text in zip([*ids, late], TEXTS[:6], strict=True):  # each found by its own text
         events = stub.Retrieve(pb.RetrieveRequest(text=text, top_k=3, profile="hybrid"), metadata=auth, timeout=60)
         assert memory_id in [e.result.memory.id for e in events if e.WhichOneof("event") == "result"], text
+
+
+def test_a_checkpoint_is_written_in_the_process_where_a_copy_may_not_be_forked(tmp_path, monkeypatch):
+    monkeypatch.setenv(snapshot.GRPC_FORK_VARIABLE, "1")
+    assert "gRPC's fork handlers are on" in snapshot.fork_unsafe()
+    monkeypatch.setenv(snapshot.GRPC_FORK_VARIABLE, "false")
+    assert snapshot.fork_unsafe() is None or not snapshot.CAN_FORK
+    srv = Running(tmp_path, checkpoint={"share": 0})
+    try:
+        srv.store(TEXTS[:3])
+        core = srv.core
+        core._fork_unsafe = "this platform cannot fork"  # as on one without fork()
+        _due(core)
+        with structlog.testing.capture_logs() as logs:
+            assert srv.call(core.checkpoint(0.5, 1, 0)) and srv.path.exists()
+        assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
+        assert snapshot.trailer(srv.path)["memories"] == 3 and core._checkpoint_writer is None
+    finally:
+        srv.stop()
+
+
+def _gated_write(monkeypatch, gate: Path, fail: bool = False) -> None:
+    """The forked copy's snapshot write waits for ``gate`` to exist (or fails, with ``fail``); the
+    server's own are left as they are."""
+    real, server = snapshot.write, os.getpid()
+
+    def write(*args, **kwargs):
+        if os.getpid() == server:  # the server's own write (at its stop)
+            return real(*args, **kwargs)
+        deadline = time.monotonic() + 60
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if fail:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "write", write)
+
+
+def _due(core) -> None:
+    core._last_checkpoint -= 7200
+    core._checkpoint_looked -= 7200
+
+
+@pytest.mark.skipif(not snapshot.CAN_FORK, reason="the checkpoint is written in the process where it cannot fork")
+def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_serving(tmp_path, monkeypatch):
+    gate = tmp_path / "gate"
+    srv = Running(tmp_path, checkpoint={"share": 0})
+    try:
+        ids = srv.store(TEXTS[:6])
+        core = srv.core
+        head = core.store.position().change
+        _gated_write(monkeypatch, gate)
+        _due(core)
+        with structlog.testing.capture_logs() as logs:
+            running = asyncio.run_coroutine_threadsafe(core.checkpoint(0.5, 1, 0), srv.srv.loop)
+            deadline = time.monotonic() + 30
+            while core._checkpoint_writer is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            writer = core._checkpoint_writer
+            assert writer is not None and not running.done()
+            # the copy holds none of the server's files or sockets: only the standard streams and
+            # the pipe it reports on (it waits at the gate before it opens the file it writes)
+            fds = {int(f.name) for f in Path(f"/proc/{writer.pid}/fd").iterdir()} if Path("/proc/self/fd").exists() else set()
+            deadline = time.monotonic() + 10
+            while len(fds) > 4 and time.monotonic() < deadline:  # until it has closed the rest
+                time.sleep(0.01)
+                fds = {int(f.name) for f in Path(f"/proc/{writer.pid}/fd").iterdir()}
+            if fds:
+                kept = fds - {0, 1, 2}
+                assert len(kept) == 1 and os.readlink(f"/proc/{writer.pid}/fd/{kept.pop()}").startswith("pipe:"), fds
+            # while the copy writes, the server serves reads and writes as usual
+            (late,) = srv.store([TEXTS[6]])
+            found = srv.stub.Retrieve(pb.RetrieveRequest(text=TEXTS[6], top_k=3), metadata=srv.auth, timeout=30)
+            assert late in [e.result.memory.id for e in found if e.WhichOneof("event") == "result"]
+            assert not srv.path.exists() and not running.done()
+            gate.touch()
+            assert running.result(60) is True
+        assert [e["event"] for e in logs if e["event"].startswith("index.")][:2] == ["index.checkpoint_forked",
+                                                                                    "index.snapshot_written"]
+        meta = snapshot.trailer(srv.path)
+        # the indexes as they stood at the fork: the six memories, the journal up to then
+        assert meta["memories"] == 6 and meta["database"]["change"] == head
+        assert core._snapshot_change == head
+        # pruned up to the snapshot only: the store made during the write is still listed (and
+        # the usage counters the retrieval wrote, if they were flushed already)
+        assert [i for i, counters in core.store.changes_since(0) if not counters] == [late]
+        assert len(ids) == 6
+    finally:
+        gate.touch()
+        srv.stop()
+
+
+@pytest.mark.skipif(not snapshot.CAN_FORK, reason="the checkpoint is written in the process where it cannot fork")
+def test_a_checkpoint_copy_that_fails_leaves_the_snapshot_and_the_journal_and_a_stop_ends_one_that_runs(tmp_path, monkeypatch):
+    gate = tmp_path / "gate"
+    srv = Running(tmp_path, checkpoint={"share": 0})
+    try:
+        srv.store(TEXTS[:4])
+        core = srv.core
+        _due(core)
+        assert srv.call(core.checkpoint(0.5, 1, 0))  # a first snapshot, at this change
+        first = snapshot.trailer(srv.path)
+        srv.store(TEXTS[4:8])
+        _gated_write(monkeypatch, gate, fail=True)
+        gate.touch()
+        _due(core)
+        with structlog.testing.capture_logs() as logs:
+            assert srv.call(core.checkpoint(0.5, 1, 0)) is False
+        (failed,) = [e for e in logs if e["event"] == "index.snapshot_failed"]
+        assert "No space left on device" in failed["error"]  # the copy's own error, reported by the server
+        assert snapshot.trailer(srv.path) == first and not snapshot.partial(srv.path).exists()
+        assert len([i for i, c in core.store.changes_since(first["database"]["change"]) if not c]) == 4  # nothing pruned
+        assert core._checkpoint_writer is None
+        # a copy still writing when the server stops is ended; the stop writes its own snapshot
+        gate.unlink()
+        _gated_write(monkeypatch, gate)
+        _due(core)
+        running = asyncio.run_coroutine_threadsafe(core.checkpoint(0.5, 1, 0), srv.srv.loop)
+        deadline = time.monotonic() + 30
+        while core._checkpoint_writer is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pid = core._checkpoint_writer.pid
+    finally:
+        srv.stop()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # ended and reaped
+    assert snapshot.trailer(srv.path)["memories"] == 8 and not snapshot.partial(srv.path).exists()
+    assert running.result(5) is False
 
 
 # ---- the file format ---------------------------------------------------------------------------------

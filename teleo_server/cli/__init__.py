@@ -11,7 +11,11 @@ import argparse
 import os
 import sys
 
-import grpc
+# gRPC's own fork handlers off, before gRPC is loaded: a checkpoint is written by a forked copy of
+# the server (teleo_server/snapshot.py), and with them on gRPC restarts its threads in the copy
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+import grpc  # noqa: E402
 
 from teleo_server import __version__
 from teleo_server.cli import admin, agents, client, serve
