@@ -558,12 +558,13 @@ class MemoryCore:
         self._prune_journal(job.position.change)
         self._journal_start = self._snapshot_change = job.position.change
 
-    async def checkpoint(self, share: float, min_changes: int, seconds: float) -> bool:
+    async def checkpoint(self, share: float, min_changes: int, seconds: float, fork: bool = True) -> bool:
         """While serving: write a new snapshot once the journal lists more memories as changed
         since the one on disk than ``share`` of those indexed (at least ``min_changes``), at most
-        every ``seconds`` (``config.CheckpointSettings``). A forked copy of the process writes it
-        (``snapshot.write_in_child``): the index thread is held only while the copy is made, and
-        this waits for it off the event loop. Returns whether one was written."""
+        every ``seconds`` (``config.CheckpointSettings``). With ``fork``, a forked copy of the
+        process writes it (``snapshot.write_in_child``): the index thread is held only while the
+        copy is made, and this waits for it off the event loop; without, the index thread writes
+        it. Returns whether one was written."""
         now = time.monotonic()
         if (self.snapshot_plan is None or share <= 0 or not self.loaded_from or self._index_suspect or self._recode
                 or self._pending_writes or self._checkpoint_writer is not None or now - self._last_checkpoint < seconds
@@ -580,10 +581,10 @@ class MemoryCore:
             return False
         if changed < max(min_changes, share * len(self.retriever)):
             return False
-        job = await self._on_index(self._checkpoint, version, changed)
+        job = await self._on_index(self._checkpoint, version, changed, fork)
         if job is None:
             return False
-        if job.writer is None:  # written on the index thread (``snapshot.fork_unsafe``)
+        if job.writer is None:  # written on the index thread
             return job.written
         try:
             size, took = await asyncio.to_thread(job.writer.wait)
@@ -601,10 +602,10 @@ class MemoryCore:
         await self._on_store(self._snapshot_saved, job, size, took)
         return True
 
-    def _checkpoint(self, version: str, changed: int) -> _SnapshotJob | None:
+    def _checkpoint(self, version: str, changed: int, fork: bool) -> _SnapshotJob | None:
         """The checkpoint's start, on the index thread: no index call runs beside it, and a write
         whose store call has committed waits behind it for its index call. Forks the copy that
-        writes the snapshot, or writes it here where a copy may not be forked
+        writes the snapshot, or writes it here when ``fork`` is off or a copy may not be forked
         (``snapshot.fork_unsafe``)."""
         position = self._journal_position()
         if position is None or self._pending_writes:
@@ -613,7 +614,7 @@ class MemoryCore:
         job = self._snapshot_job(version, position, f"checkpoint: {changed} memories changed")
         if job is None:
             return None
-        if self._fork_unsafe is not None:
+        if not fork or self._fork_unsafe is not None:
             t0 = time.perf_counter()
             try:
                 size = snapshot.write(job.path, job.state, job.print_, job.shared, job.info)

@@ -100,7 +100,7 @@ class App:
                 if await self.core.maintain():
                     continue  # more may have arrived meanwhile: look again at once
                 cp = self.settings.checkpoint  # a snapshot while serving, once enough has changed
-                await self.core.checkpoint(cp.share, cp.min_changes, cp.seconds)
+                await self.core.checkpoint(cp.share, cp.min_changes, cp.seconds, cp.fork)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - upkeep must not die; the next round retries

@@ -490,12 +490,34 @@ def test_a_checkpoint_is_written_in_the_process_where_a_copy_may_not_be_forked(t
     try:
         srv.store(TEXTS[:3])
         core = srv.core
+        _due(core)
+        with structlog.testing.capture_logs() as logs:  # checkpoint.fork off
+            assert srv.call(core.checkpoint(0.5, 1, 0, fork=False)) and srv.path.exists()
+        assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
+        assert snapshot.trailer(srv.path)["memories"] == 3 and core._checkpoint_writer is None
+        srv.store(TEXTS[3:5])
         core._fork_unsafe = "this platform cannot fork"  # as on one without fork()
         _due(core)
         with structlog.testing.capture_logs() as logs:
-            assert srv.call(core.checkpoint(0.5, 1, 0)) and srv.path.exists()
+            assert srv.call(core.checkpoint(0.1, 1, 0)) and srv.path.exists()
         assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
-        assert snapshot.trailer(srv.path)["memories"] == 3 and core._checkpoint_writer is None
+        assert snapshot.trailer(srv.path)["memories"] == 5 and core._checkpoint_writer is None
+    finally:
+        srv.stop()
+
+
+def test_checkpoint_fork_off_has_the_upkeep_write_checkpoints_on_the_index_thread(tmp_path):
+    srv = Running(tmp_path, checkpoint={"share": 0.01, "min_changes": 2, "seconds": 0, "fork": False})
+    try:
+        with structlog.testing.capture_logs() as logs:
+            srv.store(TEXTS[:3])
+            deadline = time.monotonic() + 30
+            while not srv.path.exists() and time.monotonic() < deadline:  # upkeep looks every half second
+                time.sleep(0.05)
+            time.sleep(0.2)
+        events = [e for e in logs if e["event"].startswith("index.")]
+        assert [e["event"] for e in events][:1] == ["index.snapshot_written"] and "checkpoint" in events[0]["reason"]
+        assert "index.checkpoint_forked" not in [e["event"] for e in events]
     finally:
         srv.stop()
 

@@ -17,7 +17,9 @@ Two measurements:
   memories' own texts) are compared.
 * ``synthetic`` — ``--synthetic N`` memories of the scale workload's generator in-process: the
   time to index them (what a rebuild does per memory, without reading the database), to write
-  the snapshot and to read it back, and whether 200 queries answer the same afterwards.
+  the snapshot and to read it back, and whether 200 queries answer the same afterwards. Then a
+  checkpoint as a serving server writes it, by a forked copy: how long the fork holds the index
+  thread, how long the copy writes, its own memory, and retrieval latency while it writes.
 
     python -m bench.eval.restart --data ../shared/data [--rounds 2] [--crash-writes 300] [--synthetic 100000]
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")  # as `teleo serve` runs: a checkpoint is written by a fork
 
 
 def _answers(server: Any, queries: list[str]) -> list[list[tuple[str, float]]]:
@@ -238,6 +242,7 @@ def measure_synthetic(n: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         size = snapshot.write(path, state, "bench", shared)
         write_s = time.perf_counter() - t0
+        forked = _forked_write(r, queries, path) if snapshot.fork_unsafe() is None else None
         del state, shared, r
         fresh = teleo_inproc.make({})
         t0 = time.perf_counter()
@@ -249,7 +254,61 @@ def measure_synthetic(n: int) -> dict[str, Any]:
     print(f"{n} synthetic: index {index_s:.1f} s, write {write_s:.2f} s, read {read_s:.2f} s, {size / 2**20:.0f} MB, "
           f"same answers {same}", flush=True)
     return {"memories": n, "index_s": index_s, "write_s": write_s, "read_s": read_s, "bytes": size,
-            "bytes_per_memory": size / n, "same_answers": same}
+            "bytes_per_memory": size / n, "same_answers": same, "checkpoint_forked": forked}
+
+
+def _private_kb(pid: int) -> int | None:
+    """The process's private (copied or its own) resident memory, KB (Linux)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith(("Private_Clean:", "Private_Dirty:")))
+
+
+def _forked_write(r: Any, queries: Any, path: Path) -> dict[str, Any]:
+    """A checkpoint as the server writes one (``snapshot.write_in_child``): how long the fork holds
+    the caller (a retrieval waits that long, where it waited for the whole write before), how long
+    the copy takes to write, the copy's own memory, and the latency of retrievals run while it
+    writes against the same retrievals run alone (this process, the copy beside it on the CPU)."""
+    import threading
+
+    from bench.harness import teleo_inproc
+    from teleo_server import snapshot
+
+    def timed(j: int) -> float:
+        t = time.perf_counter()
+        teleo_inproc.run_query(r, queries.texts[j], queries.embedding(j), "teleological", 10)
+        return (time.perf_counter() - t) * 1e3
+
+    def pct(xs: list[float]) -> dict[str, float]:
+        xs = sorted(xs)
+        return {"n": len(xs), "p50_ms": round(xs[len(xs) // 2], 2), "p99_ms": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))], 2),
+                "max_ms": round(xs[-1], 2)}
+
+    alone = [timed(j % len(queries)) for j in range(len(queries))]
+    state, shared = r.snapshot_state()
+    t0 = time.perf_counter()
+    writer = snapshot.write_in_child(path, state, "bench", shared)
+    fork_s = time.perf_counter() - t0
+    done: dict[str, Any] = {}
+    waiter = threading.Thread(target=lambda: done.update(result=writer.wait()))
+    waiter.start()
+    beside, private, j = [], [], 0
+    while waiter.is_alive():
+        beside.append(timed(j % len(queries)))
+        j += 1
+        if j % 20 == 0 and (kb := _private_kb(writer.pid)) is not None:
+            private.append(kb)
+    waiter.join()
+    size, child_s = done["result"]
+    out = {"fork_ms": round(fork_s * 1e3, 2), "child_write_s": round(child_s, 2), "bytes": size,
+           "copy_private_mb_max": round(max(private) / 1024, 1) if private else None,
+           "retrievals_alone": pct(alone), "retrievals_while_writing": pct(beside) if beside else None}
+    print(f"checkpoint by a forked copy: fork {out['fork_ms']} ms, the copy wrote in {child_s:.2f} s "
+          f"(its own memory up to {out['copy_private_mb_max']} MB); teleological alone {out['retrievals_alone']}, "
+          f"while it wrote {out['retrievals_while_writing']}", flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
