@@ -185,7 +185,7 @@ class _SnapshotJob:
     position: Position
     reason: str
     writer: snapshot.ChildWriter | None = None
-    written: bool = False  # written on the index thread instead (no fork)
+    written: bool = False  # written on the index thread (``_write_job``)
 
 
 class MemoryCore:
@@ -505,15 +505,20 @@ class MemoryCore:
         not be read): catch up with other programs' changes, write the snapshot here, and prune
         the journal up to it. Returns whether it was written."""
         job = self._snapshot_job(version, position, reason)
-        if job is None:
-            return False
+        return job is not None and self._write_job(job)
+
+    def _write_job(self, job: _SnapshotJob) -> bool:
+        """Write ``job``'s snapshot here and prune the journal up to it; whether it was written. One
+        not written costs the next start the re-indexing (or rebuild) it was meant to save, and
+        never fails the stop or the upkeep that asked for it."""
         t0 = time.perf_counter()
         try:
             size = snapshot.write(job.path, job.state, job.print_, job.shared, job.info)
-        except Exception as exc:  # noqa: BLE001 - a snapshot not written costs the next start a rebuild, never the stop
+        except Exception as exc:  # noqa: BLE001 - see above
             log.warning("index.snapshot_failed", path=str(job.path), error=f"{type(exc).__name__}: {exc}")
             return False
         self._snapshot_saved(job, size, time.perf_counter() - t0)
+        job.written = True
         return True
 
     def _snapshot_job(self, version: str | None, position: Position | None, reason: str) -> _SnapshotJob | None:
@@ -588,6 +593,7 @@ class MemoryCore:
             return job.written
         try:
             size, took = await asyncio.to_thread(job.writer.wait)
+            await self._on_store(self._snapshot_saved, job, size, took)
         except snapshot.NotWritten as exc:
             if job.writer.stopped:
                 log.info("index.checkpoint_stopped", detail="the server stops, and writes its own snapshot")
@@ -599,7 +605,6 @@ class MemoryCore:
             raise
         finally:
             self._checkpoint_writer = None
-        await self._on_store(self._snapshot_saved, job, size, took)
         return True
 
     def _checkpoint(self, version: str, changed: int, fork: bool) -> _SnapshotJob | None:
@@ -615,15 +620,7 @@ class MemoryCore:
         if job is None:
             return None
         if not fork or self._fork_unsafe is not None:
-            t0 = time.perf_counter()
-            try:
-                size = snapshot.write(job.path, job.state, job.print_, job.shared, job.info)
-            except Exception as exc:  # noqa: BLE001 - the next start reads the snapshot before, and more of the journal
-                log.warning("index.snapshot_failed", path=str(job.path), error=f"{type(exc).__name__}: {exc}")
-                return None
-            self._snapshot_saved(job, size, time.perf_counter() - t0)
-            job.written = True
-            return job
+            return job if self._write_job(job) else None
         t0 = time.perf_counter()
         try:
             job.writer = self._checkpoint_writer = snapshot.write_in_child(job.path, job.state, job.print_,
