@@ -16,7 +16,9 @@ restart. Everything then goes through one more SIGKILL and read-back.
 
 Halfway through, the server is stopped cleanly once, so that it writes an index snapshot: every
 start after a kill from then on reads that snapshot and indexes again the memories the database's
-change journal lists as changed since, and the same read-back judges it.
+change journal lists as changed since, and the same read-back judges it. From then on the server
+also writes checkpoints every few seconds while it serves (``CHECKPOINTS``), each by a forked copy
+of itself, so kills land while copies write and starts read the checkpoints.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from bench.stress.report import Part, percentile
 from bench.stress.server import Server, bearer, channel, stub
 
 NAMESPACES = ("crash-a", "crash-b", "crash-c")
+# the second half's servers: a checkpoint once 50 memories changed (and a twentieth of those
+# indexed), at most every 2 seconds (teleo_server/config.py CheckpointSettings)
+CHECKPOINTS = {"TELEO_CHECKPOINT__SHARE": "0.05", "TELEO_CHECKPOINT__MIN_CHANGES": "50",
+               "TELEO_CHECKPOINT__SECONDS": "2"}
 
 
 @dataclass
@@ -354,10 +360,10 @@ def _expire(s, auth, ledger: Ledger, ctx: Context, part: Part) -> dict:
             "committed_anyway": committed, "committed_not_retrievable": not_indexed}
 
 
-def _snapshot_starts(srv: Server) -> int:
-    """Starts whose log says the indexes came from the snapshot (the log holds every start)."""
+def _log_count(srv: Server, needle: str) -> int:
+    """Lines of the server's log (every start's) that hold ``needle``."""
     try:
-        return srv.log_path.read_text(errors="replace").count('"source": "snapshot"')
+        return sum(needle in line for line in srv.log_path.read_text(errors="replace").splitlines())
     except OSError:
         return 0
 
@@ -386,6 +392,7 @@ def run(ctx: Context) -> Part:
                 # from here on reads it and indexes again what the database's change journal
                 # lists since, instead of rebuilding (teleo_server/snapshot.py)
                 srv.stop()
+                srv.env.update(CHECKPOINTS)
                 srv.start()
                 totals.update(_verify(srv, ledger, rng, sample, part, cycle))
             _traffic(srv, ledger, ctx, cycle, rng.uniform(low, high))
@@ -419,7 +426,11 @@ def run(ctx: Context) -> Part:
         "retrieve_sample_checked": totals["retrieve_checked"],
         "retrieve_sample_missed": totals["retrieve_missed"],
         # starts that read the snapshot of the clean stop (and the journal since), of all starts
-        "starts_from_snapshot": _snapshot_starts(srv),
+        "starts_from_snapshot": _log_count(srv, '"source": "snapshot"'),
+        # the second half's checkpoints: copies forked, and snapshots they wrote (a kill ends the
+        # copy that was writing)
+        "checkpoints_forked": _log_count(srv, "index.checkpoint_forked"),
+        "checkpoints_written": _log_count(srv, '"reason": "checkpoint'),
         "starts": len(srv.starts),
         "restart_s_p50": _round(percentile(srv.starts[1:], 50)),
         "restart_s_max": _round(max(srv.starts[1:], default=None)),
