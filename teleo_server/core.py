@@ -625,9 +625,9 @@ class MemoryCore:
         try:
             job.writer = self._checkpoint_writer = snapshot.write_in_child(job.path, job.state, job.print_,
                                                                             job.shared, job.info)
-        except OSError as exc:  # no process could be made (memory, a process limit): the next round retries
-            log.warning("index.snapshot_failed", path=str(job.path), error=f"cannot fork: {exc}")
-            return None
+        except OSError as exc:  # no process could be made (strict memory overcommit, a process limit)
+            log.warning("index.checkpoint_not_forked", error=str(exc), detail="written on the index thread instead")
+            return job if self._write_job(job) else None
         log.info("index.checkpoint_forked", pid=job.writer.pid, seconds=round(time.perf_counter() - t0, 4),
                  change=position.change)
         return job

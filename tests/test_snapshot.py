@@ -502,6 +502,21 @@ def test_a_checkpoint_is_written_in_the_process_where_a_copy_may_not_be_forked(t
             assert srv.call(core.checkpoint(0.1, 1, 0)) and srv.path.exists()
         assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
         assert snapshot.trailer(srv.path)["memories"] == 5 and core._checkpoint_writer is None
+        if snapshot.CAN_FORK:  # a fork refused (strict overcommit, a process limit): written here instead
+            core._fork_unsafe = None
+            srv.store(TEXTS[5:7])
+            _due(core)
+
+            def refused():
+                raise OSError(12, "Cannot allocate memory")
+
+            monkeypatch.setattr(os, "fork", refused)
+            with structlog.testing.capture_logs() as logs:
+                assert srv.call(core.checkpoint(0.1, 1, 0))
+            monkeypatch.undo()
+            assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.checkpoint_not_forked",
+                                                                                    "index.snapshot_written"]
+            assert snapshot.trailer(srv.path)["memories"] == 7 and core._checkpoint_writer is None
     finally:
         srv.stop()
 
