@@ -42,17 +42,21 @@ from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
 
 
+_WALK = WalkSettings()  # the walk's defaults, stated once (index/graph.py)
+
+
 class GraphSettings(SpaceSettings):
-    alpha: float = Field(0.85, gt=0, lt=1)          # damping: the chance of following an edge
-    max_iter: int = Field(100, ge=1, le=1000)
-    tol: float = Field(1e-6, gt=0)
-    hops: int = Field(3, ge=1, le=8)                # neighbourhood radius walked (memory steps)
-    hub_fraction: float = Field(0.05, gt=0, le=1)   # entities on more memories than this share are not crossed
-    # neighbourhood budget of a walk, in memories. 500, chosen on SciFact train and LoCoMo dev (2,000
-    # before): `teleological` 0.7447 / 0.7535 at 2,000, 0.7452 / 0.7535 at 1,000, 0.7450 / 0.7569 at
-    # 500 (nDCG@10 / Recall@10), `hipporag` 0.7364 / 0.7363, 0.7375 / 0.7363, 0.7365 / 0.7348; the
-    # walk takes a quarter of the nodes and half the time (10,000 synthetic memories: 3.5 -> 1.7 ms)
-    max_nodes: int = Field(500, ge=100)
+    alpha: float = Field(_WALK.alpha, gt=0, lt=1)          # damping: the chance of following an edge
+    max_iter: int = Field(_WALK.max_iter, ge=1, le=1000)
+    tol: float = Field(_WALK.tol, gt=0)
+    hops: int = Field(_WALK.hops, ge=1, le=8)                # neighbourhood radius walked (memory steps)
+    hub_fraction: float = Field(_WALK.hub_fraction, gt=0, le=1)   # entities on more memories than this share are not crossed
+    # neighbourhood budget of a walk, in memories (500, WalkSettings), chosen on SciFact train and
+    # LoCoMo dev (2,000 before): `teleological` 0.7447 / 0.7535 at 2,000, 0.7452 / 0.7535 at 1,000,
+    # 0.7450 / 0.7569 at 500 (nDCG@10 / Recall@10), `hipporag` 0.7364 / 0.7363, 0.7375 / 0.7363,
+    # 0.7365 / 0.7348; the walk takes a quarter of the nodes and half the time (10,000 synthetic
+    # memories: 3.5 -> 1.7 ms)
+    max_nodes: int = Field(_WALK.max_nodes, ge=100)
     max_entities: int = Field(64, ge=1)             # entities kept per memory
     link_weight: float = Field(1.0, ge=0)           # typed link edge weight (times the link's own weight)
     session_weight: float = Field(0.5, ge=0)        # edge to the previous / next memory of the session
