@@ -74,6 +74,7 @@ class App:
         self._tasks.append(asyncio.create_task(self._watch_embedder(), name="teleo-embedder-watch"))
         self._tasks.append(asyncio.create_task(self._watch_store(), name="teleo-store-watch"))
         self._tasks.append(asyncio.create_task(self._maintain(), name="teleo-maintenance"))
+        self._tasks.append(asyncio.create_task(self._checkpoints(), name="teleo-checkpoints"))
         if ready:
             self._tasks.append(asyncio.create_task(self._reembed(), name="teleo-reembed"))
 
@@ -99,12 +100,23 @@ class App:
             try:
                 if await self.core.maintain():
                     continue  # more may have arrived meanwhile: look again at once
-                cp = self.settings.checkpoint  # a snapshot while serving, once enough has changed
-                await self.core.checkpoint(cp.share, cp.min_changes, cp.seconds, cp.fork)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - upkeep must not die; the next round retries
                 log.exception("maintenance.failed")
+            await asyncio.sleep(self.settings.maintenance_seconds)
+
+    async def _checkpoints(self) -> None:
+        """A snapshot while serving, once enough has changed (``config.CheckpointSettings``), on a
+        loop of its own: upkeep never waits while a forked copy writes one."""
+        cp = self.settings.checkpoint
+        while True:
+            try:
+                await self.core.checkpoint(cp.share, cp.min_changes, cp.seconds, cp.fork)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - as upkeep: the next round retries
+                log.exception("checkpoint.failed")
             await asyncio.sleep(self.settings.maintenance_seconds)
 
     async def _watch_embedder(self) -> None:

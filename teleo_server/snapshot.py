@@ -214,8 +214,8 @@ class _Unpickler(pickle.Unpickler):
 
 
 class _HashingWriter(io.RawIOBase):
-    def __init__(self, f: BinaryIO) -> None:
-        self.f, self.sha, self.n = f, hashlib.sha256(), 0
+    def __init__(self, f: BinaryIO, sha: Any = None) -> None:
+        self.f, self.sha, self.n = f, hashlib.sha256() if sha is None else sha, 0
 
     def writable(self) -> bool:
         return True
@@ -235,16 +235,18 @@ def partial(path: Path) -> Path:
 
 
 def write(path: Path, state: Any, print_: str, shared: dict[str, Any] | None = None,
-          info: dict[str, Any] | None = None) -> int:
+          info: dict[str, Any] | None = None, _sha: Any = None) -> int:
     """Write ``state`` to ``path`` (through a temporary file, synced, then renamed), the objects of
-    ``shared`` by name, ``info`` (JSON-able) into the trailer; returns the file's size in bytes."""
+    ``shared`` by name, ``info`` (JSON-able) into the trailer; returns the file's size in bytes.
+    (``_sha``: a new sha256 object made beforehand, for a forked copy: making one takes a lock of
+    the crypto library that a thread of the server may have held at the fork.)"""
     tmp = partial(path)
     try:
         # 0600: the indexes hold the memories' text, as the database does
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             os.fchmod(f.fileno(), 0o600)  # also when a partial file was left with another mode
             f.write(MAGIC)
-            body = _HashingWriter(f)
+            body = _HashingWriter(f, _sha)
             _Pickler(body, shared or {}).dump(state)
             trailer = json.dumps({**(info or {}), "format": FORMAT, "fingerprint": print_,
                                   "sha256": body.sha.hexdigest(), "bytes": body.n, "written_at": time.time()}).encode()
@@ -388,6 +390,9 @@ def _detach(keep: int, parent: int, prctl: Any) -> None:
         os.setpriority(os.PRIO_PROCESS, 0, 19)
     except (OSError, AttributeError):
         pass
+    # nothing may print: a server thread may have held the standard streams' locks at the fork
+    sys.stdout = sys.stderr = None  # type: ignore[assignment]
+    warnings.simplefilter("ignore")
 
 
 def write_in_child(path: Path, state: Any, print_: str, shared: dict[str, Any] | None = None,
@@ -397,10 +402,11 @@ def write_in_child(path: Path, state: Any, print_: str, shared: dict[str, Any] |
     two writes to it (copy on write), so it costs the memory the server changes meanwhile and the
     pages of the objects it pickles. Call it where nothing else changes ``state``."""
     parent, prctl = os.getpid(), _death_signal()  # (looked up here: the copy imports nothing)
+    sha = hashlib.sha256()
     r, w = os.pipe()
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # forking a threaded process: see above
+            warnings.simplefilter("ignore", DeprecationWarning)  # (newer Pythons warn when a threaded process forks)
             pid = os.fork()
     except BaseException:
         os.close(r)
@@ -413,7 +419,7 @@ def write_in_child(path: Path, state: Any, print_: str, shared: dict[str, Any] |
             os.close(r)
             _detach(w, parent, prctl)
             t0 = time.perf_counter()
-            size = write(path, state, print_, shared, info)
+            size = write(path, state, print_, shared, info, _sha=sha)
             code, report = 0, {"bytes": size, "seconds": time.perf_counter() - t0}
         except BaseException as exc:  # noqa: BLE001 - reported to the server, which logs it
             report = {"error": f"{type(exc).__name__}: {exc}"}

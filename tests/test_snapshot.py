@@ -647,6 +647,31 @@ def test_a_checkpoint_copy_that_fails_leaves_the_snapshot_and_the_journal_and_a_
     assert running.result(5) is False
 
 
+@pytest.mark.skipif(not snapshot.CAN_FORK, reason="the checkpoint is written in the process where it cannot fork")
+def test_a_checkpoint_copy_that_takes_too_long_is_ended_and_the_next_round_forks_another(tmp_path, monkeypatch):
+    from teleo_server import core as core_module
+
+    gate = tmp_path / "gate"
+    srv = Running(tmp_path, checkpoint={"share": 0})
+    try:
+        srv.store(TEXTS[:4])
+        core = srv.core
+        _gated_write(monkeypatch, gate)  # the copy hangs at the gate
+        monkeypatch.setattr(core_module, "CHECKPOINT_WRITE_LIMIT_S", 0.5)
+        _due(core)
+        with structlog.testing.capture_logs() as logs:
+            assert srv.call(core.checkpoint(0.5, 1, 0)) is False
+        (failed,) = [e for e in logs if e["event"] == "index.snapshot_failed"]
+        assert "took more than" in failed["error"] and core._checkpoint_writer is None
+        assert not srv.path.exists() and not snapshot.partial(srv.path).exists()
+        gate.touch()
+        _due(core)
+        assert srv.call(core.checkpoint(0.5, 1, 0)) is True and snapshot.trailer(srv.path)["memories"] == 4
+    finally:
+        gate.touch()
+        srv.stop()
+
+
 # ---- the file format ---------------------------------------------------------------------------------
 def _held() -> dict:
     base = np.arange(100, dtype=np.float32)
