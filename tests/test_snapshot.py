@@ -560,7 +560,23 @@ def _due(core) -> None:
     core._checkpoint_looked -= 7200
 
 
-@pytest.mark.skipif(not snapshot.CAN_FORK, reason="the checkpoint is written in the process where it cannot fork")
+forks = pytest.mark.skipif(not snapshot.CAN_FORK, reason="the checkpoint is written in the process where it cannot fork")
+
+
+def _forking(srv: Running):
+    """A due checkpoint started on the server's loop, once its copy is forked: (the running
+    checkpoint, the copy)."""
+    core = srv.core
+    _due(core)
+    running = asyncio.run_coroutine_threadsafe(core.checkpoint(0.5, 1, 0), srv.srv.loop)
+    deadline = time.monotonic() + 30
+    while core._checkpoint_writer is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert core._checkpoint_writer is not None and not running.done()
+    return running, core._checkpoint_writer
+
+
+@forks
 def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_serving(tmp_path, monkeypatch):
     gate = tmp_path / "gate"
     srv = Running(tmp_path, checkpoint={"share": 0})
@@ -569,14 +585,8 @@ def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_servi
         core = srv.core
         head = core.store.position().change
         _gated_write(monkeypatch, gate)
-        _due(core)
         with structlog.testing.capture_logs() as logs:
-            running = asyncio.run_coroutine_threadsafe(core.checkpoint(0.5, 1, 0), srv.srv.loop)
-            deadline = time.monotonic() + 30
-            while core._checkpoint_writer is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            writer = core._checkpoint_writer
-            assert writer is not None and not running.done()
+            running, writer = _forking(srv)
             # the copy holds none of the server's files or sockets: only the standard streams and
             # the pipe it reports on (it waits at the gate before it opens the file it writes)
             fds = {int(f.name) for f in Path(f"/proc/{writer.pid}/fd").iterdir()} if Path("/proc/self/fd").exists() else set()
@@ -609,7 +619,7 @@ def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_servi
         srv.stop()
 
 
-@pytest.mark.skipif(not snapshot.CAN_FORK, reason="the checkpoint is written in the process where it cannot fork")
+@forks
 def test_a_checkpoint_copy_that_fails_leaves_the_snapshot_and_the_journal_and_a_stop_ends_one_that_runs(tmp_path, monkeypatch):
     gate = tmp_path / "gate"
     srv = Running(tmp_path, checkpoint={"share": 0})
@@ -633,12 +643,8 @@ def test_a_checkpoint_copy_that_fails_leaves_the_snapshot_and_the_journal_and_a_
         # a copy still writing when the server stops is ended; the stop writes its own snapshot
         gate.unlink()
         _gated_write(monkeypatch, gate)
-        _due(core)
-        running = asyncio.run_coroutine_threadsafe(core.checkpoint(0.5, 1, 0), srv.srv.loop)
-        deadline = time.monotonic() + 30
-        while core._checkpoint_writer is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        pid = core._checkpoint_writer.pid
+        running, writer = _forking(srv)
+        pid = writer.pid
     finally:
         srv.stop()
     with pytest.raises(ChildProcessError):
@@ -647,7 +653,7 @@ def test_a_checkpoint_copy_that_fails_leaves_the_snapshot_and_the_journal_and_a_
     assert running.result(5) is False
 
 
-@pytest.mark.skipif(not snapshot.CAN_FORK, reason="the checkpoint is written in the process where it cannot fork")
+@forks
 def test_a_checkpoint_copy_that_takes_too_long_is_ended_and_the_next_round_forks_another(tmp_path, monkeypatch):
     from teleo_server import core as core_module
 
