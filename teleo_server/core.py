@@ -1254,8 +1254,6 @@ class MemoryCore:
         return True
 
     async def close(self) -> None:
-        if self._checkpoint_writer is not None:
-            self._checkpoint_writer.stop()  # the snapshot this stop writes replaces the checkpoint's
         if self._flush_now is not None:
             self._flush_now.set()  # usage counters pending are written now
         if self._background:
@@ -1267,6 +1265,10 @@ class MemoryCore:
         await self.embedder.close()
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
+        if self._checkpoint_writer is not None:
+            # a copy still writing a checkpoint (also one forked after its wait was cancelled):
+            # ended, as the snapshot this stop writes replaces it
+            self._checkpoint_writer.stop()
         if self.snapshot_plan is not None:
             # every write is in the indexes now: the snapshot holds the database up to this change
             await asyncio.to_thread(self._save_snapshot, version, self._journal_position(), "clean stop")

@@ -654,6 +654,41 @@ def test_a_checkpoint_copy_that_fails_leaves_the_snapshot_and_the_journal_and_a_
 
 
 @forks
+def test_a_stop_ends_a_copy_forked_after_its_checkpoint_was_cancelled(tmp_path, monkeypatch):
+    gate, entered, release, forked = tmp_path / "gate", threading.Event(), threading.Event(), []
+    real = snapshot.write_in_child
+
+    def late_fork(*args, **kwargs):  # the index thread is about to fork when the wait is cancelled
+        entered.set()
+        release.wait(30)
+        forked.append(real(*args, **kwargs))
+        return forked[-1]
+
+    srv = Running(tmp_path, checkpoint={"share": 0})
+    try:
+        srv.store(TEXTS[:4])
+        core = srv.core
+        _gated_write(monkeypatch, gate)  # and its copy would wait at the gate for ever
+        monkeypatch.setattr(snapshot, "write_in_child", late_fork)
+        _due(core)
+        running = asyncio.run_coroutine_threadsafe(core.checkpoint(0.5, 1, 0), srv.srv.loop)
+        assert entered.wait(30)
+        running.cancel()
+        time.sleep(0.2)
+        release.set()
+        deadline = time.monotonic() + 30
+        while not forked and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        release.set()
+        srv.stop()
+    assert len(forked) == 1 and forked[0].stopped
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forked[0].pid, os.WNOHANG)  # ended and reaped by the stop
+    assert snapshot.trailer(srv.path)["memories"] == 4 and not snapshot.partial(srv.path).exists()
+
+
+@forks
 def test_a_checkpoint_copy_that_takes_too_long_is_ended_and_the_next_round_forks_another(tmp_path, monkeypatch):
     from teleo_server import core as core_module
 
