@@ -405,7 +405,7 @@ class SQLiteStore:
         return int(row[0])
 
     def prune_changes(self, through: int) -> int:
-        with self._tx() as conn:
+        with self._tx(mine=False) as conn:  # (no memory changes)
             cur = conn.execute("DELETE FROM changes WHERE seq <= ?", (through,))
             conn.execute("UPDATE meta SET value = CAST(MAX(CAST(value AS INTEGER), ?) AS TEXT) "
                          "WHERE key = 'changes_pruned_through'", (through,))
@@ -488,7 +488,7 @@ class SQLiteStore:
     # -- tokens -----------------------------------------------------------------------------
 
     def add_token(self, token: StoredToken, token_hash: str) -> None:
-        with self._tx() as conn:
+        with self._tx(mine=False) as conn:  # (no memory changes)
             conn.execute(
                 "INSERT INTO tokens VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
@@ -523,7 +523,7 @@ class SQLiteStore:
         return [_row_to_token(r) for r in rows]
 
     def revoke_token(self, token_id: str, when: float) -> bool:
-        with self._tx() as conn:
+        with self._tx(mine=False) as conn:  # (no memory changes)
             cur = conn.execute("UPDATE tokens SET revoked = ? WHERE token_id = ? AND revoked IS NULL", (when, token_id))
             return cur.rowcount == 1
 
