@@ -356,14 +356,20 @@ class ChildWriter:
         return self._stopped
 
 
-def _death_signal() -> Any:
-    """prctl(2) where there is one (Linux), to have the writing copy end with the server."""
-    try:
-        import ctypes
+_PRCTL: list[Any] = []
 
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError, ImportError):
-        return None
+
+def _death_signal() -> Any:
+    """prctl(2) where there is one (Linux), to have the writing copy end with the server (looked
+    up once)."""
+    if not _PRCTL:
+        try:
+            import ctypes
+
+            _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+        except (OSError, AttributeError, ImportError):
+            _PRCTL.append(None)
+    return _PRCTL[0]
 
 
 def _detach(keep: int, parent: int, prctl: Any) -> None:

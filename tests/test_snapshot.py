@@ -688,6 +688,45 @@ def test_a_stop_ends_a_copy_forked_after_its_checkpoint_was_cancelled(tmp_path, 
     assert snapshot.trailer(srv.path)["memories"] == 4 and not snapshot.partial(srv.path).exists()
 
 
+_ORPHAN = """
+import sys, time
+from pathlib import Path
+from teleo_server import snapshot
+snapshot.write = lambda *args, **kwargs: time.sleep(120)  # a copy that would write for minutes
+writer = snapshot.write_in_child(Path(sys.argv[1]), {}, "print")
+print(writer.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux: the copy ends with its server by prctl")
+def test_a_checkpoint_copy_ends_when_its_server_is_killed_alone(tmp_path):
+    import subprocess
+    import sys
+
+    with subprocess.Popen([sys.executable, "-c", _ORPHAN, str(tmp_path / "index.snapshot")],
+                          stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]) as server:
+        try:
+            copy = int(server.stdout.readline())
+            assert _running(copy)
+            server.kill()  # SIGKILL to the server alone, not to its process group
+            server.wait(30)
+            deadline = time.monotonic() + 10
+            while _running(copy) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not _running(copy)
+        finally:
+            server.kill()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is alive (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @forks
 def test_a_checkpoint_copy_that_takes_too_long_is_ended_and_the_next_round_forks_another(tmp_path, monkeypatch):
     from teleo_server import core as core_module
