@@ -12,6 +12,7 @@ import contextlib
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -189,6 +190,7 @@ class _SnapshotJob:
     info: dict[str, Any]
     position: Position
     reason: str
+    kind: str  # "checkpoint" (while serving) or "stop"
     writer: snapshot.ChildWriter | None = None
     written: bool = False  # written on the index thread (``_write_job``)
 
@@ -238,6 +240,11 @@ class MemoryCore:
         self._last_checkpoint = self._checkpoint_looked = time.monotonic()
         self._checkpoint_writer: snapshot.ChildWriter | None = None  # the copy writing a checkpoint, while it does
         self._fork_unsafe = snapshot.fork_unsafe()  # why checkpoints are written on the index thread instead
+        # (kind, outcome) -> snapshots begun in this run: "checkpoint" or "stop"; "written", "failed"
+        # or "stopped" (a copy a stop ended); read by /metrics
+        self.snapshots: Counter[tuple[str, str]] = Counter()
+        self.snapshot_write_seconds: dict[str, float] = {}  # kind -> how long the last one written took
+        self.checkpoint_hold_seconds = 0.0  # how long the last checkpoint held the index thread
 
     @property
     def in_flight(self) -> int:
@@ -520,7 +527,7 @@ class MemoryCore:
         try:
             size = snapshot.write(job.path, job.state, job.print_, job.shared, job.info)
         except Exception as exc:  # noqa: BLE001 - see above
-            log.warning("index.snapshot_failed", path=str(job.path), error=f"{type(exc).__name__}: {exc}")
+            self._snapshot_failed(job, f"{type(exc).__name__}: {exc}")
             return False
         self._snapshot_saved(job, size, time.perf_counter() - t0)
         job.written = True
@@ -552,17 +559,25 @@ class MemoryCore:
             log.info("index.snapshot_skipped", reason=why)
             return None
         assert position is not None
+        kind = "checkpoint" if reason.startswith("checkpoint") else "stop"
         try:
             state, shared = dump()
         except Exception as exc:  # noqa: BLE001 - as a failed write: the next start reads the one before, or rebuilds
+            self.snapshots[kind, "failed"] += 1
             log.warning("index.snapshot_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
             return None
         info = {"model_version": version, "memories": len(self.retriever),
                 "database": {"id": position.database_id, "change": position.change}}
-        return _SnapshotJob(plan.path, state, self._snapshot_print(), shared, info, position, reason)
+        return _SnapshotJob(plan.path, state, self._snapshot_print(), shared, info, position, reason, kind)
+
+    def _snapshot_failed(self, job: _SnapshotJob, error: str) -> None:
+        self.snapshots[job.kind, "failed"] += 1
+        log.warning("index.snapshot_failed", path=str(job.path), error=error)
 
     def _snapshot_saved(self, job: _SnapshotJob, size: int, seconds: float) -> None:
         """Once ``job``'s snapshot is on disk: log it, and forget the journal's changes it holds."""
+        self.snapshots[job.kind, "written"] += 1
+        self.snapshot_write_seconds[job.kind] = seconds
         log.info("index.snapshot_written", path=str(job.path), memories=job.info["memories"], bytes=size,
                  seconds=round(seconds, 3), change=job.position.change, reason=job.reason)
         self._prune_journal(job.position.change)
@@ -602,14 +617,15 @@ class MemoryCore:
             await self._on_store(self._snapshot_saved, job, size, took)
         except asyncio.TimeoutError:
             job.writer.stop()
-            log.warning("index.snapshot_failed", path=str(job.path),
-                        error=f"the writing process took more than {limit:.0f} s and was ended; the next round tries again")
+            self._snapshot_failed(job, f"the writing process took more than {limit:.0f} s and was ended; the next "
+                                       "round tries again")
             return False
         except snapshot.NotWritten as exc:
             if job.writer.stopped:
+                self.snapshots[job.kind, "stopped"] += 1
                 log.info("index.checkpoint_stopped", detail="the server stops, and writes its own snapshot")
             else:
-                log.warning("index.snapshot_failed", path=str(job.path), error=str(exc))
+                self._snapshot_failed(job, str(exc))
             return False
         except asyncio.CancelledError:  # the server stops: its own snapshot at close replaces this one
             job.writer.stop()
@@ -627,7 +643,14 @@ class MemoryCore:
         if position is None or self._pending_writes:
             return None  # a write is between its store call and its index call: the next round
         self._last_checkpoint = time.monotonic()  # written or failed, not again for a while
-        job = self._snapshot_job(version, position, f"checkpoint: {changed} memories changed")
+        t0 = time.perf_counter()
+        try:
+            return self._begin_checkpoint(version, position, f"checkpoint: {changed} memories changed", fork)
+        finally:
+            self.checkpoint_hold_seconds = time.perf_counter() - t0
+
+    def _begin_checkpoint(self, version: str, position: Position, reason: str, fork: bool) -> _SnapshotJob | None:
+        job = self._snapshot_job(version, position, reason)
         if job is None:
             return None
         if not fork or self._fork_unsafe is not None:

@@ -311,12 +311,13 @@ def _wrap_stream(behavior: Callable[..., Any], record: _Recorder) -> Callable[..
 
 
 class _LoadCollector(Collector):
-    """How the last start filled the indexes: from the snapshot of a clean stop or from the store."""
+    """How the last start filled the indexes (from a snapshot or from the store), and the snapshots
+    written since."""
 
     def __init__(self, core: MemoryCore) -> None:
         self._core = core
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         seconds = GaugeMetricFamily(
             "teleo_index_load_seconds", "Seconds the last start took to fill the in-memory indexes, by "
             "source: snapshot (written at the last clean stop) or store (rebuilt from the database).",
@@ -330,6 +331,25 @@ class _LoadCollector(Collector):
             reindexed.add_metric([], self._core.load_reindexed)
         yield seconds
         yield reindexed
+        snapshots = CounterMetricFamily(
+            "teleo_index_snapshots", "Index snapshots begun since the server started, by kind (checkpoint: "
+            "while serving; stop) and outcome (written, failed, stopped: a checkpoint's copy the stop ended).",
+            labels=["kind", "outcome"])
+        for (kind, outcome), n in sorted(self._core.snapshots.items()):
+            snapshots.add_metric([kind, outcome], n)
+        yield snapshots
+        written = GaugeMetricFamily(
+            "teleo_index_snapshot_write_seconds", "Seconds the last snapshot written took to write, by kind "
+            "(a checkpoint's by the forked copy that wrote it, unless written on the index thread).", labels=["kind"])
+        for kind, took in sorted(self._core.snapshot_write_seconds.items()):
+            written.add_metric([kind], took)
+        yield written
+        held = GaugeMetricFamily(
+            "teleo_index_checkpoint_hold_seconds", "Seconds the last checkpoint held the index thread (retrievals "
+            "wait that long): the fork of the copy that writes it, or the whole write on the thread.")
+        if any(kind == "checkpoint" for kind, _ in self._core.snapshots):
+            held.add_metric([], self._core.checkpoint_hold_seconds)
+        yield held
 
 
 class _IndexCollector(Collector):

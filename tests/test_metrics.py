@@ -246,3 +246,27 @@ def test_each_server_has_its_own_registry_and_stop_closes_the_endpoint(server, t
         other.stop()
     with pytest.raises(urllib.error.URLError):
         _scrape(port)
+
+
+def test_checkpoints_are_counted_with_how_long_they_held_the_index_thread(tmp_path):
+    srv = InThreadServer.start(Settings(port=0, data_dir=tmp_path / "data", dev_token_file=tmp_path / "token",
+                                        log_format="json", metrics={"port": 0}, checkpoint={"share": 0}))
+    try:
+        port, core = srv.app.metrics_port, srv.app.core
+        before = _scrape(port)
+        assert _value(before, "teleo_index_snapshots_total") == 0 and not before.get("teleo_index_checkpoint_hold_seconds")
+        stub = memory_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(srv.address))
+        for text in CONTENTS:
+            stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content=text)),
+                       metadata=[("authorization", f"Bearer {srv.token}")], timeout=30)
+        core._last_checkpoint -= 7200
+        core._checkpoint_looked -= 7200
+        assert srv.call(core.checkpoint(0.5, 1, 0, fork=False))  # written on the index thread
+        after = _scrape(port)
+        assert _value(after, "teleo_index_snapshots_total", kind="checkpoint", outcome="written") == 1
+        assert _value(after, "teleo_index_snapshots_total", outcome="failed") == 0
+        [(_, wrote)] = after["teleo_index_snapshot_write_seconds"]
+        [(_, held)] = after["teleo_index_checkpoint_hold_seconds"]
+        assert 0 < wrote <= held  # on the index thread, the hold is the write and a little more
+    finally:
+        srv.stop()

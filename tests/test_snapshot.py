@@ -609,6 +609,9 @@ def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_servi
         meta = snapshot.trailer(srv.path)
         # the indexes as they stood at the fork: the six memories, the journal up to then
         assert meta["memories"] == 6 and meta["database"]["change"] == head
+        # the index thread was held for the fork only, not for the write (/metrics reads these)
+        assert core.snapshots == {("checkpoint", "written"): 1}
+        assert core.checkpoint_hold_seconds < core.snapshot_write_seconds["checkpoint"]
         assert core._snapshot_change == head
         # pruned up to the snapshot only: the store made during the write is still listed (and
         # the usage counters the retrieval wrote, if they were flushed already)
@@ -637,6 +640,7 @@ def test_a_checkpoint_copy_that_fails_leaves_the_snapshot_and_the_journal_and_a_
             assert srv.call(core.checkpoint(0.5, 1, 0)) is False
         (failed,) = [e for e in logs if e["event"] == "index.snapshot_failed"]
         assert "No space left on device" in failed["error"]  # the copy's own error, reported by the server
+        assert core.snapshots[("checkpoint", "failed")] == 1
         assert snapshot.trailer(srv.path) == first and not snapshot.partial(srv.path).exists()
         assert len([i for i, c in core.store.changes_since(first["database"]["change"]) if not c]) == 4  # nothing pruned
         assert core._checkpoint_writer is None
