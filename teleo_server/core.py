@@ -192,7 +192,6 @@ class _SnapshotJob:
     reason: str
     kind: str  # "checkpoint" (while serving) or "stop"
     writer: snapshot.ChildWriter | None = None
-    written: bool = False  # written on the index thread (``_write_job``)
 
 
 class MemoryCore:
@@ -516,7 +515,7 @@ class MemoryCore:
         """With every write indexed up to ``position`` (the journal as it stood; None when it could
         not be read): catch up with other programs' changes, write the snapshot here, and prune
         the journal up to it. Returns whether it was written."""
-        job = self._snapshot_job(version, position, reason)
+        job = self._snapshot_job(version, position, "stop", reason)
         return job is not None and self._write_job(job)
 
     def _write_job(self, job: _SnapshotJob) -> bool:
@@ -527,13 +526,13 @@ class MemoryCore:
         try:
             size = snapshot.write(job.path, job.state, job.print_, job.shared, job.info)
         except Exception as exc:  # noqa: BLE001 - see above
-            self._snapshot_failed(job, f"{type(exc).__name__}: {exc}")
+            self._snapshot_failed(job.kind, job.path, f"{type(exc).__name__}: {exc}")
             return False
         self._snapshot_saved(job, size, time.perf_counter() - t0)
-        job.written = True
         return True
 
-    def _snapshot_job(self, version: str | None, position: Position | None, reason: str) -> _SnapshotJob | None:
+    def _snapshot_job(self, version: str | None, position: Position | None, kind: str,
+                      reason: str) -> _SnapshotJob | None:
         """On the index thread (or once it is shut down), with every write indexed up to
         ``position``: catch up with other programs' changes, and gather what a snapshot holds;
         None (logged) when none may be written now. When none is, the one the start read (if any)
@@ -559,20 +558,18 @@ class MemoryCore:
             log.info("index.snapshot_skipped", reason=why)
             return None
         assert position is not None
-        kind = "checkpoint" if reason.startswith("checkpoint") else "stop"
         try:
             state, shared = dump()
         except Exception as exc:  # noqa: BLE001 - as a failed write: the next start reads the one before, or rebuilds
-            self.snapshots[kind, "failed"] += 1
-            log.warning("index.snapshot_failed", path=str(plan.path), error=f"{type(exc).__name__}: {exc}")
+            self._snapshot_failed(kind, plan.path, f"{type(exc).__name__}: {exc}")
             return None
         info = {"model_version": version, "memories": len(self.retriever),
                 "database": {"id": position.database_id, "change": position.change}}
         return _SnapshotJob(plan.path, state, self._snapshot_print(), shared, info, position, reason, kind)
 
-    def _snapshot_failed(self, job: _SnapshotJob, error: str) -> None:
-        self.snapshots[job.kind, "failed"] += 1
-        log.warning("index.snapshot_failed", path=str(job.path), error=error)
+    def _snapshot_failed(self, kind: str, path: Path, error: str) -> None:
+        self.snapshots[kind, "failed"] += 1
+        log.warning("index.snapshot_failed", path=str(path), error=error)
 
     def _snapshot_saved(self, job: _SnapshotJob, size: int, seconds: float) -> None:
         """Once ``job``'s snapshot is on disk: log it, and forget the journal's changes it holds."""
@@ -609,23 +606,23 @@ class MemoryCore:
         job = await self._on_index(self._checkpoint, version, changed, fork)
         if job is None:
             return False
-        if job.writer is None:  # written on the index thread
-            return job.written
+        if job.writer is None:  # written on the index thread (a job is returned only once written)
+            return True
         limit = CHECKPOINT_WRITE_LIMIT_S + CHECKPOINT_WRITE_LIMIT_PER_MEMORY_S * int(job.info["memories"])
         try:
             size, took = await asyncio.wait_for(asyncio.to_thread(job.writer.wait), limit)
             await self._on_store(self._snapshot_saved, job, size, took)
         except asyncio.TimeoutError:
             job.writer.stop()
-            self._snapshot_failed(job, f"the writing process took more than {limit:.0f} s and was ended; the next "
-                                       "round tries again")
+            self._snapshot_failed(job.kind, job.path, f"the writing process took more than {limit:.0f} s and was "
+                                                      "ended; the next round tries again")
             return False
         except snapshot.NotWritten as exc:
             if job.writer.stopped:
                 self.snapshots[job.kind, "stopped"] += 1
                 log.info("index.checkpoint_stopped", detail="the server stops, and writes its own snapshot")
             else:
-                self._snapshot_failed(job, str(exc))
+                self._snapshot_failed(job.kind, job.path, str(exc))
             return False
         except asyncio.CancelledError:  # the server stops: its own snapshot at close replaces this one
             job.writer.stop()
@@ -650,7 +647,8 @@ class MemoryCore:
             self.checkpoint_hold_seconds = time.perf_counter() - t0
 
     def _begin_checkpoint(self, version: str, position: Position, reason: str, fork: bool) -> _SnapshotJob | None:
-        job = self._snapshot_job(version, position, reason)
+        """The job, once forked or written here; None when none is (skipped or failed, logged)."""
+        job = self._snapshot_job(version, position, "checkpoint", reason)
         if job is None:
             return None
         if not fork or self._fork_unsafe is not None:

@@ -423,27 +423,34 @@ def test_sigterm_writes_the_snapshot_and_after_kill_9_it_is_brought_up_to_date(s
     assert fed.used_count == 1 and fed.helpful_count == 1
 
 
-def test_a_checkpoint_is_written_only_when_enough_changed_and_no_write_is_half_done(tmp_path):
-    srv = Running(tmp_path, checkpoint={"share": 0})  # off: upkeep writes none while serving
+@pytest.fixture
+def serving(tmp_path):
+    """An in-thread server whose upkeep writes no checkpoint (each test asks for its own), stopped at
+    the end once the gate (``tmp_path / "gate"``) is open, so that no copy still waits at it."""
+    srv = Running(tmp_path, checkpoint={"share": 0})
+    yield srv
+    (tmp_path / "gate").touch()
+    srv.stop()
+
+
+def test_a_checkpoint_is_written_only_when_enough_changed_and_no_write_is_half_done(serving):
+    srv = serving
+    srv.store(TEXTS[:4])
+    core = srv.core
+    assert not srv.call(core.checkpoint(0, 1, 0)) and not srv.path.exists()  # off
+    assert not srv.call(core.checkpoint(0.5, 5, 0)) and not srv.path.exists()  # 4 changed, 5 wanted
+    core._last_checkpoint -= 7200  # the last one two hours ago: due, at most hourly
+    core._pending_writes += 1  # as while a write is between its store call and its index call
     try:
-        srv.store(TEXTS[:4])
-        core = srv.core
-        assert not srv.call(core.checkpoint(0, 1, 0)) and not srv.path.exists()  # off
-        assert not srv.call(core.checkpoint(0.5, 5, 0)) and not srv.path.exists()  # 4 changed, 5 wanted
-        core._last_checkpoint -= 7200  # the last one two hours ago: due, at most hourly
-        core._pending_writes += 1  # as while a write is between its store call and its index call
-        try:
-            assert not srv.call(core.checkpoint(0.5, 1, 3600)) and not srv.path.exists()
-        finally:
-            core._pending_writes -= 1
-        core._checkpoint_looked -= 10  # the next round: tried again, not an hour later
-        with structlog.testing.capture_logs() as logs:
-            assert srv.call(core.checkpoint(0.5, 1, 3600)) and srv.path.exists()
-        assert [e["reason"] for e in logs if e["event"] == "index.snapshot_written"] == ["checkpoint: 4 memories changed"]
-        assert not srv.call(core.checkpoint(0.5, 1, 0))  # nothing changed since
-        assert not srv.call(core.checkpoint(0.5, 1, 3600))  # and not twice within the hour either way
+        assert not srv.call(core.checkpoint(0.5, 1, 3600)) and not srv.path.exists()
     finally:
-        srv.stop()
+        core._pending_writes -= 1
+    core._checkpoint_looked -= 10  # the next round: tried again, not an hour later
+    with structlog.testing.capture_logs() as logs:
+        assert srv.call(core.checkpoint(0.5, 1, 3600)) and srv.path.exists()
+    assert [e["reason"] for e in logs if e["event"] == "index.snapshot_written"] == ["checkpoint: 4 memories changed"]
+    assert not srv.call(core.checkpoint(0.5, 1, 0))  # nothing changed since
+    assert not srv.call(core.checkpoint(0.5, 1, 3600))  # and not twice within the hour either way
 
 
 @pytest.mark.integration
@@ -481,44 +488,41 @@ def test_a_checkpoint_while_serving_bounds_what_a_start_after_a_crash_indexes_ag
         assert memory_id in [e.result.memory.id for e in events if e.WhichOneof("event") == "result"], text
 
 
-def test_a_checkpoint_is_written_in_the_process_where_a_copy_may_not_be_forked(tmp_path, monkeypatch):
+def test_a_checkpoint_is_written_in_the_process_where_a_copy_may_not_be_forked(serving, monkeypatch):
     monkeypatch.setenv(snapshot.GRPC_FORK_VARIABLE, "1")
     assert "gRPC's fork handlers are on" in snapshot.fork_unsafe()
     monkeypatch.setenv(snapshot.GRPC_FORK_VARIABLE, "false")
     assert snapshot.fork_unsafe() is None or not snapshot.CAN_FORK
-    srv = Running(tmp_path, checkpoint={"share": 0})
-    try:
-        srv.store(TEXTS[:3])
-        core = srv.core
+    srv = serving
+    srv.store(TEXTS[:3])
+    core = srv.core
+    _due(core)
+    with structlog.testing.capture_logs() as logs:  # checkpoint.fork off
+        assert srv.call(core.checkpoint(0.5, 1, 0, fork=False)) and srv.path.exists()
+    assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
+    assert snapshot.trailer(srv.path)["memories"] == 3 and core._checkpoint_writer is None
+    srv.store(TEXTS[3:5])
+    core._fork_unsafe = "this platform cannot fork"  # as on one without fork()
+    _due(core)
+    with structlog.testing.capture_logs() as logs:
+        assert srv.call(core.checkpoint(0.1, 1, 0)) and srv.path.exists()
+    assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
+    assert snapshot.trailer(srv.path)["memories"] == 5 and core._checkpoint_writer is None
+    if snapshot.CAN_FORK:  # a fork refused (strict overcommit, a process limit): written here instead
+        core._fork_unsafe = None
+        srv.store(TEXTS[5:7])
         _due(core)
-        with structlog.testing.capture_logs() as logs:  # checkpoint.fork off
-            assert srv.call(core.checkpoint(0.5, 1, 0, fork=False)) and srv.path.exists()
-        assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
-        assert snapshot.trailer(srv.path)["memories"] == 3 and core._checkpoint_writer is None
-        srv.store(TEXTS[3:5])
-        core._fork_unsafe = "this platform cannot fork"  # as on one without fork()
-        _due(core)
+
+        def refused():
+            raise OSError(12, "Cannot allocate memory")
+
+        monkeypatch.setattr(os, "fork", refused)
         with structlog.testing.capture_logs() as logs:
-            assert srv.call(core.checkpoint(0.1, 1, 0)) and srv.path.exists()
-        assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.snapshot_written"]
-        assert snapshot.trailer(srv.path)["memories"] == 5 and core._checkpoint_writer is None
-        if snapshot.CAN_FORK:  # a fork refused (strict overcommit, a process limit): written here instead
-            core._fork_unsafe = None
-            srv.store(TEXTS[5:7])
-            _due(core)
-
-            def refused():
-                raise OSError(12, "Cannot allocate memory")
-
-            monkeypatch.setattr(os, "fork", refused)
-            with structlog.testing.capture_logs() as logs:
-                assert srv.call(core.checkpoint(0.1, 1, 0))
-            monkeypatch.undo()
-            assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.checkpoint_not_forked",
-                                                                                    "index.snapshot_written"]
-            assert snapshot.trailer(srv.path)["memories"] == 7 and core._checkpoint_writer is None
-    finally:
-        srv.stop()
+            assert srv.call(core.checkpoint(0.1, 1, 0))
+        monkeypatch.undo()
+        assert [e["event"] for e in logs if e["event"].startswith("index.")] == ["index.checkpoint_not_forked",
+                                                                                "index.snapshot_written"]
+        assert snapshot.trailer(srv.path)["memories"] == 7 and core._checkpoint_writer is None
 
 
 def test_checkpoint_fork_off_has_the_upkeep_write_checkpoints_on_the_index_thread(tmp_path):
@@ -577,49 +581,45 @@ def _forking(srv: Running):
 
 
 @forks
-def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_serving(tmp_path, monkeypatch):
+def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_serving(serving, tmp_path, monkeypatch):
     gate = tmp_path / "gate"
-    srv = Running(tmp_path, checkpoint={"share": 0})
-    try:
-        ids = srv.store(TEXTS[:6])
-        core = srv.core
-        head = core.store.position().change
-        _gated_write(monkeypatch, gate)
-        with structlog.testing.capture_logs() as logs:
-            running, writer = _forking(srv)
-            # the copy holds none of the server's files or sockets: only the standard streams and
-            # the pipe it reports on (it waits at the gate before it opens the file it writes)
-            fds = {int(f.name) for f in Path(f"/proc/{writer.pid}/fd").iterdir()} if Path("/proc/self/fd").exists() else set()
-            deadline = time.monotonic() + 10
-            while len(fds) > 4 and time.monotonic() < deadline:  # until it has closed the rest
-                time.sleep(0.01)
-                fds = {int(f.name) for f in Path(f"/proc/{writer.pid}/fd").iterdir()}
-            if fds:
-                kept = fds - {0, 1, 2}
-                assert len(kept) == 1 and os.readlink(f"/proc/{writer.pid}/fd/{kept.pop()}").startswith("pipe:"), fds
-            # while the copy writes, the server serves reads and writes as usual
-            (late,) = srv.store([TEXTS[6]])
-            found = srv.stub.Retrieve(pb.RetrieveRequest(text=TEXTS[6], top_k=3), metadata=srv.auth, timeout=30)
-            assert late in [e.result.memory.id for e in found if e.WhichOneof("event") == "result"]
-            assert not srv.path.exists() and not running.done()
-            gate.touch()
-            assert running.result(60) is True
-        assert [e["event"] for e in logs if e["event"].startswith("index.")][:2] == ["index.checkpoint_forked",
-                                                                                    "index.snapshot_written"]
-        meta = snapshot.trailer(srv.path)
-        # the indexes as they stood at the fork: the six memories, the journal up to then
-        assert meta["memories"] == 6 and meta["database"]["change"] == head
-        # the index thread was held for the fork only, not for the write (/metrics reads these)
-        assert core.snapshots == {("checkpoint", "written"): 1}
-        assert core.checkpoint_hold_seconds < core.snapshot_write_seconds["checkpoint"]
-        assert core._snapshot_change == head
-        # pruned up to the snapshot only: the store made during the write is still listed (and
-        # the usage counters the retrieval wrote, if they were flushed already)
-        assert [i for i, counters in core.store.changes_since(0) if not counters] == [late]
-        assert len(ids) == 6
-    finally:
+    srv = serving
+    ids = srv.store(TEXTS[:6])
+    core = srv.core
+    head = core.store.position().change
+    _gated_write(monkeypatch, gate)
+    with structlog.testing.capture_logs() as logs:
+        running, writer = _forking(srv)
+        # the copy holds none of the server's files or sockets: only the standard streams and
+        # the pipe it reports on (it waits at the gate before it opens the file it writes)
+        fds = {int(f.name) for f in Path(f"/proc/{writer.pid}/fd").iterdir()} if Path("/proc/self/fd").exists() else set()
+        deadline = time.monotonic() + 10
+        while len(fds) > 4 and time.monotonic() < deadline:  # until it has closed the rest
+            time.sleep(0.01)
+            fds = {int(f.name) for f in Path(f"/proc/{writer.pid}/fd").iterdir()}
+        if fds:
+            kept = fds - {0, 1, 2}
+            assert len(kept) == 1 and os.readlink(f"/proc/{writer.pid}/fd/{kept.pop()}").startswith("pipe:"), fds
+        # while the copy writes, the server serves reads and writes as usual
+        (late,) = srv.store([TEXTS[6]])
+        found = srv.stub.Retrieve(pb.RetrieveRequest(text=TEXTS[6], top_k=3), metadata=srv.auth, timeout=30)
+        assert late in [e.result.memory.id for e in found if e.WhichOneof("event") == "result"]
+        assert not srv.path.exists() and not running.done()
         gate.touch()
-        srv.stop()
+        assert running.result(60) is True
+    assert [e["event"] for e in logs if e["event"].startswith("index.")][:2] == ["index.checkpoint_forked",
+                                                                                "index.snapshot_written"]
+    meta = snapshot.trailer(srv.path)
+    # the indexes as they stood at the fork: the six memories, the journal up to then
+    assert meta["memories"] == 6 and meta["database"]["change"] == head
+    # the index thread was held for the fork only, not for the write (/metrics reads these)
+    assert core.snapshots == {("checkpoint", "written"): 1}
+    assert core.checkpoint_hold_seconds < core.snapshot_write_seconds["checkpoint"]
+    assert core._snapshot_change == head
+    # pruned up to the snapshot only: the store made during the write is still listed (and
+    # the usage counters the retrieval wrote, if they were flushed already)
+    assert [i for i, counters in core.store.changes_since(0) if not counters] == [late]
+    assert len(ids) == 6
 
 
 @forks
@@ -732,28 +732,24 @@ def _running(pid: int) -> bool:
 
 
 @forks
-def test_a_checkpoint_copy_that_takes_too_long_is_ended_and_the_next_round_forks_another(tmp_path, monkeypatch):
+def test_a_checkpoint_copy_that_takes_too_long_is_ended_and_the_next_round_forks_another(serving, tmp_path, monkeypatch):
     from teleo_server import core as core_module
 
     gate = tmp_path / "gate"
-    srv = Running(tmp_path, checkpoint={"share": 0})
-    try:
-        srv.store(TEXTS[:4])
-        core = srv.core
-        _gated_write(monkeypatch, gate)  # the copy hangs at the gate
-        monkeypatch.setattr(core_module, "CHECKPOINT_WRITE_LIMIT_S", 0.5)
-        _due(core)
-        with structlog.testing.capture_logs() as logs:
-            assert srv.call(core.checkpoint(0.5, 1, 0)) is False
-        (failed,) = [e for e in logs if e["event"] == "index.snapshot_failed"]
-        assert "took more than" in failed["error"] and core._checkpoint_writer is None
-        assert not srv.path.exists() and not snapshot.partial(srv.path).exists()
-        gate.touch()
-        _due(core)
-        assert srv.call(core.checkpoint(0.5, 1, 0)) is True and snapshot.trailer(srv.path)["memories"] == 4
-    finally:
-        gate.touch()
-        srv.stop()
+    srv = serving
+    srv.store(TEXTS[:4])
+    core = srv.core
+    _gated_write(monkeypatch, gate)  # the copy hangs at the gate
+    monkeypatch.setattr(core_module, "CHECKPOINT_WRITE_LIMIT_S", 0.5)
+    _due(core)
+    with structlog.testing.capture_logs() as logs:
+        assert srv.call(core.checkpoint(0.5, 1, 0)) is False
+    (failed,) = [e for e in logs if e["event"] == "index.snapshot_failed"]
+    assert "took more than" in failed["error"] and core._checkpoint_writer is None
+    assert not srv.path.exists() and not snapshot.partial(srv.path).exists()
+    gate.touch()
+    _due(core)
+    assert srv.call(core.checkpoint(0.5, 1, 0)) is True and snapshot.trailer(srv.path)["memories"] == 4
 
 
 # ---- the file format ---------------------------------------------------------------------------------

@@ -274,6 +274,7 @@ def _forked_write(r: Any, queries: Any, path: Path) -> dict[str, Any]:
     import threading
 
     from bench.harness import teleo_inproc
+    from bench.harness.results import percentiles
     from teleo_server import snapshot
 
     def timed(j: int) -> float:
@@ -282,9 +283,8 @@ def _forked_write(r: Any, queries: Any, path: Path) -> dict[str, Any]:
         return (time.perf_counter() - t) * 1e3
 
     def pct(xs: list[float]) -> dict[str, float]:
-        xs = sorted(xs)
-        return {"n": len(xs), "p50_ms": round(xs[len(xs) // 2], 2), "p99_ms": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))], 2),
-                "max_ms": round(xs[-1], 2)}
+        p = percentiles(xs)
+        return {"n": p["n"], "p50_ms": round(p["p50"], 2), "p99_ms": round(p["p99"], 2), "max_ms": round(p["max"], 2)}
 
     alone = [timed(j % len(queries)) for j in range(len(queries))]
     state, shared = r.snapshot_state()
