@@ -85,44 +85,43 @@ class Memory:
     sufficient_count: int = 0      # Feedback said the retrieval's results were enough
     insufficient_count: int = 0    # ... or that a follow-up query was needed
 
-    def pack(self) -> None:
-        """Keep ``content`` compressed from now on, where that is smaller (a record the index
-        holds for as long as the memory lives); reading ``content`` still gives the text. The
-        strings most records repeat (namespace, source, session, model version) become one shared
-        object each, and so do equal times and the default confidence and importance."""
-        self.namespace = sys.intern(self.namespace)
-        self.source = sys.intern(self.source)
-        self.session_id = sys.intern(self.session_id)
-        self.model_version = sys.intern(self.model_version)
-        self.confidence = _SHARED_FLOATS.get(self.confidence, self.confidence)
-        self.importance = _SHARED_FLOATS.get(self.importance, self.importance)
-        if self.ingestion_time == self.event_time:
-            self.ingestion_time = self.event_time
-        text = _CONTENT_SLOT.__get__(self, Memory)
-        if type(text) is str and len(text) >= PACK_AT:
-            packed = zlib.compress(text.encode("utf-8"), 6, _WBITS)
-            if sys.getsizeof(packed) < PACK_RATIO * sys.getsizeof(text):
-                _CONTENT_SLOT.__set__(self, packed)
-
     @property
     def packed(self) -> bool:
         """Whether ``content`` is held compressed."""
         return type(_CONTENT_SLOT.__get__(self, Memory)) is bytes
 
 
-# A record the index holds keeps its text deflated (``Memory.pack``): a SciFact abstract takes 0.7 KB
+# A record the index holds keeps its text deflated (``held_text``): a SciFact abstract takes 0.7 KB
 # instead of 1.9 as a str, and reading it back costs about 9 us. Shorter texts gain too little.
 PACK_AT = 256
 PACK_RATIO = 0.8           # kept deflated only when that saves at least a fifth
 _WBITS = -15               # raw deflate: no header or checksum (the text is in the database too)
 _CONTENT_SLOT = Memory.__dict__["content"]
-# one float object each for the values nearly every record carries (24 bytes a record apiece)
-_SHARED_FLOATS = {v: v for v in (0.0, 0.5, 1.0)}
+
+
+def held_text(memory: Memory) -> str | bytes:
+    """The form of ``memory``'s text a record keeps: raw-deflated UTF-8 bytes where that saves at
+    least a fifth of a long text, else the str itself."""
+    text = _CONTENT_SLOT.__get__(memory, Memory)
+    if type(text) is str and len(text) >= PACK_AT:
+        packed = zlib.compress(text.encode("utf-8"), 6, _WBITS)
+        if sys.getsizeof(packed) < PACK_RATIO * sys.getsizeof(text):
+            return packed
+    return text
+
+
+def hold_text(memory: Memory, held: str | bytes) -> None:
+    """Give ``memory`` a text in the form ``held_text`` made; ``content`` inflates it when read."""
+    _CONTENT_SLOT.__set__(memory, held)
+
+
+def text_of(held: str | bytes) -> str:
+    """The text a form made by ``held_text`` holds."""
+    return held if type(held) is str else zlib.decompress(held, _WBITS).decode("utf-8")
 
 
 def _get_content(self: Memory) -> str:
-    text = _CONTENT_SLOT.__get__(self, Memory)
-    return text if type(text) is str else zlib.decompress(text, _WBITS).decode("utf-8")
+    return text_of(_CONTENT_SLOT.__get__(self, Memory))
 
 
 def _set_content(self: Memory, text: str) -> None:
@@ -233,6 +232,9 @@ __all__ = [
     "MemoryType",
     "Principal",
     "content_hash",
+    "held_text",
+    "hold_text",
+    "text_of",
     "time_in_range",
     "unreadable_reason",
 ]

@@ -17,8 +17,10 @@ LEVELS = (AccessLevel.PUBLIC, AccessLevel.INTERNAL, AccessLevel.CONFIDENTIAL, Ac
 def _expected(cat: Catalog, principal) -> np.ndarray:
     """Row by row, as the access rules say."""
     out = np.zeros(cat.n_rows, dtype=bool)
-    for row, m in enumerate(cat.memories):
-        out[row] = m is not None and principal.can_read(m.namespace, m.access_level)
+    for row in range(cat.n_rows):
+        if cat.alive[row]:
+            m = cat.memory(row)
+            out[row] = principal.can_read(m.namespace, m.access_level)
     return out
 
 
@@ -60,8 +62,8 @@ def test_chunk_mask_is_made_from_the_memory_mask_when_first_asked():
 
 
 def test_records_share_one_string_per_namespace_version_and_session():
-    """Equal namespaces, model versions and session ids read from separate rows end up as one
-    object in the catalog's records; their values are unchanged."""
+    """Equal namespaces, model versions and session ids read from separate rows are kept once, as
+    codes into one table each: records read back hold one object for each; the values are unchanged."""
     from dataclasses import replace
 
     cat = Catalog()
@@ -69,14 +71,14 @@ def test_records_share_one_string_per_namespace_version_and_session():
         m = memory(f"m{i}", f"text {i}", namespace="".join(["team", "-a"]))
         m = replace(m, model_version="".join(["v", "1"]), session_id="".join(["s", str(i % 2)]))
         cat.add(m, 1)
-    records = [m for m in cat.memories if m is not None]
+    records = [cat.memory(row) for row in range(4)]
     assert {m.namespace for m in records} == {"team-a"} and len({id(m.namespace) for m in records}) == 1
     assert len({id(m.model_version) for m in records}) == 1
     assert [m.session_id for m in records] == ["s0", "s1", "s0", "s1"]
     assert records[0].session_id is records[2].session_id
     updated = replace(records[1], namespace="".join(["team", "-a"]))
     cat.update(updated)
-    assert cat.memories[1].namespace is records[0].namespace
+    assert cat.memory(1).namespace is records[0].namespace
 
 
 def test_shrunk_cuts_in_place_unless_something_else_holds_the_buffer():
@@ -109,7 +111,7 @@ def test_records_the_index_keeps_hold_their_text_deflated_and_read_it_back_uncha
     r = make_retriever(PipelineSettings(), "numpy")
     for mid, text in (("long", long_text), ("accented", accented), ("short", "a short note about kubernetes")):
         r.add(syn.memory(mid, text), syn.embedding())
-    records = {m.id: m for m in r.catalog.memories if m is not None}
+    records = {mid: r.catalog.memory(r.catalog.row_of[mid]) for mid in ("long", "accented", "short")}
     assert records["long"].packed and records["accented"].packed and not records["short"].packed
     assert records["long"].content == long_text and records["accented"].content == accented
     held = _CONTENT_SLOT.__get__(records["long"])
@@ -131,43 +133,87 @@ def test_records_the_index_keeps_hold_their_text_deflated_and_read_it_back_uncha
     assert r.catalog.memory(r.catalog.row_of["accented"]).packed and updated.content == accented
 
 
-def test_records_the_index_keeps_share_the_strings_and_values_they_repeat():
-    """Two memories built from separate but equal strings (as rows read from the database are) hold
-    one namespace, source, session and model version object between them once indexed, and one
-    object for equal times and the default confidence; the values read the same."""
+def test_a_record_reads_back_every_field_as_written_through_updates_and_compaction():
+    """The catalog keeps a memory as its columns and one byte string, not as the object it was
+    given: every field reads back equal (a hash that is not hex, metadata, links, a session, exact
+    times and values, counters), a read gives a new object each time, and the record survives a
+    feedback update, the removal of other rows and compaction."""
     from dataclasses import replace
 
-    from teleo_server.pipeline import PipelineSettings, make_retriever
+    from teleo_server.domain import Link, LinkType, MemoryType
 
-    def fresh(s: str) -> str:
-        return "".join(list(s))  # an equal str that is not the same object
+    given = memory("kept", "the canary stage runs before every deployment", namespace="ops",
+                   access_level=AccessLevel.CONFIDENTIAL, memory_type=MemoryType.PROCEDURAL, source="runbook.md",
+                   confidence=0.37, importance=0.91, event_time=1_700_000_000.25, ingestion_time=1_700_000_100.5,
+                   session_id="s-9", session_position=4, evergreen=True, model_version="minilm+splade+r1",
+                   metadata={"team": "sre", "ticket": "OPS-12"}, chunk_count=2, retrieved_count=7, used_count=3,
+                   helpful_count=2, misled_count=1, sufficient_count=4, insufficient_count=5,
+                   links=(Link("other", LinkType.SUPERSEDES, 0.5), Link("third", LinkType.CAUSES)))
+    odd_hash = replace(memory("odd", "a note"), content_hash="not-a-sha256")
+    upper = replace(memory("upper", "another note"), content_hash="AB" * 32)
+    cat = Catalog()
+    for m in (memory("gone", "removed soon"), given, odd_hash, upper):
+        cat.add(m, 1)
+    for m in (given, odd_hash, upper):
+        assert cat.memory(cat.row_of[m.id]) == m
+    row = cat.row_of["kept"]
+    assert cat.memory(row) is not cat.memory(row) and cat.memory(row).links[0].type is LinkType.SUPERSEDES
+    read = cat.memory(row)
+    read.metadata["team"] = "changed"  # a read is a copy: changing it changes nothing kept
+    assert cat.memory(row).metadata["team"] == "sre"
+    cat.count_retrieved(["kept"])
+    fed = replace(given, retrieved_count=8, helpful_count=3, metadata={"team": "sre"})
+    cat.update(fed)
+    cat.remove("gone")
+    assert "gone" not in cat.row_of and len(cat.row_of) == 3
+    keep, _ = cat.compact()
+    assert keep.tolist() == [1, 2, 3] and cat.row_of["kept"] == 0
+    assert cat.memory(0) == fed and cat.id_of(2) == "upper" and cat.ids_of(np.array([2, 0])) == ["upper", "kept"]
+    np.testing.assert_array_equal(cat.feedback_counts(np.array([0, 1])), [[3, 1, 4, 5], [0, 0, 0, 0]])
+    # a memory id stored again after its removal (a re-index) is found at its new row only
+    cat.remove("odd")
+    cat.add(replace(odd_hash, content="a note, edited"), 1)
+    assert cat.row_of["odd"] == 3 and cat.memory(3).content == "a note, edited" and len(cat.row_of) == 3
 
-    r = make_retriever(PipelineSettings(), "numpy")
-    for mid in ("a", "b"):
-        m = replace(syn.memory(mid, f"note {mid} about the staging cluster"), namespace=fresh("team-alpha"),
-                    source=fresh("slack-import"), session_id=fresh("session-17"),
-                    model_version=fresh("minilm+splade+r1"), confidence=float("1.0"),
-                    event_time=1_700_000_000.5, ingestion_time=float("1700000000.5"))
-        assert m.ingestion_time is not m.event_time
-        r.add(m, syn.embedding())
-    a, b = (r.catalog.memory(r.catalog.row_of[i]) for i in ("a", "b"))
-    for name in ("namespace", "source", "session_id", "model_version"):
-        assert getattr(a, name) is getattr(b, name), name
-    assert (a.namespace, a.source, a.session_id, a.model_version) == (
-        "team-alpha", "slack-import", "session-17", "minilm+splade+r1")
-    assert a.confidence is b.confidence and a.confidence == 1.0
-    assert a.ingestion_time is a.event_time and a.event_time == 1_700_000_000.5
+
+def test_records_cost_no_python_objects_per_memory():
+    """Holding more memories holds no more Python objects (the records, ids and metadata-free
+    fields live in arrays), so a forked checkpoint pickling them copies no page of objects."""
+    import gc
+
+    def reachable(root: object) -> int:
+        seen, stack = set(), [root]
+        while stack:
+            o = stack.pop()
+            if id(o) not in seen:
+                seen.add(id(o))
+                if not isinstance(o, (type, np.ndarray)):
+                    stack.extend(gc.get_referents(o))
+        return len(seen)
+
+    def objects_after(n: int) -> int:
+        cat = Catalog()
+        for i in range(n):
+            cat.add(memory(f"m{i:05d}", f"note number {i} about the staging cluster", session_id=f"s{i % 3}"), 1)
+        cat.settle()  # the newest ids fold into the id table's arrays (as after a bulk load)
+        return reachable(cat)
+
+    assert objects_after(3_000) == objects_after(1_000)
 
 
-def test_a_retrieval_is_counted_on_the_record_in_place():
-    """The retrieved count moves on the indexed record itself: no copy read from the store earlier
-    (perhaps before an Update) replaces it."""
+def test_a_retrieval_is_counted_on_the_record():
+    """The retrieved count moves on the indexed record; a record read before is a copy and does
+    not change; an update from the store sets the counters it carries."""
+    from dataclasses import replace
+
     cat = Catalog()
     cat.add(memory("a", "first note", retrieved_count=3), 1)
     cat.add(memory("b", "second note"), 1)
-    record = cat.memories[0]
+    before = cat.memory(0)
     cat.count_retrieved(["a", "a", "unknown", "b"])
-    assert cat.memories[0] is record and record.retrieved_count == 5 and cat.memories[1].retrieved_count == 1
+    assert cat.memory(0).retrieved_count == 5 and cat.memory(1).retrieved_count == 1 and before.retrieved_count == 3
+    cat.update(replace(before, retrieved_count=9))
+    assert cat.memory(0).retrieved_count == 9
     cat.remove("b")
     cat.count_retrieved(["b"])  # removed: nothing to count
-    assert cat.memories[1] is None
+    assert "b" not in cat.row_of and cat.memory(0).retrieved_count == 9

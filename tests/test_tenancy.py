@@ -84,7 +84,9 @@ def test_an_unservable_indexed_row_is_quarantined_not_failing_retrieve(api_serve
     bad = stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="kelp forests shelter otters near the coast", namespace="quar")),
                      metadata=auth, timeout=30).id
     retriever = api_server.app.core.retriever
-    retriever.catalog.memory(retriever.catalog.row_of[bad]).event_time = 1e12
+    indexed = retriever.catalog.memory(retriever.catalog.row_of[bad])
+    indexed.event_time = 1e12
+    retriever.catalog.update(indexed)
     with sqlite3.connect(api_server.app.core.store.path) as conn:
         conn.execute("UPDATE memories SET event_time = 1e12 WHERE id = ?", (bad,))
     results, summary = _results(stub, auth, text="kelp forests coast", top_k=5, filters=pb.RetrieveFilters(namespaces=["quar"]))

@@ -1,24 +1,32 @@
-"""Row bookkeeping for indexed memories: ids, chunk rows, and the columns filters and ACL read.
+"""Row bookkeeping for indexed memories: ids, records, chunk rows, and the columns filters and ACL read.
 
 Memories occupy *memory rows* and their chunks *chunk rows*; every space index is keyed by one of
 the two. Removal tombstones a row (``alive`` goes False); ``compact`` renumbers rows densely and
-returns the kept old rows so every index can follow.
+returns the kept old rows so every index can follow. A memory's record is its columns here and
+one byte string of the rest (``index/records.py``); :meth:`Catalog.memory` makes a ``Memory`` of
+them when it is read.
 """
 
 from __future__ import annotations
 
+import marshal
 import sys
 
 import numpy as np
 
 from teleo_server.compute.sets import member
-from teleo_server.domain import AccessLevel, Memory, Principal
+from teleo_server.domain import AccessLevel, Link, LinkType, Memory, MemoryType, Principal, held_text, hold_text, text_of
 from teleo_server.extract.code import LANGUAGES, detect
 from teleo_server.index.base import Expression
+from teleo_server.index.columns import Column
+from teleo_server.index.records import Records, RowIds
 from teleo_server.query import Filters, visible
 
 
 _READABLE_KEPT = 8  # access tables whose readable mask is kept
+_TYPES = {int(t): t for t in MemoryType}
+_LEVELS = {int(a): a for a in AccessLevel}
+_LINKS = {int(t): t for t in LinkType}
 # code_language codes: 0 = no code, 1 = code in a language not recognised, then LANGUAGES in order
 LANGUAGE_CODES = {"unknown": 1, **{name: i + 2 for i, name in enumerate(LANGUAGES)}}
 
@@ -53,41 +61,6 @@ def shrunk(a: np.ndarray, rows: int) -> np.ndarray:
     return a[:rows].copy()
 
 
-class Column:
-    """A growable 1-D numpy array (amortised O(1) append)."""
-
-    __slots__ = ("_a", "n")
-
-    def __init__(self, dtype: np.dtype | type, fill: float | int | bool = 0) -> None:
-        self._a = np.full(64, fill, dtype=dtype)
-        self.n = 0
-
-    def append(self, value: float | int | bool) -> None:
-        if self.n == self._a.size:
-            self._a = np.concatenate([self._a, np.zeros_like(self._a)])
-        self._a[self.n] = value
-        self.n += 1
-
-    def extend(self, values: np.ndarray) -> None:
-        need = self.n + values.size
-        if need > self._a.size:
-            grown = np.zeros(max(need, 2 * self._a.size), dtype=self._a.dtype)
-            grown[: self.n] = self._a[: self.n]
-            self._a = grown
-        self._a[self.n : need] = values
-        self.n = need
-
-    @property
-    def view(self) -> np.ndarray:
-        return self._a[: self.n]
-
-    def keep(self, rows: np.ndarray) -> None:
-        kept = self._a[rows].copy()
-        self._a = np.zeros(max(64, kept.size), dtype=self._a.dtype)
-        self._a[: kept.size] = kept
-        self.n = kept.size
-
-
 class Catalog:
     """Memory rows, chunk rows and filterable columns.
 
@@ -99,14 +72,14 @@ class Catalog:
     """
 
     def __init__(self) -> None:
-        self.memories: list[Memory | None] = []
-        self.row_of: dict[str, int] = {}
+        self.row_of = RowIds()  # memory id -> row (``get``, ``in``, ``[id]`` like a dict)
+        self._records = Records()  # per row: the fields no column holds (``_record``)
         self._ns_codes: dict[str, int] = {}
         self.ns_names: list[str] = []
         self._session_codes: dict[str, int] = {"": 0}
-        # one string object per distinct namespace, model version and session id, shared by every
-        # memory record that carries it (each record read from the database has its own copy)
-        self._shared: dict[str, str] = {}
+        self._session_names: list[str] = [""]
+        self._version_codes: dict[str, int] = {}
+        self._version_names: list[str] = []
         self._metadata: dict[tuple[str, str], set[int]] = {}
         self._alive = Column(np.bool_, False)
         self._ns = Column(np.int32)
@@ -120,6 +93,12 @@ class Catalog:
         self._position = Column(np.int32, -1)
         self._evergreen = Column(np.bool_, False)
         self._used = Column(np.int64)
+        # the other usage and feedback counters of the records
+        self._retrieved = Column(np.int64)
+        self._helpful = Column(np.int64)
+        self._misled = Column(np.int64)
+        self._sufficient = Column(np.int64)
+        self._insufficient = Column(np.int64)
         self._lang = Column(np.int8)  # the language of the code a memory holds (code_language)
         self._chunk_start = Column(np.int64)
         self._chunk_count = Column(np.int32)
@@ -213,10 +192,7 @@ class Catalog:
         """Append a memory; returns its memory row and its chunk rows (int64 (n_chunks,))."""
         row = self.n_rows
         self.version += 1
-        self._share_strings(memory)
-        self.memories.append(memory)
-        self.row_of[memory.id] = row
-        self._alive.append(True)
+        self._records.append(self._record(memory))
         self._ns.append(self._code(self._ns_codes, memory.namespace, self.ns_names))
         self._level.append(int(memory.access_level))
         self._mtype.append(int(memory.memory_type))
@@ -224,10 +200,15 @@ class Catalog:
         self._ingested.append(memory.ingestion_time)
         self._conf.append(memory.confidence)
         self._importance.append(memory.importance)
-        self._session.append(self._code(self._session_codes, memory.session_id, None))
+        self._session.append(self._code(self._session_codes, memory.session_id, self._session_names))
         self._position.append(-1 if memory.session_position is None else memory.session_position)
         self._evergreen.append(memory.evergreen)
         self._used.append(memory.used_count)
+        self._retrieved.append(memory.retrieved_count)
+        self._helpful.append(memory.helpful_count)
+        self._misled.append(memory.misled_count)
+        self._sufficient.append(memory.sufficient_count)
+        self._insufficient.append(memory.insufficient_count)
         self._lang.append(language_code(memory.content))
         first = self.n_chunks
         self._chunk_start.append(first)
@@ -236,48 +217,65 @@ class Catalog:
         self._not_one_chunk += n_chunks != 1
         for kv in memory.metadata.items():
             self._metadata.setdefault(kv, set()).add(row)
+        self._alive.append(True)
+        self.row_of.add(memory.id, row)  # last: the id finds a row whose columns are all written
         return row, np.arange(first, first + n_chunks, dtype=np.int64)
 
-    def _share_strings(self, memory: Memory) -> None:
-        shared = self._shared
-        memory.namespace = shared.setdefault(memory.namespace, memory.namespace)
-        memory.model_version = shared.setdefault(memory.model_version, memory.model_version)
-        memory.session_id = shared.setdefault(memory.session_id, memory.session_id)
+    def _record(self, memory: Memory) -> bytes:
+        """The bytes of ``memory``'s fields that no column holds exactly: its text (deflated when
+        long), its hash (32 bytes when it is a sha256 in hex), source, event and ingestion times,
+        confidence and importance as given, session position, links, metadata, the model version's
+        code and the chunk count."""
+        digest: str | bytes = memory.content_hash
+        try:
+            raw = bytes.fromhex(digest)
+            if raw.hex() == digest:
+                digest = raw
+        except ValueError:
+            pass
+        links = tuple((link.target_id, int(link.type), link.weight) for link in memory.links)
+        return marshal.dumps((held_text(memory), digest, memory.source, memory.event_time, memory.ingestion_time,
+                              memory.confidence, memory.importance, memory.session_position, links,
+                              memory.metadata or None,
+                              self._code(self._version_codes, memory.model_version, self._version_names),
+                              memory.chunk_count))
+
+    def settle(self) -> None:
+        """Fold the newest ids into the id table's arrays (after a bulk load)."""
+        self.row_of.settle()
 
     def remove(self, memory_id: str) -> int | None:
-        row = self.row_of.pop(memory_id, None)
+        row = self.row_of.get(memory_id)
         if row is None:
             return None
-        memory = self.memories[row]
-        assert memory is not None
+        metadata = self.memory(row).metadata
+        self.row_of.pop(memory_id)
         self.version += 1
-        for kv in memory.metadata.items():
+        for kv in metadata.items():
             self._metadata.get(kv, set()).discard(row)
-        self.memories[row] = None
         self._alive.view[row] = False
         self.dead += 1
         return row
 
     def update(self, memory: Memory) -> int | None:
-        """Refresh feedback counters and the stored Memory; returns the row or None if unknown."""
+        """Refresh a record (its feedback and usage counters, and the fields its bytes hold);
+        returns the row or None if unknown."""
         row = self.row_of.get(memory.id)
         if row is None:
             return None
-        self._share_strings(memory)
-        memory.pack()
-        self.memories[row] = memory
-        self._used.view[row] = memory.used_count
+        self._records.replace(row, self._record(memory))
+        for col, value in ((self._used, memory.used_count), (self._retrieved, memory.retrieved_count),
+                           (self._helpful, memory.helpful_count), (self._misled, memory.misled_count),
+                           (self._sufficient, memory.sufficient_count), (self._insufficient, memory.insufficient_count)):
+            col.view[row] = value
         return row
 
     def count_retrieved(self, ids: list[str]) -> None:
-        """One more retrieval on the records of ``ids`` (unknown ids are skipped). The record is
-        changed in place, not replaced: a copy read from the store before an Update finished
-        could otherwise put the old version back."""
+        """One more retrieval on the records of ``ids`` (unknown ids are skipped)."""
         for memory_id in ids:
             row = self.row_of.get(memory_id)
-            memory = self.memories[row] if row is not None else None
-            if memory is not None:
-                memory.retrieved_count += 1
+            if row is not None:
+                self._retrieved.view[row] += 1
 
     def compact(self) -> tuple[np.ndarray, np.ndarray]:
         """Drop tombstoned rows; returns kept old memory rows and kept old chunk rows (int64)."""
@@ -287,7 +285,8 @@ class Catalog:
         new_of_old = np.full(self.n_rows, -1, dtype=np.int64)
         new_of_old[keep] = np.arange(keep.size)
         for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._ingested, self._conf, self._importance,
-                    self._session, self._position, self._evergreen, self._used, self._lang, self._chunk_count):
+                    self._session, self._position, self._evergreen, self._used, self._retrieved, self._helpful,
+                    self._misled, self._sufficient, self._insufficient, self._lang, self._chunk_count):
             col.keep(keep)
         mem_of_chunk = new_of_old[self.chunk_mem[keep_chunks]].astype(np.int32)
         self._chunk_mem = Column(np.int32)
@@ -298,8 +297,8 @@ class Catalog:
         self._chunk_start = Column(np.int64)
         self._chunk_start.extend(starts)
         self._not_one_chunk = int(np.count_nonzero(self.chunk_count != 1))
-        self.memories = [self.memories[r] for r in keep]
-        self.row_of = {m.id: i for i, m in enumerate(self.memories) if m is not None}
+        self._records = self._records.kept(keep)
+        self.row_of = self.row_of.kept(keep)
         self._metadata = {kv: {int(new_of_old[r]) for r in rows} for kv, rows in self._metadata.items() if rows}
         self.dead = 0
         return keep, keep_chunks
@@ -414,9 +413,55 @@ class Catalog:
         raise KeyError(f"no row attribute {name!r}")
 
     def memory(self, row: int) -> Memory:
-        m = self.memories[row]
-        assert m is not None, "tombstoned row"
+        """The record of a memory row not removed, as a new ``Memory`` (changing it changes
+        nothing here: ``update`` does)."""
+        assert self._alive.at(row), "tombstoned row"
+        return self._made(self.row_of.id_of(row), self._records.get(row), *(c.at(row) for c in self._record_columns()))
+
+    def memories(self, rows: np.ndarray) -> list[Memory]:
+        """The records of several memory rows not removed (each column read once for them all)."""
+        rows = np.asarray(rows, np.int64)
+        assert bool(self.alive[rows].all()), "tombstoned row"
+        return [self._made(*values) for values in zip(self.row_of.ids_of(rows), self._records.many(rows),
+                                                      *(c.view[rows].tolist() for c in self._record_columns()))]
+
+    def _record_columns(self) -> tuple[Column, ...]:
+        """The columns a record is made from, in :meth:`_made`'s order."""
+        return (self._ns, self._mtype, self._level, self._session, self._evergreen, self._retrieved, self._used,
+                self._helpful, self._misled, self._sufficient, self._insufficient)
+
+    def _made(self, memory_id: str, record: memoryview, ns: int, mtype: int, level: int, session: int,
+              evergreen: bool, retrieved: int, used: int, helpful: int, misled: int, sufficient: int,
+              insufficient: int) -> Memory:
+        """A ``Memory`` of a record's bytes (:meth:`_record`) and its columns' values."""
+        (held, digest, source, event_time, ingestion_time, confidence, importance, position, links, metadata,
+         version, chunk_count) = marshal.loads(record)
+        m = Memory(memory_id, self.ns_names[ns], "", digest.hex() if type(digest) is bytes else digest,
+                   _TYPES[mtype], _LEVELS[level], source, confidence, importance, event_time, ingestion_time,
+                   self._session_names[session], position,
+                   tuple(Link(target, _LINKS[kind], weight) for target, kind, weight in links) if links else (),
+                   dict(metadata) if metadata else {}, bool(evergreen), self._version_names[version], chunk_count,
+                   retrieved, used, helpful, misled, sufficient, insufficient)
+        hold_text(m, held)
         return m
+
+    def content(self, row: int) -> str:
+        """The text of a memory row not removed (without making its whole record)."""
+        assert self._alive.at(row), "tombstoned row"
+        return text_of(marshal.loads(self._records.get(row))[0])
+
+    def id_of(self, row: int) -> str:
+        """The memory id of a row (removed or not)."""
+        return self.row_of.id_of(row)
+
+    def ids_of(self, rows: np.ndarray) -> list[str]:
+        """The memory ids of several rows at once."""
+        return self.row_of.ids_of(rows)
+
+    def feedback_counts(self, rows: np.ndarray) -> np.ndarray:
+        """int64 (len(rows), 4): the helpful, misled, sufficient and insufficient marks of rows."""
+        rows = np.asarray(rows, np.int64)
+        return np.stack([c.view[rows] for c in (self._helpful, self._misled, self._sufficient, self._insufficient)], axis=1)
 
     @staticmethod
     def _code(codes: dict[str, int], key: str, names: list[str] | None) -> int:

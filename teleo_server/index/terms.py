@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from teleo_server.index.catalog import Column
+from teleo_server.index.columns import Column
 
 # the newest terms stay in a dict until there are this many (or an eighth of the settled ones)
 MIN_RECENT = 4096
@@ -147,8 +147,7 @@ class TermTable:
         _, _, settled, _, recent_terms = self._state
         if tid >= settled:
             return recent_terms[tid - settled]
-        off = self._offsets.view
-        return self._bytes.view[int(off[tid]):int(off[tid + 1])].tobytes().decode("utf-8")
+        return self._bytes.view[self._offsets.at(tid):self._offsets.at(tid + 1)].tobytes().decode("utf-8")
 
     def terms_of(self, ids: Sequence[int]) -> list[str]:
         """The terms of several ids at once (one gather of their offsets)."""

@@ -68,7 +68,7 @@ class Links:
         among several superseders the one with the latest event time is followed."""
         seen = {row}
         for _ in range(limit):
-            nxt = self.superseders(self.cat.memory(row).id)
+            nxt = self.superseders(self.cat.id_of(row))
             nxt = [r for r in nxt if r not in seen]
             if not nxt:
                 return row
@@ -127,25 +127,24 @@ def conflicts(state: State) -> str:
     keep_both: dict[int, list[str]] = {}
     mask = state.ctx.mask
     rows = c.rows.tolist()
-    for pos, r in enumerate(rows):
-        memory = cat.memory(r)
+    for pos, (r, mid) in enumerate(zip(rows, cat.ids_of(c.rows))):
         last = links.latest(r)
         if last != r:
-            found.append(ConflictPair(memory.id, cat.memory(last).id, "supersedes", SUPERSEDED, cat.memory(last).id))
+            found.append(ConflictPair(mid, cat.id_of(last), "supersedes", SUPERSEDED, cat.id_of(last)))
             if not historical:
                 hide.add(r)
                 _place(state, pos, last, mask)
             continue
-        for other in links.contradictions(memory.id):
+        for other in links.contradictions(mid):
             resolution, winner = resolve(cat, r, other)
-            oid = cat.memory(other).id
-            pair = tuple(sorted((memory.id, oid)))
+            oid = cat.id_of(other)
+            pair = tuple(sorted((mid, oid)))
             if any(tuple(sorted((f.id_a, f.id_b))) == pair for f in found):
                 continue
-            found.append(ConflictPair(memory.id, oid, "contradicts", resolution, cat.memory(winner).id if winner >= 0 else ""))
+            found.append(ConflictPair(mid, oid, "contradicts", resolution, cat.id_of(winner) if winner >= 0 else ""))
             if resolution == UNRESOLVED:
                 keep_both.setdefault(r, []).append(oid)
-                keep_both.setdefault(other, []).append(memory.id)
+                keep_both.setdefault(other, []).append(mid)
                 _place(state, pos, other, mask)
             elif not historical:
                 loser = other if winner == r else r
@@ -212,8 +211,8 @@ def implied_updates(state: State) -> list[ConflictPair]:
         for i, value in zip(by_time, best):
             c.score[top[i]] = value
         for newer, older in zip(by_time, by_time[1:]):
-            pairs.append(ConflictPair(cat.memory(int(c.rows[top[older]])).id, cat.memory(int(c.rows[top[newer]])).id,
-                                      IMPLIED, RECENCY, cat.memory(int(c.rows[top[newer]])).id))
+            pairs.append(ConflictPair(cat.id_of(int(c.rows[top[older]])), cat.id_of(int(c.rows[top[newer]])),
+                                      IMPLIED, RECENCY, cat.id_of(int(c.rows[top[newer]]))))
     return pairs
 
 

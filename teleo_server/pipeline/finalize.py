@@ -90,7 +90,7 @@ def mmr(state: State, k: int) -> np.ndarray:
     pool = _best(c.score, max(cfg.mmr_depth, k))
     rel = c.score[pool].astype(np.float64)
     if jaccard:
-        sims = jaccard_matrix([state.ctx.catalog.memory(int(r)).content for r in c.rows[pool]], state.cfg.analyzer.build())
+        sims = jaccard_matrix([state.ctx.catalog.content(int(r)) for r in c.rows[pool]], state.cfg.analyzer.build())
     else:
         vecs = semantic.memory_vectors(c.rows[pool])
         sims = vecs @ vecs.T
@@ -145,10 +145,7 @@ def feedback(state: State) -> None:
     if w <= 0 or c.size == 0:
         return
     assert c.score is not None
-    cat = state.ctx.catalog
-    counts = np.array([(m.helpful_count, m.misled_count, m.sufficient_count, m.insufficient_count)
-                       for m in (cat.memory(int(r)) for r in c.rows)], dtype=np.int64).reshape(-1, 4)
-    c.score = (c.score * feedback_prior(counts, w)).astype(np.float32)
+    c.score = (c.score * feedback_prior(state.ctx.catalog.feedback_counts(c.rows), w)).astype(np.float32)
 
 
 def time_boosts(state: State) -> str:

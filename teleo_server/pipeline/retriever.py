@@ -161,7 +161,6 @@ class TeleologicalRetriever:
         self._span_end.extend(np.fromiter((c.end for c in embeddings.chunks), np.int32, len(embeddings.chunks)))
         for space in self.spaces.values():
             space.add(row, chunk_rows, memory, embeddings)
-        memory.pack()  # every space has read the text: the record the catalog keeps holds it deflated
 
     def warm_up(self, memory: Memory, embeddings: EmbeddingSet, query: Query) -> int:
         """Index ``memory`` in a scratch retriever of the same settings, run ``query`` over it to
@@ -215,6 +214,7 @@ class TeleologicalRetriever:
 
     def settle(self) -> None:
         """After a bulk load: fold every index's write buffer, so the first reads pay no delta scan."""
+        self.catalog.settle()
         for space in self.spaces.values():
             space.settle()
 
@@ -227,8 +227,8 @@ class TeleologicalRetriever:
                                  for r in rows]).astype(np.int64)
         for space in self.spaces.values():
             space.remove(arr, chunks)  # before the catalog forgets them: spaces may read the memories
-        for r in rows:
-            self.catalog.remove(self.catalog.memory(r).id)
+        for memory_id in self.catalog.ids_of(arr):
+            self.catalog.remove(memory_id)
 
     def update(self, memory: Memory) -> None:
         self.catalog.update(memory)
@@ -373,7 +373,7 @@ class TeleologicalRetriever:
                 attempt_query = broadened(query, state.ctx.now)
                 if attempt + 1 == 3:
                     force_route = NEXT_ROUTE.get(route or "simple", "exploratory")
-            returned = {self.catalog.memory(int(r)).id for r in state.cands.rows}
+            returned = set(self.catalog.ids_of(state.cands.rows))
             yield from self._hits(state, attempt_query)
             # the conflicts that touch what is delivered (deeper candidates' pairs say nothing)
             conflicts = [c for c in state.report.get("conflicts", ()) if c.id_a in returned or c.id_b in returned]
@@ -458,7 +458,7 @@ class TeleologicalRetriever:
             found_mat[:, j] = c.found[name]
         found_of, found_rows, rank_of = _found_sets(names, found_mat), found_mat.tolist(), rank_mat.tolist()
         value_of = np.stack([c.spaces[name] for name in names], axis=1).tolist() if names else [[]] * n
-        rows, scores = c.rows.tolist(), np.clip(c.score, 0.0, 1.0).tolist()
+        scores = np.clip(c.score, 0.0, 1.0).tolist()
         content = (c.content if c.content is not None else c.score).tolist()
         purpose, goal_score, goal_index = c.purpose.tolist(), c.goal.tolist(), c.goal_index.tolist()
         misaligned, quadrant = c.misaligned.tolist(), [_JOHARI[q] for q in quadrants.tolist()]
@@ -497,7 +497,7 @@ class TeleologicalRetriever:
         checks = tuple(state.report.get("validation", ()))
         conflicts_of = c.columns["conflicts_with"].tolist() if "conflicts_with" in c.columns else None
         goals = state.purpose.goals
-        memory_of = self.catalog.memory
+        records = self.catalog.memories(c.rows)
         for i in range(n):
             found = found_of[i]
             spaces = {name: v for name, v in zip(names, value_of[i]) if not math.isnan(v)}
@@ -509,7 +509,7 @@ class TeleologicalRetriever:
             gi = goal_index[i]
             goal = goals[gi] if gi >= 0 else None
             text = explanation(found, goal, goal_score[i], late, misaligned[i], temporal) if query.explain else ""
-            memory = memory_of(rows[i])
+            memory = records[i]
             strategies = strategies_of.get(found)
             if strategies is None:
                 strategies = strategies_of[found] = tuple(strategy_of.get(name, name) for name in found)
@@ -543,7 +543,7 @@ class TeleologicalRetriever:
             score = space.score(state.ctx, feats, rows)  # exact (a search may rank on a truncated vector)
             sim = float(space.unit_score(score)[0])
             if sim >= min_similarity and not math.isnan(float(score[0])):
-                out.append(EntryPoint(name, self.catalog.memory(int(rows[0])).id, sim, float(score[0])))
+                out.append(EntryPoint(name, self.catalog.id_of(int(rows[0])), sim, float(score[0])))
         out.sort(key=lambda e: (-e.similarity, e.space))
         return out
 

@@ -69,7 +69,7 @@ class CausalSpace(FieldSpace):
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         super().remove(rows, chunk_rows)
         for row in rows.tolist():
-            mid = self.catalog.memory(row).id
+            mid = self.catalog.id_of(row)
             for target in self.effects_of.pop(mid, ()):
                 sources = self.causes_of.get(target)
                 if sources is not None:
@@ -139,7 +139,7 @@ class CausalSpace(FieldSpace):
             r = row_of.get(named)
             if r is None or not readable[r]:
                 continue
-            cover = len(words & set(self.content_words(self.catalog.memory(r).content))) / len(words)
+            cover = len(words & set(self.content_words(self.catalog.content(r)))) / len(words)
             if cover < self.config.link_coverage:
                 continue
             for answer in answers:

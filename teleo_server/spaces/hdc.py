@@ -97,7 +97,7 @@ class HyperdimensionalSpace(SparseScoredSpace):
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         # document frequencies pick the query's rare n-grams; they follow the live corpus at once
         for row in rows.tolist():
-            self.df[self.encode(self.catalog.memory(row).content)[0]] -= 1
+            self.df[self.encode(self.catalog.content(row))[0]] -= 1
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.index.compact(keep_rows)
@@ -138,12 +138,12 @@ class HyperdimensionalSpace(SparseScoredSpace):
         return np.clip(np.nan_to_num(scores.astype(np.float32), nan=0.0), 0.0, 1.0)
 
     def similarity(self, a: int, rows: np.ndarray) -> np.ndarray:
-        ma = self.catalog.memory(a).content
+        ma = self.catalog.content(a)
         ia, va = self.encode(ma)
         lookup = dict(zip(ia.tolist(), va.tolist()))
         out = np.zeros(rows.size, dtype=np.float32)
         for i, r in enumerate(rows):
-            ib, vb = self.encode(self.catalog.memory(int(r)).content)
+            ib, vb = self.encode(self.catalog.content(int(r)))
             out[i] = sum(lookup.get(t, 0.0) * v for t, v in zip(ib.tolist(), vb.tolist()))
         return np.clip(out, 0.0, 1.0)
 

@@ -64,7 +64,7 @@ class LexicalSpace(SparseScoredSpace):
         self.field.settle()
 
     def _row_terms(self, row: int) -> Counter[str]:
-        return Counter(self.terms_of(self.catalog.memory(row).content))
+        return Counter(self.terms_of(self.catalog.content(row)))
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         self.field.add(row, Counter(self.terms_of(memory.content)))
@@ -72,7 +72,7 @@ class LexicalSpace(SparseScoredSpace):
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         # IDF and avgdl follow the live corpus at once; the postings stay (masked) until compaction
         for row in rows.tolist():
-            self.field.remove(row, set(self.terms_of(self.catalog.memory(row).content)))
+            self.field.remove(row, set(self.terms_of(self.catalog.content(row))))
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         self.field.compact(keep_rows)
