@@ -82,7 +82,7 @@ def test_records_share_one_string_per_namespace_version_and_session():
 
 
 def test_shrunk_cuts_in_place_unless_something_else_holds_the_buffer():
-    from teleo_server.index.catalog import shrunk
+    from teleo_server.index.columns import shrunk
 
     a = np.arange(40, dtype=np.int64).reshape(10, 4).copy()
     out = shrunk(a, 3)

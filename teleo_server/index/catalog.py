@@ -10,7 +10,6 @@ them when it is read.
 from __future__ import annotations
 
 import marshal
-import sys
 
 import numpy as np
 
@@ -18,7 +17,7 @@ from teleo_server.compute.sets import member
 from teleo_server.domain import AccessLevel, Link, LinkType, Memory, MemoryType, Principal, held_text, hold_text, text_of
 from teleo_server.extract.code import LANGUAGES, detect
 from teleo_server.index.base import Expression
-from teleo_server.index.columns import Column
+from teleo_server.index.columns import Column, shrunk
 from teleo_server.index.records import Records, RowIds
 from teleo_server.query import Filters, visible
 
@@ -45,20 +44,6 @@ def value_dtype(name: str) -> np.dtype:
     if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         raise ValueError(f"values must be float32 or float16, got {name}")
     return dtype
-
-
-def shrunk(a: np.ndarray, rows: int) -> np.ndarray:
-    """``a`` cut to its first ``rows`` rows (at least one): in place when only its owner refers to
-    it, so the allocator takes the tail back and a large buffer is never held twice; else a copy.
-
-    Pass the owner's reference itself (``self._m = shrunk(self._m, n)``): a view of the buffer,
-    or any other name for it, adds a reference and the buffer is copied instead."""
-    rows = min(max(rows, 1), a.shape[0])
-    # the owner's reference, this parameter and getrefcount's own argument: nothing else holds it
-    if a.flags.owndata and sys.getrefcount(a) <= 3:
-        a.resize((rows,) + a.shape[1:], refcheck=False)
-        return a
-    return a[:rows].copy()
 
 
 class Catalog:
@@ -241,8 +226,13 @@ class Catalog:
                               memory.chunk_count))
 
     def settle(self) -> None:
-        """Fold the newest ids into the id table's arrays (after a bulk load)."""
+        """After a bulk load: fold the newest ids into the id table's arrays, and cut every column
+        and the records' buffer to what they hold (growing by doubling leaves up to half unused)."""
         self.row_of.settle()
+        self._records.fit()
+        for col in vars(self).values():
+            if isinstance(col, Column):
+                col.fit()
 
     def remove(self, memory_id: str) -> int | None:
         row = self.row_of.get(memory_id)
@@ -397,10 +387,7 @@ class Catalog:
         if name == "namespace":
             return np.array(self.ns_names + [""], dtype=object)[self.ns] if self.n_rows else np.zeros(0, object)
         if name == "session_id":
-            names = [""] * len(self._session_codes)
-            for text, code in self._session_codes.items():
-                names[code] = text
-            return np.array(names, dtype=object)[self.session] if self.n_rows else np.zeros(0, object)
+            return np.array(self._session_names, dtype=object)[self.session] if self.n_rows else np.zeros(0, object)
         if name == "code_language":
             return np.array(["", "unknown", *LANGUAGES], dtype=object)[self._lang.view]
         if name.startswith("metadata."):

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
+
+
+def shrunk(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` cut to its first ``rows`` rows (at least one): in place when only its owner refers to
+    it, so the allocator takes the tail back and a large buffer is never held twice; else a copy.
+
+    Pass the owner's reference itself (``self._m = shrunk(self._m, n)``): a view of the buffer,
+    or any other name for it, adds a reference and the buffer is copied instead."""
+    rows = min(max(rows, 1), a.shape[0])
+    # the owner's reference, this parameter and getrefcount's own argument: nothing else holds it
+    if a.flags.owndata and sys.getrefcount(a) <= 3:
+        a.resize((rows,) + a.shape[1:], refcheck=False)
+        return a
+    return a[:rows].copy()
 
 
 class Column:
@@ -37,6 +53,10 @@ class Column:
     def view(self) -> np.ndarray:
         return self._a[: self.n]
 
+    def fit(self) -> None:
+        """Cut the buffer to the values held (at least one slot), in place where it can be."""
+        self._a = shrunk(self._a, self.n)
+
     def keep(self, rows: np.ndarray) -> None:
         kept = self._a[rows].copy()
         self._a = np.zeros(max(64, kept.size), dtype=self._a.dtype)
@@ -44,4 +64,4 @@ class Column:
         self.n = kept.size
 
 
-__all__ = ["Column"]
+__all__ = ["Column", "shrunk"]

@@ -31,7 +31,7 @@ import numpy as np
 import structlog
 
 from teleo_server.compute.dense import dense_scores, quantize_rows, quantized_scores
-from teleo_server.index.catalog import shrunk
+from teleo_server.index.columns import shrunk
 
 log = structlog.get_logger(__name__)
 # rows gathered per block when scoring given rows (256 x 384 float32 = 384 KB, an L2's worth)

@@ -131,6 +131,11 @@ class Records:
         at = pos >> _LEN_BITS
         return memoryview(self._bytes.view[at:at + (pos & _LEN_MASK)])
 
+    def fit(self) -> None:
+        """Cut the buffers to what they hold (after a bulk load)."""
+        self._bytes.fit()
+        self._pos.fit()
+
     def many(self, rows: np.ndarray) -> list[memoryview]:
         """The records of several rows (their positions read in one gather)."""
         pos = self._pos.view[np.asarray(rows, np.int64)]

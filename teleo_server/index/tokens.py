@@ -41,7 +41,7 @@ import numpy as np
 from teleo_server.compute.maxsim import CODE_BITS, decode_codes
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet
 from teleo_server.heads import CodecSpec, TokenCodes
-from teleo_server.index.catalog import shrunk
+from teleo_server.index.columns import shrunk
 from teleo_server.index.chunks import ranges
 
 RAW_BITS = 16
