@@ -170,10 +170,17 @@ def test_a_record_reads_back_every_field_as_written_through_updates_and_compacti
     assert keep.tolist() == [1, 2, 3] and cat.row_of["kept"] == 0
     assert cat.memory(0) == fed and cat.id_of(2) == "upper" and cat.ids_of(np.array([2, 0])) == ["upper", "kept"]
     np.testing.assert_array_equal(cat.feedback_counts(np.array([0, 1])), [[3, 1, 4, 5], [0, 0, 0, 0]])
+    # values of NumPy types (as a caller computing times may hand over) are kept as the numbers they are
+    numpy_typed = memory("typed", "times from an array", event_time=np.float64(1_700_000_000.5),
+                         session_position=np.int64(3), confidence=np.float32(0.5))
+    cat.add(numpy_typed, 1)
+    read = cat.memory(cat.row_of["typed"])
+    assert (read.event_time, read.session_position, read.confidence) == (1_700_000_000.5, 3, 0.5)
+    cat.remove("typed")
     # a memory id stored again after its removal (a re-index) is found at its new row only
     cat.remove("odd")
     cat.add(replace(odd_hash, content="a note, edited"), 1)
-    assert cat.row_of["odd"] == 3 and cat.memory(3).content == "a note, edited" and len(cat.row_of) == 3
+    assert cat.row_of["odd"] == 4 and cat.memory(4).content == "a note, edited" and len(cat.row_of) == 3
 
 
 def test_records_cost_no_python_objects_per_memory():

@@ -218,12 +218,14 @@ class Catalog:
                 digest = raw
         except ValueError:
             pass
-        links = tuple((link.target_id, int(link.type), link.weight) for link in memory.links)
-        return marshal.dumps((held_text(memory), digest, memory.source, memory.event_time, memory.ingestion_time,
-                              memory.confidence, memory.importance, memory.session_position, links,
-                              memory.metadata or None,
+        links = tuple((str(link.target_id), int(link.type), float(link.weight)) for link in memory.links)
+        position = memory.session_position
+        return marshal.dumps((held_text(memory), digest, str(memory.source), float(memory.event_time),
+                              float(memory.ingestion_time), float(memory.confidence), float(memory.importance),
+                              None if position is None else int(position), links,
+                              {str(k): str(v) for k, v in memory.metadata.items()} or None,
                               self._code(self._version_codes, memory.model_version, self._version_names),
-                              memory.chunk_count))
+                              int(memory.chunk_count)))
 
     def settle(self) -> None:
         """After a bulk load: fold the newest ids into the id table's arrays, and cut every column

@@ -112,16 +112,12 @@ class RowIds:
 
 
 class Records:
-    """One byte string per row, appended to one buffer; a replaced record's old bytes stay (counted
-    in ``garbage``) until :meth:`kept` copies the live ones into a new buffer."""
+    """One byte string per row, appended to one buffer; a replaced record's old bytes stay until
+    :meth:`kept` copies the live ones into a new buffer (compaction)."""
 
     def __init__(self) -> None:
         self._bytes = Column(np.uint8)
         self._pos = Column(np.int64)  # by row: offset << _LEN_BITS | length
-        self.garbage = 0
-
-    def __len__(self) -> int:
-        return self._pos.n
 
     def append(self, record: bytes) -> None:
         self._pos.append(self._put(record))
@@ -143,11 +139,8 @@ class Records:
         return [whole[at:at + n] for at, n in zip((pos >> _LEN_BITS).tolist(), (pos & _LEN_MASK).tolist())]
 
     def replace(self, row: int, record: bytes) -> None:
-        old = self.get(row)
-        if old == record:
-            return
-        self.garbage += old.nbytes
-        self._pos.view[row] = self._put(record)
+        if self.get(row) != record:
+            self._pos.view[row] = self._put(record)
 
     def _put(self, record: bytes) -> int:
         if len(record) > _LEN_MASK:
