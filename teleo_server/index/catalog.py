@@ -26,6 +26,8 @@ _READABLE_KEPT = 8  # access tables whose readable mask is kept
 _TYPES = {int(t): t for t in MemoryType}
 _LEVELS = {int(a): a for a in AccessLevel}
 _LINKS = {int(t): t for t in LinkType}
+# a record's usage and feedback counters, a column each (in Memory's order of fields)
+_COUNTERS = ("retrieved_count", "used_count", "helpful_count", "misled_count", "sufficient_count", "insufficient_count")
 # code_language codes: 0 = no code, 1 = code in a language not recognised, then LANGUAGES in order
 LANGUAGE_CODES = {"unknown": 1, **{name: i + 2 for i, name in enumerate(LANGUAGES)}}
 
@@ -77,13 +79,7 @@ class Catalog:
         self._session = Column(np.int32)
         self._position = Column(np.int32, -1)
         self._evergreen = Column(np.bool_, False)
-        self._used = Column(np.int64)
-        # the other usage and feedback counters of the records
-        self._retrieved = Column(np.int64)
-        self._helpful = Column(np.int64)
-        self._misled = Column(np.int64)
-        self._sufficient = Column(np.int64)
-        self._insufficient = Column(np.int64)
+        self._counters = {name: Column(np.int64) for name in _COUNTERS}
         self._lang = Column(np.int8)  # the language of the code a memory holds (code_language)
         self._chunk_start = Column(np.int64)
         self._chunk_count = Column(np.int32)
@@ -155,7 +151,7 @@ class Catalog:
 
     @property
     def used(self) -> np.ndarray:
-        return self._used.view
+        return self._counters["used_count"].view
 
     @property
     def chunk_mem(self) -> np.ndarray:
@@ -188,12 +184,8 @@ class Catalog:
         self._session.append(self._code(self._session_codes, memory.session_id, self._session_names))
         self._position.append(-1 if memory.session_position is None else memory.session_position)
         self._evergreen.append(memory.evergreen)
-        self._used.append(memory.used_count)
-        self._retrieved.append(memory.retrieved_count)
-        self._helpful.append(memory.helpful_count)
-        self._misled.append(memory.misled_count)
-        self._sufficient.append(memory.sufficient_count)
-        self._insufficient.append(memory.insufficient_count)
+        for name, col in self._counters.items():
+            col.append(getattr(memory, name))
         self._lang.append(language_code(memory.content))
         first = self.n_chunks
         self._chunk_start.append(first)
@@ -232,16 +224,14 @@ class Catalog:
         and the records' buffer to what they hold (growing by doubling leaves up to half unused)."""
         self.row_of.settle()
         self._records.fit()
-        for col in vars(self).values():
-            if isinstance(col, Column):
-                col.fit()
+        for col in (*self._row_columns(), self._chunk_mem, self._chunk_start):
+            col.fit()
 
     def remove(self, memory_id: str) -> int | None:
-        row = self.row_of.get(memory_id)
+        row = self.row_of.pop(memory_id)
         if row is None:
             return None
-        metadata = self.memory(row).metadata
-        self.row_of.pop(memory_id)
+        metadata = self.memory(row).metadata  # (the row is still alive: only its id is forgotten)
         self.version += 1
         for kv in metadata.items():
             self._metadata.get(kv, set()).discard(row)
@@ -256,10 +246,8 @@ class Catalog:
         if row is None:
             return None
         self._records.replace(row, self._record(memory))
-        for col, value in ((self._used, memory.used_count), (self._retrieved, memory.retrieved_count),
-                           (self._helpful, memory.helpful_count), (self._misled, memory.misled_count),
-                           (self._sufficient, memory.sufficient_count), (self._insufficient, memory.insufficient_count)):
-            col.view[row] = value
+        for name, col in self._counters.items():
+            col.view[row] = getattr(memory, name)
         return row
 
     def count_retrieved(self, ids: list[str]) -> None:
@@ -267,7 +255,7 @@ class Catalog:
         for memory_id in ids:
             row = self.row_of.get(memory_id)
             if row is not None:
-                self._retrieved.view[row] += 1
+                self._counters["retrieved_count"].view[row] += 1
 
     def compact(self) -> tuple[np.ndarray, np.ndarray]:
         """Drop tombstoned rows; returns kept old memory rows and kept old chunk rows (int64)."""
@@ -276,9 +264,7 @@ class Catalog:
         keep_chunks = np.flatnonzero(self.alive[self.chunk_mem])
         new_of_old = np.full(self.n_rows, -1, dtype=np.int64)
         new_of_old[keep] = np.arange(keep.size)
-        for col in (self._alive, self._ns, self._level, self._mtype, self._event, self._ingested, self._conf, self._importance,
-                    self._session, self._position, self._evergreen, self._used, self._retrieved, self._helpful,
-                    self._misled, self._sufficient, self._insufficient, self._lang, self._chunk_count):
+        for col in self._row_columns():
             col.keep(keep)
         mem_of_chunk = new_of_old[self.chunk_mem[keep_chunks]].astype(np.int32)
         self._chunk_mem = Column(np.int32)
@@ -414,10 +400,15 @@ class Catalog:
         return [self._made(*values) for values in zip(self.row_of.ids_of(rows), self._records.many(rows),
                                                       *(c.view[rows].tolist() for c in self._record_columns()))]
 
+    def _row_columns(self) -> tuple[Column, ...]:
+        """Every column with a value per memory row (the chunk rows' columns are not)."""
+        return (self._alive, self._ns, self._level, self._mtype, self._event, self._ingested, self._conf,
+                self._importance, self._session, self._position, self._evergreen, self._lang, self._chunk_count,
+                *self._counters.values())
+
     def _record_columns(self) -> tuple[Column, ...]:
         """The columns a record is made from, in :meth:`_made`'s order."""
-        return (self._ns, self._mtype, self._level, self._session, self._evergreen, self._retrieved, self._used,
-                self._helpful, self._misled, self._sufficient, self._insufficient)
+        return (self._ns, self._mtype, self._level, self._session, self._evergreen, *self._counters.values())
 
     def _made(self, memory_id: str, record: memoryview, ns: int, mtype: int, level: int, session: int,
               evergreen: bool, retrieved: int, used: int, helpful: int, misled: int, sufficient: int,
@@ -450,7 +441,8 @@ class Catalog:
     def feedback_counts(self, rows: np.ndarray) -> np.ndarray:
         """int64 (len(rows), 4): the helpful, misled, sufficient and insufficient marks of rows."""
         rows = np.asarray(rows, np.int64)
-        return np.stack([c.view[rows] for c in (self._helpful, self._misled, self._sufficient, self._insufficient)], axis=1)
+        return np.stack([self._counters[name].view[rows]
+                         for name in ("helpful_count", "misled_count", "sufficient_count", "insufficient_count")], axis=1)
 
     @staticmethod
     def _code(codes: dict[str, int], key: str, names: list[str] | None) -> int:

@@ -373,8 +373,10 @@ class TeleologicalRetriever:
                 attempt_query = broadened(query, state.ctx.now)
                 if attempt + 1 == 3:
                     force_route = NEXT_ROUTE.get(route or "simple", "exploratory")
-            returned = set(self.catalog.ids_of(state.cands.rows))
-            yield from self._hits(state, attempt_query)
+            returned: set[str] = set()
+            for hit in self._hits(state, attempt_query):  # every candidate, in order
+                returned.add(hit.memory.id)
+                yield hit
             # the conflicts that touch what is delivered (deeper candidates' pairs say nothing)
             conflicts = [c for c in state.report.get("conflicts", ()) if c.id_a in returned or c.id_b in returned]
             yield Outcome(corpus_size=int(np.count_nonzero(state.ctx.readable)) if state.ctx.readable is not None else 0,
