@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_NICE = 10  # CFS weight 110 against the event loop's 1024: about a tenth of a contended core
 
@@ -51,6 +55,12 @@ def _set_nice(nice: int) -> None:
 _BESIDE: dict[int, ThreadPoolExecutor] = {}
 _BESIDE_LOCK = threading.Lock()
 BESIDE_THREADS = 4
+_local = threading.local()  # ``beside``: set on the beside pools' threads
+
+
+def _beside_thread(nice: int) -> None:
+    _set_nice(nice)
+    _local.beside = True
 
 
 def beside_pool() -> ThreadPoolExecutor:
@@ -65,8 +75,26 @@ def beside_pool() -> ThreadPoolExecutor:
         pool = _BESIDE.get(nice)
         if pool is None:
             pool = _BESIDE[nice] = ThreadPoolExecutor(BESIDE_THREADS, thread_name_prefix=f"teleo-beside-{nice}",
-                                                      initializer=_set_nice, initargs=(nice,))
+                                                      initializer=_beside_thread, initargs=(nice,))
         return pool
 
 
-__all__ = ["BESIDE_THREADS", "DEFAULT_NICE", "beside_pool", "lower_priority", "thread_nice", "worker_pool"]
+def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """The results of ``calls``, in order: the first runs on the calling thread while the others run
+    beside it (``beside_pool``), so that work which releases the interpreter lock (NumPy's and
+    SciPy's compiled loops, BLAS) uses a second core. Every call has ended when this returns or
+    raises (the first call's error first, then the others' in order). Called on a beside pool's
+    own thread, the calls run one after the other there: a pool thread waiting on work queued
+    behind it could wait forever."""
+    if len(calls) < 2 or getattr(_local, "beside", False):
+        return [call() for call in calls]
+    pool = beside_pool()
+    futures = [pool.submit(call) for call in calls[1:]]
+    try:
+        first = calls[0]()
+    finally:
+        wait(futures)
+    return [first, *(f.result() for f in futures)]
+
+
+__all__ = ["BESIDE_THREADS", "DEFAULT_NICE", "beside_pool", "lower_priority", "side_by_side", "thread_nice", "worker_pool"]

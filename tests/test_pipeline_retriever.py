@@ -354,3 +354,49 @@ def test_an_exact_scan_and_a_disabled_dense_stage_start_nothing_beside(monkeypat
     reports, _, _ = _run(r_graph, _query(items, 7, top_k=5, profile="hybrid",
                                          overrides=Overrides(disable_stages=("dense",))))
     assert seen == [] and next(s for s in reports if s.stage == "dense").skipped
+
+
+def _maxsim_calls(monkeypatch, r) -> list[tuple[int, int]]:
+    """Record (thread, rows) of every MaxSim scoring call of the retriever's late-interaction space."""
+    space = r.spaces["E12_late"]
+    seen: list[tuple[int, int]] = []
+    original = space.score_with_chunks
+
+    def score_with_chunks(ops, feats, rows):
+        seen.append((threading.get_ident(), int(rows.size)))
+        return original(ops, feats, rows)
+
+    monkeypatch.setattr(space, "score_with_chunks", score_with_chunks)
+    return seen
+
+
+def test_a_large_maxsim_window_is_scored_in_two_halves_side_by_side(monkeypatch):
+    from teleo_server.pipeline import rerank
+
+    r_split, items = _retriever()
+    r_whole, _ = _retriever(parallel=False)
+    late = r_split.spaces["E12_late"]
+    # every memory here keeps its six token rows: the window's size in token rows is known
+    assert late.token_rows(np.arange(300)) == late.store.n_tokens == 300 * 6
+    assert late.token_rows(np.array([4, 9])) == 12
+    split, whole = _maxsim_calls(monkeypatch, r_split), _maxsim_calls(monkeypatch, r_whole)
+    queries = [_query(items, i, top_k=10) for i in (3, 7, 11)]
+    for q in queries:  # 300 memories of six tokens: a window far below the threshold is scored whole
+        _run(r_split, q)
+    assert len(split) == 3 and all(t == threading.get_ident() for t, _ in split)
+    split.clear()
+    monkeypatch.setattr(rerank, "PARALLEL_RERANK_TOKENS", 60)
+    for q in queries:
+        reports_a, hits_a, _ = _run(r_split, q)
+        reports_b, hits_b, _ = _run(r_whole, q)
+        assert [h.memory.id for h in hits_a] == [h.memory.id for h in hits_b]
+        assert [h.score for h in hits_a] == pytest.approx([h.score for h in hits_b], abs=1e-6)
+        assert next(s for s in reports_a if s.stage == "late_interaction").candidates_out > 10
+    me = threading.get_ident()
+    # each window in two halves, one on the retrieval's thread and one beside it; the setting off:
+    # whole, on the retrieval's thread
+    assert len(split) == 6
+    for pair in (split[0:2], split[2:4], split[4:6]):  # the half beside may start first
+        assert sorted(t == me for t, _ in pair) == [False, True]
+        assert abs(pair[0][1] - pair[1][1]) <= 1
+    assert len(whole) == 3 and all(t == me for t, _ in whole)

@@ -98,3 +98,61 @@ def test_work_handed_off_beside_a_thread_runs_at_that_threads_priority():
     from teleo_server.pipeline.resilience import pool
 
     assert pool() is beside_pool()
+
+
+def test_side_by_side_runs_the_first_call_here_and_the_others_beside_in_order():
+    from teleo_server.workers import side_by_side
+
+    me = threading.get_ident()
+    out = side_by_side([lambda: ("a", threading.get_ident()), lambda: ("b", threading.get_ident()),
+                        lambda: ("c", threading.get_ident())])
+    assert [name for name, _ in out] == ["a", "b", "c"]
+    assert out[0][1] == me and out[1][1] != me and out[2][1] != me
+    assert side_by_side([]) == [] and side_by_side([lambda: 5]) == [5]
+
+
+def test_side_by_side_raises_only_once_every_call_has_ended():
+    import time
+
+    from teleo_server.workers import side_by_side
+
+    ended: list[str] = []
+
+    def slow() -> None:
+        time.sleep(0.05)
+        ended.append("slow")
+
+    def fail() -> None:
+        raise ValueError("first")
+
+    with pytest.raises(ValueError, match="first"):
+        side_by_side([fail, slow])
+    assert ended == ["slow"]  # the call beside had finished before the error came out
+
+    def fail_beside() -> None:
+        raise KeyError("beside")
+
+    with pytest.raises(KeyError, match="beside"):
+        side_by_side([lambda: ended.append("here"), fail_beside])
+    assert ended == ["slow", "here"]
+
+
+def test_side_by_side_on_a_beside_thread_runs_its_calls_there_instead_of_waiting_on_the_pool():
+    # every beside thread busy with a caller that itself splits its work: were the inner calls
+    # queued on the same pool, each caller would wait on work queued behind it
+    from concurrent.futures import wait
+
+    from teleo_server.workers import BESIDE_THREADS, beside_pool, side_by_side
+
+    barrier = threading.Barrier(BESIDE_THREADS, timeout=10)
+
+    def caller() -> tuple[int, list[int]]:
+        barrier.wait()  # all pool threads taken at once
+        return threading.get_ident(), side_by_side([threading.get_ident, threading.get_ident])
+
+    futures = [beside_pool().submit(caller) for _ in range(BESIDE_THREADS)]
+    done, not_done = wait(futures, timeout=20)
+    assert not not_done
+    for f in done:
+        own, inner = f.result()
+        assert inner == [own, own]

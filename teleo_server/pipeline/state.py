@@ -220,6 +220,13 @@ class State:
         fut = self.prefetches.pop(stage, None)
         return None if fut is None else fut.result()
 
+    @property
+    def parallel(self) -> bool:
+        """Whether a stage may split large work over a second core (``workers.side_by_side``):
+        the settings allow it (``parallel``) and the backend is the host's (a device backend queues
+        its work on one stream)."""
+        return self.cfg.parallel and self.ctx.ops.name == "numpy"
+
     def role(self, role: str) -> str | None:
         """The space playing ``role`` (``PipelineSettings.roles``), or None if there is none."""
         name = self.cfg.roles.get(role)

@@ -69,6 +69,14 @@ class LateInteractionSpace(Space):
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(ctx.ops, feats, rows)[0]
 
+    def token_rows(self, rows: np.ndarray) -> int:
+        """How many stored token rows the memories ``rows`` hold: what scoring them reads."""
+        n = self.store.n
+        start = np.minimum(self.catalog.chunk_start[rows], n)
+        end = np.minimum(start + self.catalog.chunk_count[rows], n)
+        offsets = self.store.offsets
+        return int((offsets[end] - offsets[start]).sum())
+
     def score_with_chunks(self, ops: Any, feats: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Normalised MaxSim float32 (C,) of memory rows (best chunk) and that chunk's index."""
         store = self.store
