@@ -219,16 +219,17 @@ class TeleologicalRetriever:
             space.settle()
 
     def remove(self, ids: list[str]) -> None:
-        rows = sorted({r for r in (self.catalog.row_of.get(i) for i in ids) if r is not None})
-        if not rows:
+        id_of_row = {r: i for i, r in ((i, self.catalog.row_of.get(i)) for i in ids) if r is not None}
+        if not id_of_row:
             return
+        rows = sorted(id_of_row)
         arr = np.array(rows, dtype=np.int64)
         chunks = np.concatenate([np.arange(self.catalog.chunk_start[r], self.catalog.chunk_start[r] + self.catalog.chunk_count[r])
                                  for r in rows]).astype(np.int64)
         for space in self.spaces.values():
             space.remove(arr, chunks)  # before the catalog forgets them: spaces may read the memories
-        for memory_id in self.catalog.ids_of(arr):
-            self.catalog.remove(memory_id)
+        for r in rows:
+            self.catalog.remove(id_of_row[r])
 
     def update(self, memory: Memory) -> None:
         self.catalog.update(memory)
