@@ -254,8 +254,9 @@ class PipelineSettings(BaseModel):
     # the retrieval starts and runs beside the stages before it (sparse recall); off: every stage's
     # work in order on the retrieval's thread (pipeline/stages.py, ``Stage.prefetch``)
     prefetch: bool = True
-    # a large MaxSim window is scored in two halves side by side on a second thread (host backend;
-    # pipeline/rerank.py); off: the whole window on the retrieval's thread
+    # a large MaxSim window (the rerank's, or single_space:E12_late's pool) is scored in two halves
+    # side by side on a second thread (host backend; pipeline/rerank.py); off: the whole window on
+    # the retrieval's thread
     parallel: bool = True
 
     # E1 dense

@@ -400,3 +400,21 @@ def test_a_large_maxsim_window_is_scored_in_two_halves_side_by_side(monkeypatch)
         assert sorted(t == me for t, _ in pair) == [False, True]
         assert abs(pair[0][1] - pair[1][1]) <= 1
     assert len(whole) == 3 and all(t == me for t, _ in whole)
+
+
+def test_late_interaction_alone_scores_a_large_pool_in_two_halves_side_by_side(monkeypatch):
+    from teleo_server.pipeline import rerank
+
+    monkeypatch.setattr(rerank, "PARALLEL_RERANK_TOKENS", 60)
+    r_split, items = _retriever()
+    r_whole, _ = _retriever(parallel=False)
+    split, whole = _maxsim_calls(monkeypatch, r_split), _maxsim_calls(monkeypatch, r_whole)
+    q = _query(items, 7, top_k=10, profile="single_space:E12_late")
+    _, hits_a, _ = _run(r_split, q)
+    _, hits_b, _ = _run(r_whole, q)
+    assert hits_a[0].memory.id == "m7"
+    assert [h.memory.id for h in hits_a] == [h.memory.id for h in hits_b]
+    assert [h.score for h in hits_a] == pytest.approx([h.score for h in hits_b], abs=1e-6)
+    me = threading.get_ident()
+    assert len(split) == 2 and sorted(t == me for t, _ in split) == [False, True]
+    assert len(whole) == 1 and whole[0][0] == me and whole[0][1] == split[0][1] + split[1][1]

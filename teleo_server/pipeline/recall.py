@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from teleo_server.compute.sets import distinct, group_max, member
+from teleo_server.pipeline.rerank import maxsim_scores
 from teleo_server.pipeline.stages import stage
 from teleo_server.pipeline.state import Candidates, State
 from teleo_server.spaces.base import lookup
@@ -226,7 +227,7 @@ def single_space(state: State) -> str:
     k = max(state.top_k, state.cfg.mmr_depth)
     if name == state.role("late_interaction"):
         pool = _late_pool(state, 300)
-        s, chunk = space.score_with_chunks(state.ctx.ops, feats, pool)
+        s = maxsim_scores(state, name, feats, pool)
         order = np.argsort(-s, kind="stable")[:k]
         rows, scores = pool[order], s[order]
     else:

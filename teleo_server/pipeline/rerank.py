@@ -21,6 +21,19 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 PARALLEL_RERANK_TOKENS = 8_000
 
 
+def maxsim_scores(state: State, name: str, feats: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """MaxSim float32 (len(rows),) of memory ``rows`` in the late-interaction space ``name`` (best
+    chunk): a window of ``PARALLEL_RERANK_TOKENS`` token rows or more in two halves side by side
+    where ``state.parallel`` allows (MaxSim's products release the interpreter lock; BLAS may round
+    a score in its last bit otherwise than over the whole window), else in one piece."""
+    space, ops = state.spaces[name], state.ctx.ops
+    half = rows.size // 2
+    if state.parallel and half > 0 and space.token_rows(rows) >= PARALLEL_RERANK_TOKENS:
+        return np.concatenate(side_by_side([lambda: space.score_with_chunks(ops, feats, rows[:half])[0],
+                                            lambda: space.score_with_chunks(ops, feats, rows[half:])[0]]))
+    return space.score_with_chunks(ops, feats, rows)[0]
+
+
 @stage("late_interaction", needs_score=True)
 def late_interaction(state: State) -> str:
     """The top ``max(rerank_depth, top_k)`` candidates are rescored; the rest are dropped (they could
@@ -35,16 +48,7 @@ def late_interaction(state: State) -> str:
     depth = max(cfg.rerank_depth, state.top_k)
     order = np.argsort(-c.score, kind="stable")[:depth]
     c = c.take(order)
-    space, ops, rows = state.spaces[name], state.ctx.ops, c.rows
-    half = rows.size // 2
-    if state.parallel and half > 0 and space.token_rows(rows) >= PARALLEL_RERANK_TOKENS:
-        # a large window's two halves side by side (MaxSim's products release the interpreter
-        # lock); BLAS may round a score in its last bit otherwise than over the whole window
-        li = np.concatenate(side_by_side([lambda: space.score_with_chunks(ops, feats, rows[:half])[0],
-                                          lambda: space.score_with_chunks(ops, feats, rows[half:])[0]]))
-    else:
-        li, _ = space.score_with_chunks(ops, feats, rows)
-    li = np.nan_to_num(li, nan=0.0)
+    li = np.nan_to_num(maxsim_scores(state, name, feats, c.rows), nan=0.0)
     c.late = li
     c.spaces[name] = li
     c.found[name] = np.zeros(c.size, dtype=bool)
@@ -60,4 +64,4 @@ def late_interaction(state: State) -> str:
     return f"weight={w:g} depth={depth} token_dim={dim}"
 
 
-__all__ = ["late_interaction"]
+__all__ = ["PARALLEL_RERANK_TOKENS", "late_interaction", "maxsim_scores"]
