@@ -19,6 +19,7 @@ import structlog
 from teleo_server.domain import EmbeddingSet, Johari, Memory, Principal
 from teleo_server.errors import InvalidArgument, NotFound
 from teleo_server.index.catalog import Catalog, Column
+from teleo_server.index.chunks import expand
 from teleo_server.index.purpose import Goal, GoalView, PurposeIndex
 from teleo_server.index.tokens import TokenCodec
 from teleo_server.pipeline import alignment as alignment_stage
@@ -222,13 +223,11 @@ class TeleologicalRetriever:
         id_of_row = {r: i for i, r in ((i, self.catalog.row_of.get(i)) for i in ids) if r is not None}
         if not id_of_row:
             return
-        rows = sorted(id_of_row)
-        arr = np.array(rows, dtype=np.int64)
-        chunks = np.concatenate([np.arange(self.catalog.chunk_start[r], self.catalog.chunk_start[r] + self.catalog.chunk_count[r])
-                                 for r in rows]).astype(np.int64)
+        rows = np.array(sorted(id_of_row), dtype=np.int64)
+        chunks, _ = expand(self.catalog.chunk_start, self.catalog.chunk_count, rows)
         for space in self.spaces.values():
-            space.remove(arr, chunks)  # before the catalog forgets them: spaces may read the memories
-        for r in rows:
+            space.remove(rows, chunks)  # before the catalog forgets them: spaces may read the memories
+        for r in rows.tolist():
             self.catalog.remove(id_of_row[r])
 
     def update(self, memory: Memory) -> None:
