@@ -224,3 +224,19 @@ def test_a_retrieval_is_counted_on_the_record():
     cat.remove("b")
     cat.count_retrieved(["b"])  # removed: nothing to count
     assert "b" not in cat.row_of and cat.memory(0).retrieved_count == 9
+
+
+def test_a_removed_memorys_metadata_no_longer_selects_any_row_after_compaction():
+    """Removal forgets the row under each of its metadata pairs: compaction renumbers the rows
+    it keeps, and a row left under a pair would come back as another memory's."""
+    from teleo_server.query import Filters
+
+    cat = Catalog()
+    cat.add(memory("tagged", "the tagged note", metadata={"team": "sre"}), 1)
+    cat.add(memory("kept", "a kept tagged note", metadata={"team": "sre"}), 1)
+    cat.add(memory("other", "another note"), 1)
+    cat.remove("tagged")
+    cat.compact()
+    wanted = Filters(metadata=(("team", "sre"),))
+    rows = np.flatnonzero(cat.mask(admin(), wanted))
+    assert [cat.id_of(int(r)) for r in rows] == ["kept"]

@@ -48,6 +48,10 @@ def value_dtype(name: str) -> np.dtype:
     return dtype
 
 
+# where a record's tuple (``Catalog._record``) holds the memory's metadata
+_RECORD_METADATA = 9
+
+
 class Catalog:
     """Memory rows, chunk rows and filterable columns.
 
@@ -231,7 +235,8 @@ class Catalog:
         row = self.row_of.pop(memory_id)
         if row is None:
             return None
-        metadata = self.memory(row).metadata  # (the row is still alive: only its id is forgotten)
+        # the record's metadata alone, not the whole memory (the row is still alive: only its id is forgotten)
+        metadata = marshal.loads(self._records.get(row))[_RECORD_METADATA] or {}
         self.version += 1
         for kv in metadata.items():
             self._metadata.get(kv, set()).discard(row)
