@@ -120,14 +120,15 @@ class Handoff(Generic[T]):
         self._ready = asyncio.Event()
 
     def put(self, item: T, also: Callable[[], None] | None = None, wake: bool = True) -> None:
-        """Queue ``item`` (any thread). ``also`` runs on the loop's thread before ``take`` sees the
-        item; with it the loop is woken even when a wake-up is already on its way. ``wake=False``
-        leaves the item for the next wake-up (an item nobody waits for on its own)."""
+        """Queue ``item`` (any thread). ``also`` is called on the loop's thread with a wake-up of
+        its own, scheduled even when one is already on its way (``take`` may return the item
+        before the call has run). ``wake=False`` leaves the item for the next wake-up: an item
+        nobody waits for on its own."""
         with self._lock:
             self._items.append(item)
-            wake = also is not None or (wake and not self._pending)
-            self._pending = self._pending or wake
-        if wake:
+            schedule = also is not None or (wake and not self._pending)
+            self._pending = self._pending or schedule
+        if schedule:
             self._loop.call_soon_threadsafe(self._wake, also)
 
     def _wake(self, also: Callable[[], None] | None) -> None:
