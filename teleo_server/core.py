@@ -43,7 +43,7 @@ from teleo_server.pipeline.types import (EntryPoint, Filters, Hit, MemoryPurpose
 from teleo_server.store.base import MemoryStore, Position
 from teleo_server.result_cache import ResultCache
 from teleo_server import snapshot
-from teleo_server.workers import DEFAULT_NICE, Handoff, worker_pool
+from teleo_server.workers import DEFAULT_NICE, worker_pool
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -1097,51 +1097,40 @@ class MemoryCore:
             )
         return EmbeddingSet(model_version=v.model_version, chunks=[ChunkEmbedding(dict(v.heads))])
 
-    async def retrieve(self, query: Query, embed_ms: float, degraded_reason: str, ticket: Ticket,
-                       live_stages: bool = True) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
+    async def retrieve(self, query: Query, embed_ms: float, degraded_reason: str,
+                       ticket: Ticket) -> AsyncIterator[StageReport | Hit | RetrieveDone]:
         """Stream the pipeline's events; the ACL is checked again on every hit before it leaves.
 
         ``ticket``: the admission of this retrieval (``admit``, which its caller closes); its
         compute slot is given back as soon as the pipeline has finished, whether or not the client
-        reads on. ``live_stages=False`` (a caller that sends the stage events with the summary)
-        lets each stage event wait for the results instead of crossing to the loop on its own.
+        reads on.
         """
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
-        # the events cross to the loop a few at a time: each wake-up of the loop costs the index
-        # thread up to a switch interval, in which it serves no other retrieval
-        handoff: Handoff[Any] = Handoff(loop)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         cancelled = threading.Event()
-        finished = False
 
         def produce() -> None:
             try:
                 for ev in self.retriever.retrieve(query):
                     if cancelled.is_set():
                         return
-                    handoff.put(ev, wake=live_stages or not isinstance(ev, StageReport))
+                    loop.call_soon_threadsafe(queue.put_nowait, ev)
             except BaseException as exc:  # delivered to the consumer, which re-raises
-                handoff.put(exc)
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
             finally:
-                handoff.put(_DONE, also=ticket.computed)
+                loop.call_soon_threadsafe(ticket.computed)
+                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 
-        async def events() -> AsyncIterator[Any]:
-            nonlocal finished
-            while True:
-                for item in await handoff.take():
-                    if item is _DONE:
-                        finished = True
-                        return
-                    yield item
-
-        # a plain future: nothing wakes the loop when the work ends (``_DONE`` says so), and it is
-        # awaited only when the events stop before ``_DONE``
-        work = self._index_ex.submit(produce)
+        fut = loop.run_in_executor(self._index_ex, produce)
         returned: list[str] = []
         unservable: list[tuple[str, str]] = []
         outcome = Outcome(corpus_size=0)
         try:
-            async for ev in events():
+            while True:
+                ev = await queue.get()
+                if ev is _DONE:
+                    break
                 if isinstance(ev, BaseException):
                     if isinstance(ev, TeleoError):
                         raise ev
@@ -1170,8 +1159,7 @@ class MemoryCore:
                 self._finish(self._quarantine(unservable))
             if returned:
                 self._count_retrieved(returned)
-            if not finished:  # left early (an error, the caller gone): the pipeline still reads the index
-                await asyncio.shield(asyncio.wrap_future(work))
+            await asyncio.shield(fut)
 
     async def _quarantine(self, unservable: list[tuple[str, str]]) -> None:
         try:

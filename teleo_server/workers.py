@@ -10,13 +10,11 @@ first. Threads that a worker creates (the embedding runtime's pool) inherit its 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -99,56 +97,4 @@ def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
     return [first, *(f.result() for f in futures)]
 
 
-class Handoff(Generic[T]):
-    """Items from worker threads to one coroutine on the event loop, with at most one wake-up of the
-    loop outstanding at a time.
-
-    ``loop.call_soon_threadsafe`` writes to the loop's wake-up socket, and the thread that writes
-    gives up the interpreter lock for the write and then waits to take it back, up to the switch
-    interval (5 ms) while another thread runs Python. One write per item cost a retrieval's index
-    thread 0.7 ms at the median and 3 ms at the 90th percentile for the 16 events of a ``hybrid``
-    answer (a 2-core AMD EPYC), time in which the index serves no one else. Here an item put while
-    a wake-up is on its way joins it: the stage events of a fast pipeline and a list of results go
-    over in a few wake-ups, and one that arrives while the loop is waiting still goes at once.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._items: deque[T] = deque()
-        self._lock = threading.Lock()
-        self._pending = False  # a wake-up is scheduled and ``take`` has not collected since
-        self._ready = asyncio.Event()
-
-    def put(self, item: T, also: Callable[[], None] | None = None, wake: bool = True) -> None:
-        """Queue ``item`` (any thread). ``also`` is called on the loop's thread with a wake-up of
-        its own, scheduled even when one is already on its way (``take`` may return the item
-        before the call has run). ``wake=False`` leaves the item for the next wake-up: an item
-        nobody waits for on its own."""
-        with self._lock:
-            self._items.append(item)
-            schedule = also is not None or (wake and not self._pending)
-            self._pending = self._pending or schedule
-        if schedule:
-            self._loop.call_soon_threadsafe(self._wake, also)
-
-    def _wake(self, also: Callable[[], None] | None) -> None:
-        if also is not None:
-            also()
-        self._ready.set()
-
-    async def take(self) -> list[T]:
-        """Every item queued so far, in order, waiting (on the loop) until there is one."""
-        while True:
-            with self._lock:
-                items = list(self._items)
-                self._items.clear()
-                self._pending = False
-            if items:
-                return items
-            # a wake-up scheduled before the lock was taken may still set the event: the next
-            # round finds nothing and waits again
-            self._ready.clear()
-            await self._ready.wait()
-
-
-__all__ = ["BESIDE_THREADS", "DEFAULT_NICE", "Handoff", "beside_pool", "lower_priority", "side_by_side", "thread_nice", "worker_pool"]
+__all__ = ["BESIDE_THREADS", "DEFAULT_NICE", "beside_pool", "lower_priority", "side_by_side", "thread_nice", "worker_pool"]

@@ -464,7 +464,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         stages: list[pb.StageEvent] = []
         rank = 0
         batch, batch_bytes = pb.RetrieveResponse(), 0
-        async for ev in self.core.retrieve(query, embed_ms, degraded, ticket, live_stages=not batched):
+        async for ev in self.core.retrieve(query, embed_ms, degraded, ticket):
             if isinstance(ev, StageReport):
                 stage = convert.stage_to_proto(ev)
                 stages.append(stage)
