@@ -6,7 +6,7 @@ import numpy as np
 
 from teleo_server.domain import AccessLevel
 from teleo_server.index.catalog import Catalog
-from teleo_server.query import Query
+from teleo_server.query import Filters, Query
 from teleo_server.spaces.base import QueryContext
 from bench.harness import memories as syn
 from bench.harness.memories import admin, memory
@@ -229,8 +229,6 @@ def test_a_retrieval_is_counted_on_the_record():
 def test_a_removed_memorys_metadata_no_longer_selects_any_row_after_compaction():
     """Removal forgets the row under each of its metadata pairs: compaction renumbers the rows
     it keeps, and a row left under a pair would come back as another memory's."""
-    from teleo_server.query import Filters
-
     cat = Catalog()
     cat.add(memory("tagged", "the tagged note", metadata={"team": "sre"}), 1)
     cat.add(memory("kept", "a kept tagged note", metadata={"team": "sre"}), 1)
