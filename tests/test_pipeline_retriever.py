@@ -312,18 +312,22 @@ def test_found_sets_read_each_row_in_space_order_past_the_width_of_one_int_too()
     assert _found_sets([], np.zeros((3, 0), bool)) == [(), (), ()]
 
 
-def _search_threads(monkeypatch, r) -> list[int]:
-    """Record the thread of every search of the retriever's dense space."""
-    space = r.spaces["E1_semantic"]
-    seen: list[int] = []
-    original = space.search
+def _calls(monkeypatch, obj, name: str, note=lambda *args, **kwargs: threading.get_ident()) -> list:
+    """Record ``note(args)`` (by default the calling thread) of every call of ``obj.name``."""
+    seen: list = []
+    original = getattr(obj, name)
 
-    def search(*args, **kwargs):
-        seen.append(threading.get_ident())
+    def recorded(*args, **kwargs):
+        seen.append(note(*args, **kwargs))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(space, "search", search)
+    monkeypatch.setattr(obj, name, recorded)
     return seen
+
+
+def _search_threads(monkeypatch, r) -> list[int]:
+    """Record the thread of every search of the retriever's dense space."""
+    return _calls(monkeypatch, r.spaces["E1_semantic"], "search")
 
 
 def test_an_hnsw_search_runs_beside_sparse_recall_and_finds_what_it_finds_in_order(monkeypatch):
@@ -358,16 +362,8 @@ def test_an_exact_scan_and_a_disabled_dense_stage_start_nothing_beside(monkeypat
 
 def _maxsim_calls(monkeypatch, r) -> list[tuple[int, int]]:
     """Record (thread, rows) of every MaxSim scoring call of the retriever's late-interaction space."""
-    space = r.spaces["E12_late"]
-    seen: list[tuple[int, int]] = []
-    original = space.score_with_chunks
-
-    def score_with_chunks(ops, feats, rows):
-        seen.append((threading.get_ident(), int(rows.size)))
-        return original(ops, feats, rows)
-
-    monkeypatch.setattr(space, "score_with_chunks", score_with_chunks)
-    return seen
+    return _calls(monkeypatch, r.spaces["E12_late"], "score_with_chunks",
+                  lambda ops, feats, rows: (threading.get_ident(), int(rows.size)))
 
 
 def test_a_large_maxsim_window_is_scored_in_two_halves_side_by_side(monkeypatch):

@@ -69,13 +69,18 @@ class LateInteractionSpace(Space):
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(ctx.ops, feats, rows)[0]
 
-    def token_rows(self, rows: np.ndarray) -> int:
-        """How many stored token rows the memories ``rows`` hold: what scoring them reads."""
+    def _token_bounds(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the token rows of memories ``rows`` start and end in the store (chunks the store
+        does not hold yet hold none)."""
         n = self.store.n
         start = np.minimum(self.catalog.chunk_start[rows], n)
         end = np.minimum(start + self.catalog.chunk_count[rows], n)
-        offsets = self.store.offsets
-        return int((offsets[end] - offsets[start]).sum())
+        return self.store.offsets[start], self.store.offsets[end]
+
+    def token_rows(self, rows: np.ndarray) -> int:
+        """How many stored token rows the memories ``rows`` hold: what scoring them reads."""
+        lo, hi = self._token_bounds(rows)
+        return int((hi - lo).sum())
 
     def score_with_chunks(self, ops: Any, feats: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Normalised MaxSim float32 (C,) of memory rows (best chunk) and that chunk's index."""
@@ -100,9 +105,8 @@ class LateInteractionSpace(Space):
             return np.full(rows.size, np.nan, dtype=np.float32)
 
         def tokens_of(r: int) -> np.ndarray:
-            start, count = int(self.catalog.chunk_start[r]), int(self.catalog.chunk_count[r])
-            lo, hi = store.offsets[start], store.offsets[min(start + count, store.n)]
-            return store.vectors(int(lo), int(hi))
+            lo, hi = self._token_bounds(np.array([r], dtype=np.int64))
+            return store.vectors(int(lo[0]), int(hi[0]))
 
         ta = tokens_of(a)
         out = np.zeros(rows.size, dtype=np.float32)
