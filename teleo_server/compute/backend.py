@@ -43,6 +43,9 @@ class Ops:
     dense_topk: Callable[..., Any]
     topk: Callable[..., Any]
     maxsim_codes: Callable[..., Any]
+    # whether a caller may split one scoring's work over threads of the host (the CPU backend); a
+    # device backend queues its work on one stream
+    host_threads: bool = False
 
 
 def cupy_status() -> tuple[bool, str]:
@@ -131,7 +134,7 @@ def _numpy_ops() -> Ops:
     from teleo_server.compute.sparse import spmv_scores, spmv_topk
     from teleo_server.compute.topk import topk
 
-    return Ops("numpy", spmv_scores, spmv_topk, maxsim, dense_topk, topk, maxsim_codes)
+    return Ops("numpy", spmv_scores, spmv_topk, maxsim, dense_topk, topk, maxsim_codes, host_threads=True)
 
 
 register("numpy", _numpy_ops)

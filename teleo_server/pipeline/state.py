@@ -223,9 +223,8 @@ class State:
     @property
     def parallel(self) -> bool:
         """Whether a stage may split large work over a second core (``workers.side_by_side``):
-        the settings allow it (``parallel``) and the backend is the host's (a device backend queues
-        its work on one stream)."""
-        return self.cfg.parallel and self.ctx.ops.name == "numpy"
+        the settings allow it (``parallel``) and so does the backend (``Ops.host_threads``)."""
+        return self.cfg.parallel and self.ctx.ops.host_threads
 
     def role(self, role: str) -> str | None:
         """The space playing ``role`` (``PipelineSettings.roles``), or None if there is none."""
