@@ -199,8 +199,8 @@ class Analyzer:
     terms (``terms``); keywords always drop stop words and never stem."""
 
     fold_accents: bool = True
-    stem: bool = False
-    drop_stopwords: bool = False
+    stem: bool = True
+    drop_stopwords: bool = True
     ascii_only: bool = False  # Teleo's first analyser: lower-cased [a-z0-9] runs, nothing else (to compare)
 
     @property
@@ -253,19 +253,32 @@ class Analyzer:
     def terms(self, text: str, lang: str | None = None) -> list[str]:
         """The index terms of a text, in order, repeats kept (term frequencies count them)."""
         pieces = list(self._pieces(text))
-        if not (self.stem or self.drop_stopwords):
+        if self.ascii_only or not (self.stem or self.drop_stopwords):
             return [t for t, _ in pieces]
-        lang = lang or detect_language(text)
+        return [term for term, _ in self._analysed(pieces, lang or detect_language(text))]
+
+    def surfaces(self, text: str, lang: str | None = None) -> dict[str, str]:
+        """Each index term of a text with the word it was made from (at its first occurrence, case-
+        and accent-folded as indexed), so a stem can be shown as a word ("studi" as "studies")."""
+        pieces = list(self._pieces(text))
+        if self.ascii_only or not (self.stem or self.drop_stopwords):
+            return {t: t for t, _ in pieces}
+        out: dict[str, str] = {}
+        for term, word in self._analysed(pieces, lang or detect_language(text)):
+            out.setdefault(term, word)
+        return out
+
+    def _analysed(self, pieces: list[tuple[str, str]], lang: str) -> Iterable[tuple[str, str]]:
+        """(term, piece) for the pieces that are not stop words, each piece stemmed when asked."""
         stop = (_folded_stopwords(lang) | stopwords(lang)) if self.drop_stopwords else frozenset()
         stem = self.stem and _stemmer(lang) is not None
-        out = []
         for t, script in pieces:
             if t in stop:
                 continue
             if stem and script not in ("cjk", "hangul", "hangul+") and not t.isdigit():
-                t = _stem(lang, t)
-            out.append(t)
-        return out
+                yield _stem(lang, t), t
+            else:
+                yield t, t
 
     def words(self, text: str) -> set[str]:
         """The set of words of a text, for word-set similarity (Jaccard): its terms, except that

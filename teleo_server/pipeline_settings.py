@@ -212,8 +212,10 @@ class AnalyzerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fold_accents: bool = True      # café = cafe; Arabic diacritics and alef forms folded
-    stem: bool = False             # Snowball stemming in the text's language
-    drop_stopwords: bool = False   # stop words left out of the indexes (keywords always drop them)
+    # both on since they were measured in the whole pipeline (SciFact train nDCG@10 0.746 -> 0.752,
+    # LoCoMo dev Recall@10 0.757 -> 0.761 for teleological; README, "Text in every language")
+    stem: bool = True              # Snowball stemming in the text's language
+    drop_stopwords: bool = True    # stop words left out of the indexes (keywords always drop them)
     ascii_only: bool = False       # the first analyser: lower-cased [a-z0-9] runs only (for comparison)
 
     def build(self) -> Analyzer:

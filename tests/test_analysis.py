@@ -14,6 +14,7 @@ from teleo_server.domain import AccessLevel, Principal
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline.types import Hit, Outcome, Query
 
+PLAIN = Analyzer(stem=False, drop_stopwords=False)
 ADMIN = Principal("t", "t", frozenset({"*"}), frozenset({"*"}), AccessLevel.RESTRICTED, "t")
 CORPUS = {
     "ja": "東京の会議は毎週月曜日の午前十時に始まります",
@@ -31,8 +32,9 @@ QUERIES = {  # written the way a user would type them: no accents, other particl
 
 
 def test_terms_in_every_script():
+    tokenize = PLAIN.terms  # segmentation alone: no stems, stop words kept
     assert tokenize("Le CAFÉ") == ["le", "cafe"]
-    assert Analyzer(fold_accents=False).terms("Le CAFÉ") == ["le", "café"]
+    assert Analyzer(fold_accents=False, stem=False, drop_stopwords=False).terms("Le CAFÉ") == ["le", "café"]
     assert tokenize("東京都") == ["東", "東京", "京", "京都", "都"]  # unigrams and bigrams
     assert tokenize("ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ") == ["full", "width", "abc"]  # NFKC
     assert tokenize("서울에서는 날씨가") == ["서울에서는", "서울", "날씨가", "날씨"]  # whole and without particle
@@ -56,14 +58,16 @@ def test_language_detection_and_keywords():
 
 
 def test_the_version_names_the_settings():
-    assert Analyzer().version == "2+fold" and Analyzer(ascii_only=True).version == "1"
-    assert Analyzer(stem=True, drop_stopwords=True).version == "2+fold+stem+stop"
+    assert Analyzer().version == "2+fold+stem+stop" and Analyzer(ascii_only=True).version == "1"
+    assert PLAIN.version == "2+fold"
 
 
-def test_stemming_and_stop_words_are_options():
-    assert Analyzer(stem=True).terms("the runners were running") == ["the", "runner", "were", "run"]
-    assert Analyzer(drop_stopwords=True).terms("the runners were running") == ["runners", "running"]
-    assert Analyzer(stem=True).terms("las estaciones", lang="es") == ["las", "estacion"]
+def test_stems_and_stop_words_are_on_by_default_and_each_can_be_turned_off():
+    assert tokenize("the runners were running") == ["runner", "run"]
+    assert tokenize("Las estaciones de tren") == ["estacion", "tren"]  # Spanish stems and stop words
+    assert Analyzer(drop_stopwords=False).terms("the runners were running") == ["the", "runner", "were", "run"]
+    assert Analyzer(stem=False).terms("the runners were running") == ["runners", "running"]
+    assert Analyzer(drop_stopwords=False).terms("las estaciones", lang="es") == ["las", "estacion"]
 
 
 def _retriever(settings: PipelineSettings):

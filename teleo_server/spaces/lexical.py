@@ -38,7 +38,8 @@ class LexicalSpace(SparseScoredSpace):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         cfg = self.config
-        self.terms_of = settings.analyzer.build().terms
+        analyzer = settings.analyzer.build()
+        self.terms_of, self.surfaces_of = analyzer.terms, analyzer.surfaces
         self.field = Bm25Field(catalog, self._row_terms, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction,
                                weighed_values=cfg.values)
         self.index = self.field.index
@@ -115,7 +116,8 @@ class LexicalSpace(SparseScoredSpace):
         return self.field.cosine(a, rows)
 
     def top_terms(self, groups: np.ndarray, n_groups: int, n_terms: int) -> list[list[str]]:
-        """Most distinctive terms per group of memories (class-based TF-IDF).
+        """Most distinctive terms per group of memories (class-based TF-IDF), each as a word the
+        group's memories write it (a stemmed term is shown as written: "studies", not "studi").
 
         groups: int64 (n_rows,) group id per memory row, -1 = none.
         """
@@ -135,8 +137,17 @@ class LexicalSpace(SparseScoredSpace):
         labels = []
         for gi in range(n_groups):
             best = np.argsort(-ctfidf[gi], kind="stable")[:n_terms]
-            labels.append([self.terms[t] for t in best if ctfidf[gi, t] > 0])
+            labels.append([self._word(int(t), gi, groups) for t in best if ctfidf[gi, t] > 0])
         return labels
+
+    def _word(self, term: int, group: int, groups: np.ndarray, sample: int = 3) -> str:
+        """A term as written: its most common form in up to ``sample`` of the group's memories that
+        hold it (the term itself when the analyser does not change words)."""
+        rows = self.index.indices[self.index.indptr[term]: self.index.indptr[term + 1]]
+        rows = rows[groups[rows] == group][:sample]
+        forms = Counter(self.surfaces_of(self.catalog.content(int(r))).get(self.terms[term]) for r in rows)
+        forms.pop(None, None)
+        return forms.most_common(1)[0][0] if forms else self.terms[term]
 
 
 __all__ = ["LexicalSettings", "LexicalSpace"]
