@@ -114,6 +114,28 @@ def _folded_stopwords(lang: str) -> frozenset[str]:
 
 
 @cache
+def _index_stopwords(lang: str) -> frozenset[str]:
+    """What the indexes leave out of a text in ``lang`` when they drop stop words: its stop words,
+    accent-folded and not."""
+    return _folded_stopwords(lang) | stopwords(lang)
+
+
+# Latin-script languages told apart by their stop words, in the order that settles a tie.
+_LATIN_LANGUAGES = ("en", "es", "pt", "fr", "de", "it", "nl")
+
+
+@cache
+def _latin_stopword_languages() -> dict[str, tuple[int, ...]]:
+    """Each stop word of the Latin-script languages with the languages (indices into
+    ``_LATIN_LANGUAGES``) whose lists hold it: one lookup a word detects a language."""
+    out: dict[str, list[int]] = {}
+    for i, lang in enumerate(_LATIN_LANGUAGES):
+        for w in stopwords(lang):
+            out.setdefault(w, []).append(i)
+    return {w: tuple(langs) for w, langs in out.items()}
+
+
+@cache
 def keyword_stopwords(lang: str) -> frozenset[str]:
     """What keyword extraction removes from a text in ``lang``: its stop words and English ones
     (queries mix in English), accent-folded and not. Other languages' lists are not applied: a
@@ -185,9 +207,12 @@ def detect_language(text: str) -> str:
     if top in ("arabic", "cyrillic", "greek"):
         return {"arabic": "ar", "cyrillic": "ru", "greek": "el"}[top]
     words = [w.casefold() for w in _RUN.findall(unicodedata.normalize("NFKC", head))][:150]
+    langs_of, counts = _latin_stopword_languages(), [0] * len(_LATIN_LANGUAGES)
+    for w in words:
+        for i in langs_of.get(w, ()):
+            counts[i] += 1
     best, hits = "en", 0
-    for lang in ("en", "es", "pt", "fr", "de", "it", "nl"):
-        n = sum(w in stopwords(lang) for w in words)
+    for lang, n in zip(_LATIN_LANGUAGES, counts):
         if n > hits:
             best, hits = lang, n
     return best
@@ -270,7 +295,7 @@ class Analyzer:
 
     def _analysed(self, pieces: list[tuple[str, str]], lang: str) -> Iterable[tuple[str, str]]:
         """(term, piece) for the pieces that are not stop words, each piece stemmed when asked."""
-        stop = (_folded_stopwords(lang) | stopwords(lang)) if self.drop_stopwords else frozenset()
+        stop = _index_stopwords(lang) if self.drop_stopwords else frozenset()
         stem = self.stem and _stemmer(lang) is not None
         for t, script in pieces:
             if t in stop:
