@@ -125,6 +125,12 @@ _LATIN_LANGUAGES = ("en", "es", "pt", "fr", "de", "it", "nl")
 
 
 @cache
+def _latin_index_stopwords() -> frozenset[str]:
+    """The indexes' stop words of every Latin-script language together."""
+    return frozenset().union(*(_index_stopwords(lang) for lang in _LATIN_LANGUAGES))
+
+
+@cache
 def _latin_stopword_languages() -> dict[str, tuple[int, ...]]:
     """Each stop word of the Latin-script languages with the languages (indices into
     ``_LATIN_LANGUAGES``) whose lists hold it: one lookup a word detects a language."""
@@ -185,37 +191,47 @@ def strip_particle(word: str) -> str:
 
 
 def detect_language(text: str) -> str:
-    """The text's language code: by script, and for Latin script by the stop words it uses most."""
+    """The text's language code: by script, and for Latin script by the stop words it uses most
+    (English when it uses none)."""
+    return _detect(text)[0] or "en"
+
+
+def _detect(text: str) -> tuple[str | None, bool]:
+    """(``detect_language``, whether it is sure). A text's script decides, except for Latin
+    script, where the stop words it uses do, and a short text is often unsure: none at all (None:
+    "reunion estacion malaga"), only one ("novidades do projeto jacaranda": "do" is English too),
+    or as many of one language's as of another's ("O que Júlia costuma beber?": Spanish or
+    Portuguese)."""
     head = text[:1000]
-    counts: dict[str, int] = {}
+    scripts: dict[str, int] = {}
     if head.isascii():
-        counts["latin"] = 1
+        scripts["latin"] = 1
     else:
         for ch in head:
             if ch.isalpha():
                 s = _script(ch)
-                counts[s] = counts.get(s, 0) + 1
-    if not counts:
-        return "en"
-    if counts.get("hangul"):
-        return "ko"
-    if counts.get("kana"):
-        return "ja"
-    top = max(counts, key=counts.get)
+                scripts[s] = scripts.get(s, 0) + 1
+    if not scripts:
+        return "en", True
+    if scripts.get("hangul"):
+        return "ko", True
+    if scripts.get("kana"):
+        return "ja", True
+    top = max(scripts, key=scripts.get)
     if top == "han":
-        return "zh"
+        return "zh", True
     if top in ("arabic", "cyrillic", "greek"):
-        return {"arabic": "ar", "cyrillic": "ru", "greek": "el"}[top]
+        return {"arabic": "ar", "cyrillic": "ru", "greek": "el"}[top], True
     words = [w.casefold() for w in _RUN.findall(unicodedata.normalize("NFKC", head))][:150]
     langs_of, counts = _latin_stopword_languages(), [0] * len(_LATIN_LANGUAGES)
     for w in words:
         for i in langs_of.get(w, ()):
             counts[i] += 1
-    best, hits = "en", 0
+    best, hits = None, 0
     for lang, n in zip(_LATIN_LANGUAGES, counts):
         if n > hits:
             best, hits = lang, n
-    return best
+    return best, hits >= 2 and sorted(counts)[-2] < hits
 
 
 @dataclass(frozen=True)
@@ -281,6 +297,23 @@ class Analyzer:
         if self.ascii_only or not (self.stem or self.drop_stopwords):
             return [t for t, _ in pieces]
         return [term for term, _ in self._analysed(pieces, lang or detect_language(text))]
+
+    def query_terms(self, text: str) -> list[str]:
+        """A query's index terms, each once. A short query often uses too few stop words to tell
+        its language by ("reunion estacion malaga"), and a stem depends on the language: then each
+        word is stemmed as the likeliest language and as every other Latin-script language would
+        stem it, and all the distinct stems are asked for, so memories match in whatever
+        language they were stemmed (a short memory's own language may have been guessed wrong)."""
+        lang, sure = _detect(text)
+        if sure or not self.stem or self.ascii_only:
+            return list(dict.fromkeys(self.terms(text, lang or "en")))
+        pieces = list(self._pieces(text))
+        if self.drop_stopwords:  # a stop word of any of them is left out
+            pieces = [(t, script) for t, script in pieces if t not in _latin_index_stopwords()]
+        out: dict[str, None] = {}
+        for cand in dict.fromkeys(((lang,) if lang else ()) + _LATIN_LANGUAGES):
+            out.update(dict.fromkeys(term for term, _ in self._analysed(pieces, cand)))
+        return list(out)
 
     def surfaces(self, text: str, lang: str | None = None) -> dict[str, str]:
         """Each index term of a text with the word it was made from (at its first occurrence, case-

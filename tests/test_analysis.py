@@ -70,6 +70,24 @@ def test_stems_and_stop_words_are_on_by_default_and_each_can_be_turned_off():
     assert Analyzer(drop_stopwords=False).terms("las estaciones", lang="es") == ["las", "estacion"]
 
 
+def test_a_query_whose_language_cannot_be_told_asks_for_its_words_stems_in_every_language():
+    # the Spanish memory is stemmed as Spanish ("presupuest", "malag"); the query names no stop word,
+    # and English stems would leave its words whole
+    assert tokenize(CORPUS["es"]) == ["reunion", "presupuest", "estacion", "central", "malag"]
+    assert Analyzer().terms("presupuesto malaga", lang="en") == ["presupuesto", "malaga"]
+    asked = Analyzer().query_terms("presupuesto malaga")
+    assert {"presupuest", "malag", "presupuesto", "malaga"} <= set(asked) and len(asked) == len(set(asked))
+    # one stop word of two languages ("do": English and Portuguese) does not decide either; stop
+    # words of any of them are left out
+    asked = Analyzer().query_terms("novidades do projeto jacaranda")
+    assert {"projet", "jacarand"} <= set(asked) and "do" not in asked
+    # a query sure of its language keeps that language's stems alone
+    assert Analyzer().query_terms("what does the deploy script read") == ["deploy", "script", "read"]
+    r = _retriever(PipelineSettings())
+    assert _found(r, "presupuesto malaga", "single_space:E6_lexical")[0][:1] == ["es"]
+    assert _found(r, "presupuesto malaga", "keywords")[0][:1] == ["es"]
+
+
 def _retriever(settings: PipelineSettings):
     r = make_retriever(settings, "numpy")
     rng = np.random.default_rng(0)

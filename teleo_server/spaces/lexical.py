@@ -39,7 +39,7 @@ class LexicalSpace(SparseScoredSpace):
         super().__init__(settings, catalog)
         cfg = self.config
         analyzer = settings.analyzer.build()
-        self.terms_of, self.surfaces_of = analyzer.terms, analyzer.surfaces
+        self.terms_of, self.query_terms_of, self.surfaces_of = analyzer.terms, analyzer.query_terms, analyzer.surfaces
         self.field = Bm25Field(catalog, self._row_terms, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction,
                                weighed_values=cfg.values)
         self.index = self.field.index
@@ -82,8 +82,9 @@ class LexicalSpace(SparseScoredSpace):
         return self.field.idf(ids)
 
     def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """Known query term ids int32 (unique) and their IDF weights float32."""
-        return self.term_weights(self.terms_of(text))
+        """Known query term ids int32 (unique) and their IDF weights float32 (a query whose
+        language cannot be told asks for its words' stems in every language: ``Analyzer.query_terms``)."""
+        return self.term_weights(self.query_terms_of(text))
 
     def term_weights(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The ids int32 (unique) and IDF weights float32 of those ``terms`` the index knows."""
