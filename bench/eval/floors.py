@@ -34,7 +34,7 @@ def collect(p: Prepared, split: str, r: Any) -> list[tuple[float, float, int]]:
     rows = []
     for q, emb in p.queries[split]:
         query = Query(text=q.text, embedding=emb, principal=PRINCIPAL, top_k=TOP, profile="openclaw",
-                      overrides=Overrides(min_score=0.0), now=2.0e9)
+                      overrides=Overrides(min_score=0.0, min_relevance=0.0), now=2.0e9)
         for h in (e for e in r.retrieve(query) if isinstance(e, Hit)):
             rows.append((float(h.score), float(h.relevance), int(h.memory.id in q.relevant)))
     return rows
@@ -63,7 +63,7 @@ def nonsense(p: Prepared, r: Any) -> dict[str, Any]:
     best = {}
     for text, emb in zip(NONSENSE, engine.embed(list(NONSENSE), [True] * len(NONSENSE))):
         query = Query(text=text, embedding=emb, principal=PRINCIPAL, top_k=1, profile="openclaw",
-                      overrides=Overrides(min_score=0.0), now=2.0e9)
+                      overrides=Overrides(min_score=0.0, min_relevance=0.0), now=2.0e9)
         hits = [e for e in r.retrieve(query) if isinstance(e, Hit)]
         best[text] = {"score": round(float(hits[0].score), 4), "relevance": round(float(hits[0].relevance), 4)} if hits else None
     return best
