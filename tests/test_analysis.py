@@ -88,6 +88,22 @@ def test_a_query_whose_language_cannot_be_told_asks_for_its_words_stems_in_every
     assert _found(r, "presupuesto malaga", "keywords")[0][:1] == ["es"]
 
 
+def test_threads_stem_with_stemmers_of_their_own():
+    # a Snowball stemmer keeps state while it works: two threads never share one
+    from concurrent.futures import ThreadPoolExecutor
+
+    from teleo_server.analysis import _stemmer
+
+    main = _stemmer("en")
+    with ThreadPoolExecutor(4) as pool:
+        theirs = set(pool.map(lambda _: id(_stemmer("en")), range(64)))
+    assert _stemmer("en") is main and id(main) not in theirs
+    texts = [f"the runners were running {i} studies of the estaciones, jacarandas y reuniones {i}" for i in range(300)]
+    alone = [tokenize(t) for t in texts]
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(tokenize, texts)) == alone
+
+
 def _retriever(settings: PipelineSettings):
     r = make_retriever(settings, "numpy")
     rng = np.random.default_rng(0)
