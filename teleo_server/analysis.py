@@ -157,8 +157,8 @@ _THREAD = threading.local()
 @cache
 def _compiled() -> bool:
     """Whether PyStemmer (the C build of the Snowball stemmers) is installed: it stems a word in
-    about half a microsecond, so no cache of ours is needed; the pure-Python stemmers of
-    ``snowballstemmer`` take about 39 µs and are cached (``_stem_cached``)."""
+    about half a microsecond, so a small cache of recent stems is enough (``_stem_hot``); the
+    pure-Python stemmers of ``snowballstemmer`` take about 39 µs and keep more (``_stem_cached``)."""
     from importlib.util import find_spec
 
     return find_spec("Stemmer") is not None
@@ -194,8 +194,8 @@ def _stem_now(lang: str, word: str) -> str:
     return stemmer.stemWord(word) if stemmer is not None else word
 
 
-# The pure-Python stemmers are slow enough to cache many words; the C ones only the most frequent
-# (a cache of every word an index has seen held 11 MB more over SciFact's 5,183 abstracts).
+# The pure-Python stemmers are slow enough to cache many words; the C ones only the most recent
+# (a cache of every word an index had seen held 11 MB more over SciFact's 5,183 abstracts).
 _stem_cached = lru_cache(maxsize=65536)(_stem_now)
 _stem_hot = lru_cache(maxsize=4096)(_stem_now)
 
