@@ -30,6 +30,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from importlib.util import find_spec
 
 ANALYZER_VERSION = "2"
 
@@ -152,16 +153,9 @@ def keyword_stopwords(lang: str) -> frozenset[str]:
 
 # A Snowball stemmer keeps state while it stems a word, so each thread has its own.
 _THREAD = threading.local()
-
-
-@cache
-def _compiled() -> bool:
-    """Whether PyStemmer (the C build of the Snowball stemmers) is installed: it stems a word in
-    about half a microsecond, so a small cache of recent stems is enough (``_stem_hot``); the
-    pure-Python stemmers of ``snowballstemmer`` take about 39 µs and keep more (``_stem_cached``)."""
-    from importlib.util import find_spec
-
-    return find_spec("Stemmer") is not None
+# PyStemmer, the C build of the Snowball stemmers, stems a word in about half a microsecond; the
+# pure-Python stemmers of ``snowballstemmer`` (used without it) take about 39 µs
+_COMPILED = find_spec("Stemmer") is not None
 
 
 def _stemmer(lang: str):
@@ -173,7 +167,7 @@ def _stemmer(lang: str):
         name = _SNOWBALL.get(lang)
         if name is None:
             stemmers[lang] = None
-        elif _compiled():
+        elif _COMPILED:
             import Stemmer
 
             stemmers[lang] = Stemmer.Stemmer(name, 0)  # 0: without PyStemmer's own word cache
@@ -184,20 +178,13 @@ def _stemmer(lang: str):
     return stemmers[lang]
 
 
+# The Snowball stem of a word. The pure-Python stemmers are slow enough to cache many words; the C
+# ones only the most recent (a cache of every word an index had seen held 11 MB more over
+# SciFact's 5,183 abstracts).
+@lru_cache(maxsize=4096 if _COMPILED else 65536)
 def _stem(lang: str, word: str) -> str:
-    """The Snowball stem of a word."""
-    return (_stem_cached if not _compiled() else _stem_hot)(lang, word)
-
-
-def _stem_now(lang: str, word: str) -> str:
     stemmer = _stemmer(lang)
     return stemmer.stemWord(word) if stemmer is not None else word
-
-
-# The pure-Python stemmers are slow enough to cache many words; the C ones only the most recent
-# (a cache of every word an index had seen held 11 MB more over SciFact's 5,183 abstracts).
-_stem_cached = lru_cache(maxsize=65536)(_stem_now)
-_stem_hot = lru_cache(maxsize=4096)(_stem_now)
 
 
 @lru_cache(maxsize=65536)
@@ -327,10 +314,15 @@ class Analyzer:
         else:
             yield (_fold(seg) if self.fold_accents else seg), script
 
+    @property
+    def _plain(self) -> bool:
+        """Whether index terms are the pieces as they are (no stop words left out, no stems)."""
+        return self.ascii_only or not (self.stem or self.drop_stopwords)
+
     def terms(self, text: str, lang: str | None = None) -> list[str]:
         """The index terms of a text, in order, repeats kept (term frequencies count them)."""
         pieces = list(self._pieces(text))
-        if self.ascii_only or not (self.stem or self.drop_stopwords):
+        if self._plain:
             return [t for t, _ in pieces]
         return [term for term, _ in self._analysed(pieces, lang or detect_language(text))]
 
@@ -355,7 +347,7 @@ class Analyzer:
         """Each index term of a text with the word it was made from (at its first occurrence, case-
         and accent-folded as indexed), so a stem can be shown as a word ("studi" as "studies")."""
         pieces = list(self._pieces(text))
-        if self.ascii_only or not (self.stem or self.drop_stopwords):
+        if self._plain:
             return {t: t for t, _ in pieces}
         out: dict[str, str] = {}
         for term, word in self._analysed(pieces, lang or detect_language(text)):

@@ -10,6 +10,7 @@ them when it is read.
 from __future__ import annotations
 
 import marshal
+from typing import Any
 
 import numpy as np
 
@@ -48,8 +49,11 @@ def value_dtype(name: str) -> np.dtype:
     return dtype
 
 
-# where a record's tuple (``Catalog._record``) holds the memory's metadata
-_RECORD_METADATA = 9
+# the fields of a record's tuple, in order (``Catalog._record`` writes them, ``Catalog._made`` reads
+# them all); the two read alone
+_RECORD_FIELDS = ("text", "hash", "source", "event_time", "ingestion_time", "confidence", "importance",
+                  "session_position", "links", "metadata", "model_version", "chunk_count")
+_RECORD_TEXT, _RECORD_METADATA = _RECORD_FIELDS.index("text"), _RECORD_FIELDS.index("metadata")
 
 
 class Catalog:
@@ -236,7 +240,7 @@ class Catalog:
         if row is None:
             return None
         # the record's metadata alone, not the whole memory (the row is still alive: only its id is forgotten)
-        metadata = marshal.loads(self._records.get(row))[_RECORD_METADATA] or {}
+        metadata = self._record_field(row, _RECORD_METADATA) or {}
         self.version += 1
         for kv in metadata.items():
             self._metadata.get(kv, set()).discard(row)
@@ -433,7 +437,11 @@ class Catalog:
     def content(self, row: int) -> str:
         """The text of a memory row not removed (without making its whole record)."""
         assert self._alive.at(row), "tombstoned row"
-        return text_of(marshal.loads(self._records.get(row))[0])
+        return text_of(self._record_field(row, _RECORD_TEXT))
+
+    def _record_field(self, row: int, field: int) -> Any:
+        """One field of a row's record (``_RECORD_FIELDS``), without making the memory."""
+        return marshal.loads(self._records.get(row))[field]
 
     def id_of(self, row: int) -> str:
         """The memory id of a row (removed or not)."""

@@ -136,17 +136,23 @@ class LexicalSpace(SparseScoredSpace):
         keep = np.array([t not in STOPWORDS and not t.isdigit() and len(t) > 2 for t in self.terms] + [False] * (n_t - len(self.terms)))
         ctfidf[:, ~keep] = 0.0
         labels = []
+        surfaces: dict[int, dict[str, str]] = {}  # each memory's text is analysed once for all labels
         for gi in range(n_groups):
             best = np.argsort(-ctfidf[gi], kind="stable")[:n_terms]
-            labels.append([self._word(int(t), gi, groups) for t in best if ctfidf[gi, t] > 0])
+            labels.append([self._word(int(t), gi, groups, surfaces) for t in best if ctfidf[gi, t] > 0])
         return labels
 
-    def _word(self, term: int, group: int, groups: np.ndarray, sample: int = 3) -> str:
+    def _word(self, term: int, group: int, groups: np.ndarray, surfaces: dict[int, dict[str, str]],
+              sample: int = 3) -> str:
         """A term as written: its most common form in up to ``sample`` of the group's memories that
-        hold it (the term itself when the analyser does not change words)."""
+        hold it (the term itself when the analyser does not change words); ``surfaces`` keeps each
+        memory's analysed words for the next term."""
         rows = self.index.indices[self.index.indptr[term]: self.index.indptr[term + 1]]
-        rows = rows[groups[rows] == group][:sample]
-        forms = Counter(self.surfaces_of(self.catalog.content(int(r))).get(self.terms[term]) for r in rows)
+        forms: Counter[str | None] = Counter()
+        for r in rows[groups[rows] == group][:sample].tolist():
+            if r not in surfaces:
+                surfaces[r] = self.surfaces_of(self.catalog.content(r))
+            forms[surfaces[r].get(self.terms[term])] += 1
         forms.pop(None, None)
         return forms.most_common(1)[0][0] if forms else self.terms[term]
 
