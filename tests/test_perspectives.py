@@ -101,6 +101,18 @@ def test_code_detection_language_and_tokens():
     assert code.detect("Melanie went hiking with her kids on Sunday.") is None
 
 
+def test_a_definition_is_code_whatever_its_body_holds():
+    # a body that is mostly a list of strings or a long message reads as prose line by line
+    listed = "def _get_kwargs(self):\n    names = [\n" + "".join(f"        '{w}',\n" for w in ("prog", "usage", "help", "dest")) \
+        + "    ]\n    return [(name, getattr(self, name)) for name in names]"
+    spans = code.detect(listed)
+    assert spans is not None and spans.code == listed and spans.language == "python"
+    assert {"name:get", "name:argument", "call:getattr"} <= set(code.tokens(spans.code))
+    assert code.detect("function warnOnce(msg) {\n  A note for the reader\n  of this module\n  and more\n}").spans[0].startswith("function")
+    # a definition named in the middle of prose is not a header
+    assert code.detect("We talked about it.\ndef is what Python writes before a name\nand that was all\nreally") is None
+
+
 def test_code_names_split_compounds_and_docstring_verbs():
     toks = code.tokens("def iterdir(self):\n    for entry in os.listdir(self.path):\n        yield entry\n")
     assert {"name:iterdir", "name:iter", "name:directory", "directory"} <= set(toks)

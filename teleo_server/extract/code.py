@@ -53,6 +53,12 @@ _CODE_LINE = re.compile(
     r"^\s*(?:def |class |import |from \S+ import|return\b|if .*[:{]\s*$|for .*[:{]\s*$|while .*[:{]\s*$|elif |else\s*[:{]|"
     r"try\s*[:{]|except\b|function\b|const |let |var |fn |func |pub |public |private |static |#include|package |"
     r"using |@\w+|\}|\{|SELECT |INSERT |UPDATE |CREATE |\$ )|[;{}]\s*$|\w\([^)]*\)\s*[;:]?\s*$|^\s*[\w.\[\]]+\s*[+\-*/]?=\s*\S")
+# a definition's header opening a text: what follows is its body, however the body's lines read
+# (a list of strings, a long message)
+_DEF_HEAD = re.compile(
+    r"^\s*(?:@\w[\w.]*(?:\(.*\))?\s*\n\s*)*(?:(?:async\s+)?def\s+\w+\s*\(.*\)\s*(?:->.*)?:|class\s+\w+\s*(?:\(.*\))?\s*:"
+    r"|(?:export\s+)?(?:async\s+)?function\*?\s+\w+\s*\(.*\)\s*\{|func\s+(?:\(\w+\s+\*?\w+\)\s*)?\w+\s*\(.*\{"
+    r"|(?:pub\s+)?fn\s+\w+\s*(?:<.*>)?\s*\(.*\{)\s*$", re.M)
 _CODE_LIKE = re.compile(r"\w\(|[A-Za-z]_[A-Za-z]|[a-z][A-Z]|::|->|=>|==|\.\w+\(|^[\w.]+\.[a-z]{1,4}$|^\$ |^--?\w")
 _PROSE_IDENT = re.compile(r"(?<![\w.])(?:[a-z]+[A-Z][A-Za-z0-9]*|[a-z][a-z0-9]*_[a-z0-9_]+|[A-Za-z_]\w*\(\))(?![\w])")
 _DEFINES = re.compile(r"\b(?:def|class|function|fn|func|struct|interface|trait|enum|type)\s+([A-Za-z_][A-Za-z0-9_]*)")
@@ -106,7 +112,7 @@ def _codey_lines(text: str) -> float:
 def _looks_like_code(text: str) -> bool:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) >= 2:
-        return _codey_lines(text) >= 0.4
+        return _codey_lines(text) >= 0.4 or _DEF_HEAD.match(text) is not None
     line = lines[0] if lines else ""
     return bool(_CODE_LINE.search(line)) and len(_CODE_LIKE.findall(line)) >= 2
 
