@@ -348,6 +348,8 @@ def test_each_dockerfile_installs_this_project_from_the_files_it_copies(name: st
             names = set(zf.namelist())
         # both import names setup.py maps: the server and the generated protobuf package
         assert "teleo_server/server.py" in names and "teleo/v1/memory_pb2.py" in names, wheel.name
+        # the data files the code reads beside itself
+        assert {"teleo_server/pipeline/relevance.json", "teleo_server/extract/english_words.txt"} <= names, wheel.name
 
 
 @needs_build_backend

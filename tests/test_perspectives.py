@@ -117,6 +117,10 @@ def test_code_names_split_compounds_and_docstring_verbs():
     toks = code.tokens("def iterdir(self):\n    for entry in os.listdir(self.path):\n        yield entry\n")
     assert {"name:iterdir", "name:iter", "name:directory", "directory"} <= set(toks)
     assert code.compound_words("readlines") == ["read", "lines"] and code.compound_words("zebra") is None
+    # English words beyond the programmers' list; a word is never split ("calendar" is not "cal" + "endar")
+    assert code.compound_words("yeardayscalendar") == ["year", "days", "calendar"]
+    assert code.compound_words("passwordprompt") == ["password", "prompt"] and code.compound_words("calendar") is None
+    assert {"name:calendar", "name:day", "calendar"} <= set(code.tokens("def yeardayscalendar(self, year):\n    pass\n"))
     asked = code.query_tokens("Return whether the file name is valid.")
     assert asked["name:get"] == asked["name:is"] == code.NAME_VERB_WEIGHT
     assert asked["name:file"] == 1.0 and asked["name:filename"] == 0.5

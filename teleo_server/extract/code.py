@@ -17,7 +17,8 @@ the languages count a quarter (they say little about what the code does); common
 folded to their word (``dir`` and ``directory``, ``msg`` and ``message``); structure tokens name what
 is defined, called and imported (``def:parse``, ``call:open``, ``import:json``). The parts of a
 defined name are also kept apart as name tokens (``name:user``), a lower-case compound split into
-words programmers use (``iterdir`` gives ``name:iter`` and ``name:directory``): what a function is
+words programmers use and English words (``iterdir`` gives ``name:iter`` and ``name:directory``,
+``yeardayscalendar`` ``name:calendar`` among others): what a function is
 called says most about what it does. A natural-language query goes through the same splitting,
 folding and suffix rule, without structure tokens, and adds each pair of adjacent words joined
 (``file name`` also asks for ``filename``); each of its words also asks for a name token, and a few
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from teleo_server.analysis import ENGLISH_STOPWORDS
+from teleo_server.extract.words import english_words
 
 KEYWORD_WEIGHT = 0.25
 
@@ -178,7 +180,7 @@ _ABBREVIATIONS = {
 
 
 # Words programmers join without a separator (``iterdir``, ``readlines``, ``getattr``): a lower-case
-# compound is split into these when they cover it whole
+# compound is split into these and English words when they cover it whole
 _NAME_WORDS = frozenset("""
 get set is has can read write open close make dir file path name names line lines iter list dict str int bytes byte
 text data key keys value values item items add remove del delete update find search match split join parse format
@@ -195,7 +197,8 @@ fetch expand collapse normalize norm rel real splitext ext dirname basename comm
 _NAME_VERBS = {"return": ("get",), "test": ("is", "has"), "whether": ("is", "has"), "check": ("is",),
                "create": ("new", "make"), "iterate": ("iter",), "initialize": ("init",)}
 NAME_PREFIX = "name:"
-NAME_VERB_WEIGHT = 0.5  # code set dev, E7 alone: name tokens 0.427 -> 0.463, verbs 0.468, compounds 0.481
+NAME_VERB_WEIGHT = 0.5  # code set dev, E7 alone: name tokens 0.427 -> 0.463, verbs 0.468, compounds 0.481,
+# with English words in the compounds 0.485 -> 0.503
 
 
 def _stem(part: str) -> str:
@@ -237,8 +240,13 @@ def _name_term(part: str) -> str:
 
 
 def compound_words(part: str) -> list[str] | None:
-    """A lower-case compound split into the fewest words of ``_NAME_WORDS`` that cover it whole
-    (``iterdir`` -> ``iter``, ``dir``), or None when no such split has two words or more."""
+    """A lower-case compound split into the fewest words that cover it whole (``iterdir`` -> ``iter``,
+    ``dir``; ``yeardayscalendar`` -> ``year``, ``days``, ``calendar``), or None when it is a word
+    itself or no split has two words or more. The words are those of ``_NAME_WORDS`` and English
+    words of four letters or more (:func:`teleo_server.extract.words.english_words`)."""
+    english = english_words()
+    if part in english or part in _NAME_WORDS:
+        return None
     n = len(part)
     best: list[list[str] | None] = [None] * (n + 1)
     best[0] = []
@@ -247,8 +255,9 @@ def compound_words(part: str) -> list[str] | None:
         if head is None:
             continue
         for j in range(i + 2, n + 1):
-            if part[i:j] in _NAME_WORDS and (best[j] is None or len(best[j]) > len(head) + 1):  # type: ignore[arg-type]
-                best[j] = head + [part[i:j]]
+            piece = part[i:j]
+            if (piece in _NAME_WORDS or piece in english) and (best[j] is None or len(best[j]) > len(head) + 1):  # type: ignore[arg-type]
+                best[j] = head + [piece]
     found = best[n]
     return found if found is not None and len(found) > 1 else None
 
