@@ -414,3 +414,34 @@ def test_late_interaction_alone_scores_a_large_pool_in_two_halves_side_by_side(m
     me = threading.get_ident()
     assert len(split) == 2 and sorted(t == me for t, _ in split) == [False, True]
     assert len(whole) == 1 and whole[0][0] == me and whole[0][1] == split[0][1] + split[1][1]
+
+
+def test_a_memory_is_indexed_in_every_space_or_in_none(monkeypatch):
+    r, items = _retriever(60, seed=3)
+    names = list(r.spaces)
+    failing = names[len(names) // 2]  # a space in the middle: those before it have taken the memory
+    extra = syn.corpus(61, dim=64, topics=8, seed=3, tokens=6)[60]
+    original = type(r.spaces[failing]).add
+
+    def broken(self, row, chunk_rows, memory, embeddings):
+        if memory.id == extra[0].id:
+            raise RuntimeError("space failed")
+        return original(self, row, chunk_rows, memory, embeddings)
+
+    monkeypatch.setattr(type(r.spaces[failing]), "add", broken)
+    with pytest.raises(RuntimeError, match="space failed"):
+        r.add(*extra)
+    assert extra[0].id not in r.catalog.row_of and len(r) == 60
+    # no space answers with it, and every space scores the others as an index that never saw it does
+    clean, _ = _retriever(60, seed=3)
+    for i in (0, 17, 42):
+        for name in ("teleological", *(f"single_space:{n}" for n in ("E1_semantic", "E6_lexical", "E13_splade", "E9_hdc"))):
+            q = _query(items, i, top_k=10, profile=name, include_breakdown=True)
+            got, want = _run(r, q)[1], _run(clean, q)[1]
+            assert [h.memory.id for h in got] == [h.memory.id for h in want], name
+            assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6), name
+    # once the space works again the memory goes in whole
+    monkeypatch.setattr(type(r.spaces[failing]), "add", original)
+    r.add(*extra)
+    hits = _run(r, Query(text=extra[0].content, embedding=extra[1], principal=syn.admin(), top_k=3))[1]
+    assert hits[0].memory.id == extra[0].id

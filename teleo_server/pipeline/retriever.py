@@ -36,7 +36,7 @@ from teleo_server.pipeline.state import State, matrix_weights, resolve_config
 from teleo_server.pipeline.updates import update_hints
 from teleo_server.pipeline.types import (Breakdown, EntryPoint, Hit, MemoryPurpose, Offload, Outcome, Provenance, Query,
                                          StageReport, UpdateHint)
-from teleo_server.spaces.base import QueryContext
+from teleo_server.spaces.base import QueryContext, Space
 from teleo_server.spaces.registry import build_spaces
 from teleo_server.workers import beside_pool
 
@@ -155,13 +155,27 @@ class TeleologicalRetriever:
 
     # ---- writes --------------------------------------------------------------------------------
     def add(self, memory: Memory, embeddings: EmbeddingSet) -> None:
+        """Index ``memory`` in every space, or in none: when a space fails, the spaces that took it
+        forget it again (in reverse order) and so does the catalog, whose removal also masks whatever
+        the failing space had written of it; the error is raised. A memory stored under the same id
+        is replaced (removed first)."""
         if memory.id in self.catalog.row_of:
             self.remove([memory.id])
         row, chunk_rows = self.catalog.add(memory, len(embeddings.chunks))
         self._span_start.extend(np.fromiter((c.start for c in embeddings.chunks), np.int32, len(embeddings.chunks)))
         self._span_end.extend(np.fromiter((c.end for c in embeddings.chunks), np.int32, len(embeddings.chunks)))
-        for space in self.spaces.values():
-            space.add(row, chunk_rows, memory, embeddings)
+        taken: list[Space] = []
+        try:
+            for space in self.spaces.values():
+                space.add(row, chunk_rows, memory, embeddings)
+                taken.append(space)
+        except BaseException:
+            rows = np.array([row], dtype=np.int64)
+            for space in reversed(taken):
+                space.remove(rows, chunk_rows)
+            self.catalog.remove(memory.id)
+            log.warning("index.add_rolled_back", memory_id=memory.id, indexed_by=len(taken), spaces=len(self.spaces))
+            raise
 
     def warm_up(self, memory: Memory, embeddings: EmbeddingSet, query: Query) -> int:
         """Index ``memory`` in a scratch retriever of the same settings, run ``query`` over it to
