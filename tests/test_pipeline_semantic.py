@@ -86,3 +86,22 @@ def test_the_host_backend_holds_sentence_vectors_as_int8_unless_told(engine):
         query = Query(text="", embedding=q, principal=syn.admin(), top_k=3, profile="single_space:E1_semantic")
         firsts[values] = [e.memory.id for e in r.retrieve(query) if isinstance(e, Hit)][0]
     assert set(firsts.values()) == {"elderly"}
+
+
+def test_late_interaction_alone_finds_the_answer_the_other_spaces_miss(engine):
+    """A question answered in one clause of a long note: every query token finds its match in that
+    clause ("when" the time), which only the token-level MaxSim sees; the sentence vector, BM25,
+    n-grams and SPLADE all prefer a short note that repeats the question's words."""
+    docs = {
+        "answer": "Notes from the ops sync: the office moves to the fourth floor in May, the coffee machine is "
+                  "fixed, the nightly backup job runs at 02:00, and Sara takes over the on-call rota.",
+        "topic": "Backups matter: every team should plan a backup strategy and test restores.",
+        "echo": "Job board: run the nightly backup job, run the backup job, the nightly job runs on schedule.",
+    }
+    r = make_retriever(PipelineSettings(), "numpy")
+    for (mid, text), emb in zip(docs.items(), engine.embed(list(docs.values()), [False] * len(docs))):
+        r.add(syn.memory(mid, text), emb)
+    question = "when does the nightly backup job run?"
+    assert _top(r, engine, question, "single_space:E12_late")[0].memory.id == "answer"
+    for other in ("E1_semantic", "E6_lexical", "E9_hdc", "E13_splade"):
+        assert _top(r, engine, question, f"single_space:{other}")[0].memory.id == "echo", other

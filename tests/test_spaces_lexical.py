@@ -117,6 +117,34 @@ def test_typo_is_found_only_through_hdc():
     assert top[0].memory.id == "d2" and "E9_hdc" in top[0].found_by
 
 
+def test_bm25_alone_finds_the_word_where_the_ngrams_find_its_letters():
+    # "studies" is "study" once stemmed; the n-grams prefer a note full of "studio"'s letters
+    r = _lexical_only(["Our study of the soil samples from the northern field is finished at last.",
+                       "Studio studios: students in the studio.", "Lunch is at noon on the terrace."])
+    assert _ids(r, "what did the studies find", "single_space:E6")[0][0] == "d0"
+    assert _ids(r, "what did the studies find", "single_space:E9")[0][0] == "d1"
+    for other in ("E5", "E7", "E10", "E11"):  # the spans and names these read are not in the question
+        assert _ids(r, "what did the studies find", f"single_space:{other}") == [], other
+
+
+def test_periodicity_alone_finds_the_memory_of_this_hour_and_weekday():
+    day = 86_400.0
+    now = 1_700_000_000.0
+    r = make_retriever(PipelineSettings(), "numpy")
+    r.add(syn.memory("standup", "standup notes", event_time=now - 21 * day), syn.embedding())  # same hour and weekday
+    for i in range(4):
+        r.add(syn.memory(f"t{i}", f"turn {i}", session_id="s", session_position=i, event_time=now - (i + 1) * 3_600 - 0.4 * day),
+              syn.embedding())
+    r.add(syn.memory("latest", "latest note", event_time=now - 600), syn.embedding())
+
+    def first(space: str) -> str:
+        q = Query(text="", embedding=None, principal=syn.admin(), top_k=3, profile=f"single_space:{space}", now=now)
+        return next(e.memory.id for e in r.retrieve(q) if isinstance(e, Hit))
+
+    assert first("E3") == "standup"
+    assert first("E2") == "latest" and first("E4") == "t3"
+
+
 def test_registry_discovers_every_space_in_order():
     names = list(space_classes())
     assert names[:4] == ["E1_semantic", "E2_recency", "E3_periodicity", "E4_sequence"]
