@@ -105,3 +105,20 @@ def test_late_interaction_alone_finds_the_answer_the_other_spaces_miss(engine):
     assert _top(r, engine, question, "single_space:E12_late")[0].memory.id == "answer"
     for other in ("E1_semantic", "E6_lexical", "E9_hdc", "E13_splade"):
         assert _top(r, engine, question, f"single_space:{other}")[0].memory.id == "echo", other
+
+
+def test_sentence_vectors_alone_find_the_paraphrase_the_other_spaces_miss(engine):
+    """A paraphrase with no word in common: only the sentence vector ranks it above a note that
+    shares the question's words in another sense."""
+    docs = {
+        "pet": MEMORIES["pet"],
+        "echo": "Dog licence fees: owners of a young dog pay less; fetch the form from the outdoors office.",
+        "tax": MEMORIES["tax"],
+    }
+    r = make_retriever(PipelineSettings(), "numpy")
+    for (mid, text), emb in zip(docs.items(), engine.embed(list(docs.values()), [False] * len(docs))):
+        r.add(syn.memory(mid, text), emb)
+    question = "young dog playing fetch outdoors"
+    assert _top(r, engine, question, "single_space:E1_semantic")[0].memory.id == "pet"
+    for other in ("E6_lexical", "E9_hdc", "E12_late", "E13_splade"):
+        assert _top(r, engine, question, f"single_space:{other}")[0].memory.id == "echo", other
