@@ -253,6 +253,14 @@ def test_goals_labels_and_counts_come_only_from_readable_memories(api_server, st
     assert not stub.Get(pb.GetRequest(ids=[foyer], include_purpose=True), metadata=public, timeout=10).memories[0].HasField("purpose")
     assert _code(lambda: stub.Get(pb.GetRequest(ids=[got[0].id], include_purpose=True), metadata=public,
                                   timeout=10))[0] == grpc.StatusCode.NOT_FOUND
+    # Compare by purpose vector: two of the owner's memories lie in a partition with goals; the
+    # visitor's lies in one without, and the owner's memories are not there for it to name
+    owned = [m.id for m in stub.List(pb.ListRequest(), metadata=boss, timeout=10).memories][:2]
+    pair = stub.Compare(pb.CompareRequest(id_a=owned[0], id_b=owned[1]), metadata=boss, timeout=10)
+    assert pair.HasField("purpose_similarity") and -1.0 <= pair.purpose_similarity <= 1.0
+    assert not stub.Compare(pb.CompareRequest(id_a=foyer, id_b=foyer), metadata=public, timeout=10).HasField("purpose_similarity")
+    assert _code(lambda: stub.Compare(pb.CompareRequest(id_a=foyer, id_b=owned[0]), metadata=public,
+                                      timeout=10))[0] == grpc.StatusCode.NOT_FOUND
     seen = stub.DiscoverEntryPoints(pb.DiscoverEntryPointsRequest(text="zebracorn merger plan"), metadata=public,
                                     timeout=30).entry_points
     assert {e.memory_id for e in seen}.isdisjoint({e.memory_id for e in theirs})
