@@ -293,6 +293,16 @@ def test_query_reads_the_question_and_takes_a_matrix_and_a_language(srv, tmp_pat
     table = _ok(_cli(srv, "query", "rotate tokens", "--namespace", "persp", "--matrix", "code_focused"))
     matrix = DEFAULT_MATRICES["code_focused"]
     assert f"E7_code {matrix['E7_code']:g}" in table and f"E1_semantic {matrix['E1_semantic']:g}" in table
+    # the perspectives: each result's spaces with the one that gave most starred, and how many results
+    # each space's own list found, as the JSON events carry them
+    events = [json.loads(line) for line in _ok(_cli(srv, "query", "rotate tokens", "--namespace", "persp", "--matrix",
+                                                    "code_focused", "--json")).splitlines()]
+    first = next(e["result"] for e in events if "result" in e)
+    summary = next(e["summary"] for e in events if "summary" in e)
+    row = next(line for line in table.splitlines() if first["memory"]["id"] in line)
+    assert first["primarySpace"].split("_")[0] + "*" in row
+    found = next(line for line in table.splitlines() if line.startswith("found by: "))
+    assert all(f"{n.split('_')[0]} {c}" in found for n, c in summary["foundBySpace"].items())
     assert _found(srv, "rotate tokens", "--namespace", "persp", "--language", "python") == [code]
     assert _found(srv, "rotate tokens", "--namespace", "persp", "--language", "go") == []
     bad = _cli(srv, "query", "x", "--matrix", "nope")

@@ -389,9 +389,21 @@ def _space_key(name: str) -> tuple[int, str]:
     return (int(m.group(1)) if m else 1 << 30, name)
 
 
-def _found_by(spaces) -> str:
-    """The spaces that found a result, by their short names: E6+E13+E1."""
-    return "+".join(name.split("_", 1)[0] for name in spaces)[:18]
+def _short(space: str) -> str:
+    return space.split("_", 1)[0]
+
+
+def _found_by(result) -> str:
+    """The spaces that found a result, by their short names, the one that gave most to its score
+    first and starred (E1*+E6+E13); "E9 only" when one space's own list alone found it."""
+    if result.unique_contribution:
+        return f"{_short(result.unique_contribution)} only"
+    names = [_short(n) for n in result.found_by]
+    primary = _short(result.primary_space) if result.primary_space else ""
+    if primary in names:
+        names.remove(primary)
+        names.insert(0, primary + "*")
+    return "+".join(names)[:18]
 
 
 def _breakdown_lines(b) -> list[str]:
@@ -427,7 +439,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     print(f"{'#':>3}  {'SCORE':>6}  {'REL':>5}  {'ID':<32}  {'FOUND BY':<18}  CONTENT")
     for r in results:
         content = _clip(r.memory.content, width)
-        print(f"{r.rank:>3}  {r.score:6.3f}  {r.relevance:5.3f}  {r.memory.id:<32}  {_found_by(r.found_by):<18}  {content}")
+        print(f"{r.rank:>3}  {r.score:6.3f}  {r.relevance:5.3f}  {r.memory.id:<32}  {_found_by(r):<18}  {content}")
         if r.explanation:
             print(f"{indent}{r.explanation}")
         if r.breakdown is not None:
@@ -440,6 +452,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         if summary.query_types:
             weights = ", ".join(f"{n} {w:g}" for n, w in sorted(summary.space_weights.items()))
             print(f"query: {'+'.join(summary.query_types)}; weights: {weights}")
+        if summary.found_by_space:  # perspective coverage: results each space's own list found
+            found = ", ".join(f"{_short(n)} {c}" for n, c in sorted(summary.found_by_space.items(), key=lambda x: (-x[1], x[0])))
+            only = ", ".join(f"{_short(n)} {c}" for n, c in sorted(summary.unique_by_space.items()) if c)
+            print(f"found by: {found}" + (f"; by one space alone: {only}" if only else ""))
     return 0
 
 
