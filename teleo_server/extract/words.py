@@ -45,5 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+__all__ = ["MIN_LETTERS", "WORDS_PATH", "english_words", "from_tokenizer", "main"]
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
