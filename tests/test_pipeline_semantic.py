@@ -29,13 +29,17 @@ def engine():
     return Engine(default_model_dir(), threads=1)
 
 
-@pytest.fixture(scope="module")
-def retriever(engine):
+def _indexed(engine, docs: dict[str, str]):
+    """A retriever of default settings over ``docs`` (id -> text), embedded by ``engine``."""
     r = make_retriever(PipelineSettings(), "numpy")
-    sets = engine.embed(list(MEMORIES.values()), [False] * len(MEMORIES))
-    for (mid, text), emb in zip(MEMORIES.items(), sets):
+    for (mid, text), emb in zip(docs.items(), engine.embed(list(docs.values()), [False] * len(docs))):
         r.add(syn.memory(mid, text), emb)
     return r
+
+
+@pytest.fixture(scope="module")
+def retriever(engine):
+    return _indexed(engine, MEMORIES)
 
 
 def _top(retriever, engine, text: str, profile: str = "teleological", k: int = 3) -> list[Hit]:
@@ -98,9 +102,7 @@ def test_late_interaction_alone_finds_the_answer_the_other_spaces_miss(engine):
         "topic": "Backups matter: every team should plan a backup strategy and test restores.",
         "echo": "Job board: run the nightly backup job, run the backup job, the nightly job runs on schedule.",
     }
-    r = make_retriever(PipelineSettings(), "numpy")
-    for (mid, text), emb in zip(docs.items(), engine.embed(list(docs.values()), [False] * len(docs))):
-        r.add(syn.memory(mid, text), emb)
+    r = _indexed(engine, docs)
     question = "when does the nightly backup job run?"
     assert _top(r, engine, question, "single_space:E12_late")[0].memory.id == "answer"
     for other in ("E1_semantic", "E6_lexical", "E9_hdc", "E13_splade"):
@@ -115,9 +117,7 @@ def test_sentence_vectors_alone_find_the_paraphrase_the_other_spaces_miss(engine
         "echo": "Dog licence fees: owners of a young dog pay less; fetch the form from the outdoors office.",
         "tax": MEMORIES["tax"],
     }
-    r = make_retriever(PipelineSettings(), "numpy")
-    for (mid, text), emb in zip(docs.items(), engine.embed(list(docs.values()), [False] * len(docs))):
-        r.add(syn.memory(mid, text), emb)
+    r = _indexed(engine, docs)
     question = "young dog playing fetch outdoors"
     assert _top(r, engine, question, "single_space:E1_semantic")[0].memory.id == "pet"
     for other in ("E6_lexical", "E9_hdc", "E12_late", "E13_splade"):
