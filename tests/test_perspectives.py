@@ -37,6 +37,17 @@ def _run(r, text: str, profile: str = "teleological", principal=ADMIN, **kw):
     return hits, stages
 
 
+# the spaces that read a question's text without a model (the corpora here carry no learned vectors)
+TEXT_SPACES = ("E5", "E6", "E7", "E9", "E10", "E11")
+
+
+def _only_first(r, text: str, space: str, answer: str) -> None:
+    """``space`` alone ranks ``answer`` first among the spaces that read the text."""
+    firsts = {s: _run(r, text, f"single_space:{s}")[0][:1] for s in TEXT_SPACES}
+    assert firsts[space] == [answer], firsts
+    assert [s for s, first in firsts.items() if first == [answer]] == [space], firsts
+
+
 def test_all_thirteen_spaces_are_registered():
     names = list(space_classes())
     assert [n.split("_")[0] for n in names] == [f"E{i}" for i in range(1, 14)]
@@ -64,6 +75,7 @@ def test_causal_space_answers_why_where_lexical_prefers_an_echo():
     r = _retriever(CAUSAL, links={"spike": [Link("oom", LinkType.CAUSES)]})
     assert _run(r, "why did the deploy fail?", "single_space:E5")[0] == ["cause"]
     assert _run(r, "why did the deploy fail?", "single_space:E6")[0][0] == "echo"
+    _only_first(r, "why did the deploy fail?", "E5", "cause")
     hits, stages = _run(r, "why did the deploy fail?")
     assert hits[0] == "cause" and "types=causal" in stages["analyze"] and "E5" in stages["fusion"]
     # asymmetric: the disk is the cause here, so asking why the disk was full finds nothing
@@ -144,6 +156,7 @@ def test_code_space_reaches_identifiers_from_words_and_code_from_code():
     r = _retriever(CODE)
     assert _run(r, "get user name", "single_space:E7")[0] == ["py"]
     assert _run(r, "get user name", "single_space:E6")[0][0] == "prose"
+    _only_first(r, "get user name", "E7", "py")
     assert _run(r, "name = fetch_user(uid).display_name", "single_space:E7")[0][0] == "py"
 
 
@@ -168,6 +181,7 @@ def test_intent_clauses_and_boost():
     r = _retriever(INTENT)
     assert _run(r, "how do I cut the cloud bill?", "single_space:E10")[0] == ["goal"]
     assert _run(r, "how do I cut the cloud bill?", "single_space:E6")[0][0] == "fact"
+    _only_first(r, "how do I cut the cloud bill?", "E10", "goal")
     hits, stages = _run(r, "how do I cut the cloud bill?")
     assert "boosts=E10" in stages["fusion"]
     # without the analyzer there is no boost: the stated goal's lead over the fact shrinks
@@ -193,6 +207,7 @@ def test_entity_space_reaches_initials_spelling_variants_and_part_names():
     r = _retriever(ENTITY)
     assert _run(r, "IBM", "single_space:E11")[0] == ["ibm"]
     assert _run(r, "IBM", "single_space:E6")[0] == [] and _run(r, "IBM", "single_space:E9")[0] == []
+    _only_first(r, "What did IBM report?", "E11", "ibm")
     assert _run(r, "what did melany paint", "single_space:E11")[0] == ["mel"]
     assert _run(r, "smith", "single_space:E11")[0] == ["mel"]
 
