@@ -346,6 +346,7 @@ class PipelineSettings(BaseModel):
     implied_update_similarity: float = Field(0.0, ge=0, le=1)
     implied_update_ratio: float = Field(0.9, ge=0, le=1)
     implied_update_window: int = Field(3, ge=2, le=100)
+    implied_update_names: bool = True  # two notes that name siblings ("Kite Pro", "Kite Team") are two facts
     # update hints (pipeline/updates.py): a Store names up to ``update_hints`` earlier memories
     # (0: none) the stored one probably updates, above these cosines of their sentence vectors
     # for a note written as a change and for a plain statement

@@ -122,3 +122,32 @@ def test_sentence_vectors_alone_find_the_paraphrase_the_other_spaces_miss(engine
     assert _top(r, engine, question, "single_space:E1_semantic")[0].memory.id == "pet"
     for other in ("E6_lexical", "E9_hdc", "E12_late", "E13_splade"):
         assert _top(r, engine, question, f"single_space:{other}")[0].memory.id == "echo", other
+
+
+def test_notes_naming_sibling_products_are_two_facts_not_one_update(engine):
+    """Near-identical notes about "Kite Pro" and "Kite Team" are not one fact noted twice: the newer
+    one (about Pro) must not take the place of the note about the plan asked for."""
+    from teleo_server.pipeline.conflicts import _siblings
+    from teleo_server.pipeline.types import Outcome
+
+    assert _siblings(["The Kite Pro plan now costs $14 per month.", "The Kite Team plan costs $24 a month."])[0, 1]
+    assert not _siblings(["Cirrus Starter is capped at 5 seats now.", "The Cirrus Starter plan is capped at 10 seats."]).any()
+    docs = {"team": "The Kite Team plan now costs $24 per user per month.",
+            "pro": "The Kite Pro plan now costs $14 per month.",
+            "bakery": MEMORIES["bread"]}
+    day = 86_400.0
+    sets = engine.embed(list(docs.values()), [False] * len(docs))
+    question = "How much does the Kite Team plan cost?"
+    emb = engine.embed([question], [True])[0]
+    implied = {}
+    for names in (True, False):
+        r = make_retriever(PipelineSettings(implied_update_names=names), "numpy")
+        for i, ((mid, text), e) in enumerate(zip(docs.items(), sets)):  # the note about Pro is the newest
+            r.add(syn.memory(mid, text, event_time=1.7e9 + i * day), e)
+        events = list(r.retrieve(Query(text=question, embedding=emb, principal=syn.admin(), top_k=3, profile="hipporag",
+                                       now=1.7e9 + 10 * day)))
+        implied[names] = [(c.id_a, c.id_b) for c in events[-1].conflicts if c.edge_type == "implied"]
+        assert isinstance(events[-1], Outcome)
+        if names:
+            assert next(e.memory.id for e in events if isinstance(e, Hit)) == "team"
+    assert implied[True] == [] and implied[False] == [("team", "pro")]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teleo_server import entities
 from teleo_server.compute.sets import member
 from teleo_server.domain import LinkType
 from teleo_server.pipeline.stages import stage
@@ -169,6 +170,26 @@ def conflicts(state: State) -> str:
             f"hidden={len(hide)} include_historical={historical}")
 
 
+def _names(text: str) -> frozenset[str]:
+    """The keys of the names (proper-noun spans) a text holds."""
+    return frozenset(e.key for e in entities.extract(text) if e.kind == "proper")
+
+
+def _siblings(texts: list[str]) -> np.ndarray:
+    """bool (n, n): whether two texts name different members of one family, and so are two facts,
+    not one noted twice: one names something ("Kite Pro") the other does not, and the other names
+    something ("Kite Team") that shares a word with it, neither name holding the other."""
+    names = [_names(t) for t in texts]
+    n = len(texts)
+    out = np.zeros((n, n), bool)
+    for i in range(n):
+        for j in range(i + 1, n):
+            only_i, only_j = names[i] - names[j], names[j] - names[i]
+            out[i, j] = out[j, i] = any(
+                set(a.split()) & set(b.split()) and a not in b and b not in a for a in only_i for b in only_j)
+    return out
+
+
 def _groups(linked: np.ndarray) -> list[list[int]]:
     """Connected components (of two or more) of a symmetric boolean adjacency matrix."""
     n = linked.shape[0]
@@ -202,7 +223,10 @@ def implied_updates(state: State) -> list[ConflictPair]:
     scores = c.score[top].astype(np.float64)
     close = np.minimum.outer(scores, scores) >= cfg.implied_update_ratio * np.maximum.outer(scores, scores)
     pairs: list[ConflictPair] = []
-    for group in _groups((sims >= cfg.implied_update_similarity) & close & (scores[:, None] > 0) & (scores[None, :] > 0)):
+    linked = (sims >= cfg.implied_update_similarity) & close & (scores[:, None] > 0) & (scores[None, :] > 0)
+    if cfg.implied_update_names:
+        linked &= ~_siblings([cat.content(int(c.rows[i])) for i in top])
+    for group in _groups(linked):
         by_score = sorted(group, key=lambda i: (-scores[i], i))       # the group's places, best first
         by_time = sorted(group, key=lambda i: (-float(cat.event_time[c.rows[top[i]]]), i))  # newest first
         if by_score == by_time:
