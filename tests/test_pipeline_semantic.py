@@ -92,6 +92,15 @@ def test_the_host_backend_holds_sentence_vectors_as_int8_unless_told(engine):
     assert set(firsts.values()) == {"elderly"}
 
 
+def _only_first(engine, docs: dict[str, str], question: str, space: str, answer: str) -> None:
+    """``space`` alone ranks ``answer`` first: each other space that reads the question ranks the
+    note called "echo" first."""
+    r = _indexed(engine, docs)
+    assert _top(r, engine, question, f"single_space:{space}")[0].memory.id == answer
+    for other in {"E1_semantic", "E6_lexical", "E9_hdc", "E12_late", "E13_splade"} - {space}:
+        assert _top(r, engine, question, f"single_space:{other}")[0].memory.id == "echo", other
+
+
 def test_late_interaction_alone_finds_the_answer_the_other_spaces_miss(engine):
     """A question answered in one clause of a long note: every query token finds its match in that
     clause ("when" the time), which only the token-level MaxSim sees; the sentence vector, BM25,
@@ -102,11 +111,7 @@ def test_late_interaction_alone_finds_the_answer_the_other_spaces_miss(engine):
         "topic": "Backups matter: every team should plan a backup strategy and test restores.",
         "echo": "Job board: run the nightly backup job, run the backup job, the nightly job runs on schedule.",
     }
-    r = _indexed(engine, docs)
-    question = "when does the nightly backup job run?"
-    assert _top(r, engine, question, "single_space:E12_late")[0].memory.id == "answer"
-    for other in ("E1_semantic", "E6_lexical", "E9_hdc", "E13_splade"):
-        assert _top(r, engine, question, f"single_space:{other}")[0].memory.id == "echo", other
+    _only_first(engine, docs, "when does the nightly backup job run?", "E12_late", "answer")
 
 
 def test_sentence_vectors_alone_find_the_paraphrase_the_other_spaces_miss(engine):
@@ -117,11 +122,7 @@ def test_sentence_vectors_alone_find_the_paraphrase_the_other_spaces_miss(engine
         "echo": "Dog licence fees: owners of a young dog pay less; fetch the form from the outdoors office.",
         "tax": MEMORIES["tax"],
     }
-    r = _indexed(engine, docs)
-    question = "young dog playing fetch outdoors"
-    assert _top(r, engine, question, "single_space:E1_semantic")[0].memory.id == "pet"
-    for other in ("E6_lexical", "E9_hdc", "E12_late", "E13_splade"):
-        assert _top(r, engine, question, f"single_space:{other}")[0].memory.id == "echo", other
+    _only_first(engine, docs, "young dog playing fetch outdoors", "E1_semantic", "pet")
 
 
 def test_notes_naming_sibling_products_are_two_facts_not_one_update(engine):
