@@ -224,7 +224,7 @@ def implied_updates(state: State) -> list[ConflictPair]:
     close = np.minimum.outer(scores, scores) >= cfg.implied_update_ratio * np.maximum.outer(scores, scores)
     pairs: list[ConflictPair] = []
     linked = (sims >= cfg.implied_update_similarity) & close & (scores[:, None] > 0) & (scores[None, :] > 0)
-    if cfg.implied_update_names:
+    if cfg.implied_update_names and np.triu(linked, 1).any():  # the texts are read only for a pair
         linked &= ~_siblings([cat.content(int(c.rows[i])) for i in top])
     for group in _groups(linked):
         by_score = sorted(group, key=lambda i: (-scores[i], i))       # the group's places, best first
