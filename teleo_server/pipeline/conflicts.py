@@ -19,7 +19,9 @@ Updates are often written without a link ("Cirrus Starter is capped at 5 seats n
 Cirrus Starter plan is capped at 10 seats."). With ``implied_update_similarity`` set, memories
 near the top whose dense vectors nearly coincide and whose scores are close are read as one fact
 noted at different times: the newest (event time) takes the group's best score, the older keep
-the rest in order, and each such pair is reported with edge type ``implied``. Nothing is hidden:
+the rest in order, and each such pair is reported with edge type ``implied``. Two notes that name
+siblings ("Kite Pro" in one, "Kite Team" in the other: names that share a word, neither holding
+the other) are two facts and never pair (``implied_update_names``). Nothing is hidden:
 without a link the server cannot be sure the older note is stale. Within the bi-temporal view
 this also picks the latest note before the moment asked about.
 """
