@@ -390,6 +390,7 @@ def _space_key(name: str) -> tuple[int, str]:
 
 
 def _short(space: str) -> str:
+    """A space's number alone: E13 for E13_splade."""
     return space.split("_", 1)[0]
 
 

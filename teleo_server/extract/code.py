@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from teleo_server.analysis import ENGLISH_STOPWORDS
 from teleo_server.extract.words import english_words
@@ -239,13 +239,20 @@ def _name_term(part: str) -> str:
     return NAME_PREFIX + _stem(_ABBREVIATIONS.get(part, part))
 
 
+@cache
+def _compound_vocabulary() -> frozenset[str]:
+    """The words a compound is split into: ``_NAME_WORDS`` and the shipped English words (one set,
+    made once, so each piece of a split is one lookup)."""
+    return _NAME_WORDS | english_words()
+
+
 def compound_words(part: str) -> list[str] | None:
     """A lower-case compound split into the fewest words that cover it whole (``iterdir`` -> ``iter``,
     ``dir``; ``yeardayscalendar`` -> ``year``, ``days``, ``calendar``), or None when it is a word
     itself or no split has two words or more. The words are those of ``_NAME_WORDS`` and English
     words of four letters or more (:func:`teleo_server.extract.words.english_words`)."""
-    english = english_words()
-    if part in english or part in _NAME_WORDS:
+    words = _compound_vocabulary()
+    if part in words:
         return None
     n = len(part)
     best: list[list[str] | None] = [None] * (n + 1)
@@ -256,7 +263,7 @@ def compound_words(part: str) -> list[str] | None:
             continue
         for j in range(i + 2, n + 1):
             piece = part[i:j]
-            if (piece in _NAME_WORDS or piece in english) and (best[j] is None or len(best[j]) > len(head) + 1):  # type: ignore[arg-type]
+            if piece in words and (best[j] is None or len(best[j]) > len(head) + 1):  # type: ignore[arg-type]
                 best[j] = head + [piece]
     found = best[n]
     return found if found is not None and len(found) > 1 else None

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     r = build(p, PipelineSettings())
     grid = []
     for variant in VARIANTS:
+        # the first four columns are always written (0 included), as the earlier rows recorded them
         weights = {name: w for name, w in zip(COLUMNS, variant) if w or name in COLUMNS[:4]}
         run = Run("variant", "teleological", Overrides(search_matrix="custom", space_weights=tuple(weights.items())))
         res = evaluate(r, p, "dev", run)
