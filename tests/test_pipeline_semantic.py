@@ -125,6 +125,22 @@ def test_sentence_vectors_alone_find_the_paraphrase_the_other_spaces_miss(engine
     _only_first(engine, docs, "young dog playing fetch outdoors", "E1_semantic", "pet")
 
 
+def test_learned_sparse_weights_alone_find_the_error_number_the_other_spaces_miss(engine):
+    """A question of a common word and a number: SPLADE's learned weights count the number for more
+    than the word and match its word pieces whole. The sentence vector and MaxSim see a nearly
+    identical number (4013) in a note that says "error" three times, BM25 counts "error", the n-grams
+    see the shared digits, and the spaces that read text structure find nothing to match."""
+    docs = {
+        "answer": "4012 means the licence has expired.",
+        "echo": "Error 4013: error in the error handler.",
+        "tax": MEMORIES["tax"],
+    }
+    _only_first(engine, docs, "error 4012", "E13_splade", "answer")
+    r = _indexed(engine, docs)
+    for space in ("E5", "E7", "E8", "E10", "E11"):
+        assert [h.memory.id for h in _top(r, engine, "error 4012", f"single_space:{space}")][:1] != ["answer"], space
+
+
 def test_notes_naming_sibling_products_are_two_facts_not_one_update(engine):
     """Near-identical notes about "Kite Pro" and "Kite Team" are not one fact noted twice: the newer
     one (about Pro) must not take the place of the note about the plan asked for."""
