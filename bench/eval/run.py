@@ -33,7 +33,7 @@ from bench.eval.metrics import ndcg_at, recall_at
 log = structlog.get_logger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 PRINCIPAL = Principal("eval", "eval", frozenset({"*"}), frozenset({"*"}), AccessLevel.RESTRICTED, "eval")
-SINGLE = ("E1_semantic", "E6_lexical", "E13_splade", "E9_hdc", "E12_late", "E2_recency", "E4_sequence", "E8_graph")
+SINGLE = ("E1_semantic", "E6_lexical", "E13_splade", "E9_hdc", "E12_late", "E2_recency", "E3_periodicity", "E4_sequence", "E8_graph")
 PROFILES = ("teleological", "hybrid", "entry_point", "openclaw", "hipporag", "teleological_graph")
 
 ABLATE = ("sparse_recall", "dense", "fusion", "alignment", "late_interaction")
