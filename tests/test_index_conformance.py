@@ -100,7 +100,7 @@ DEVICE_RUNTIME = "cuda" if cupy_status()[0] else "emulated"
 def _build(name: str, data):
     info = backends()[name]
     options = {"ops": ops("numpy")}
-    if name.endswith(".resident"):
+    if info.device:
         ok, why = emulator.status()
         if DEVICE_RUNTIME == "emulated" and not ok:
             pytest.skip(f"no device and no kernel emulation: {why}")

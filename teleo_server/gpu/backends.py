@@ -103,8 +103,10 @@ class CagraBackend(ResidentDenseBackend):
 
     exact = False
 
-    def __init__(self, dim: int, ops: Any = None, params: CagraParams | None = None) -> None:
-        super().__init__(dim, ops, "cuda")
+    def __init__(self, dim: int, ops: Any = None, params: CagraParams | None = None, runtime: str = "cuda") -> None:
+        if runtime != "cuda":
+            raise Unavailable(f"CAGRA (cuVS) runs on a CUDA device only, not on the {runtime} runtime")
+        super().__init__(dim, ops, runtime)
         self.params = params or CagraParams()
         self._graph: CagraIndex | None = None
 
@@ -223,14 +225,15 @@ def register_all() -> None:
     and, where cuVS is installed, CAGRA."""
     register_backend("dense.resident", "dense", True,
                      lambda dim, ops=None, runtime="cuda", **kw: ResidentDenseBackend(dim, ops, runtime),
-                     "fp16 rows resident on the GPU, exact scan")
+                     "fp16 rows resident on the GPU, exact scan", device=True)
     register_backend("sparse.resident", "sparse", True, lambda ops=None, **kw: ResidentSparseBackend(ops, **kw),
-                     "CSC postings resident on the GPU, SpMV")
+                     "CSC postings resident on the GPU, SpMV", device=True)
     register_backend("tokens.resident", "tokens", True, lambda ops=None, **kw: ResidentTokenBackend(ops, **kw),
-                     "per-token vectors resident on the GPU, fused MaxSim")
+                     "per-token vectors resident on the GPU, fused MaxSim", device=True)
     if cagra_available():
-        register_backend("dense.cagra", "dense", False, lambda dim, ops=None, **kw: CagraBackend(dim, ops),
-                         "cuVS CAGRA graph, bitset-filtered in graph")
+        register_backend("dense.cagra", "dense", False,
+                         lambda dim, ops=None, runtime="cuda", **kw: CagraBackend(dim, ops, runtime=runtime),
+                         "cuVS CAGRA graph, bitset-filtered in graph (CUDA only)", device=True)
 
 
 register_all()

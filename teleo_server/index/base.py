@@ -232,6 +232,9 @@ class BackendInfo:
     exact: bool
     factory: Callable[..., VectorIndex]
     description: str = ""
+    # its rows live on a device: the factory takes ``runtime`` ("cuda", or "emulated": the kernels
+    # on the CPU emulation), the runtime whose memory holds them
+    device: bool = False
 
 
 _BACKENDS: dict[str, BackendInfo] = {}
@@ -243,12 +246,12 @@ _providers_loaded = False
 
 
 def register_backend(name: str, kind: str, exact: bool, factory: Callable[..., VectorIndex],
-                     description: str = "") -> None:
+                     description: str = "", device: bool = False) -> None:
     if name in _BACKENDS:
         raise ValueError(f"index backend {name!r} is registered twice")
     if kind not in ("dense", "sparse", "tokens"):
         raise ValueError(f"index backend {name!r}: unknown kind {kind!r}")
-    _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description)
+    _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description, device)
 
 
 def backends(kind: str | None = None) -> dict[str, BackendInfo]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from teleo_server.compute.sets import distinct_first
 from teleo_server.domain import EmbeddingSet, Memory
@@ -14,7 +14,7 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.index.backends import DenseBackend
-from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, runs_beside
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, backends, make_backend, runs_beside
 from teleo_server.index.dense import DenseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
@@ -34,6 +34,20 @@ class DenseHeadSettings(SpaceSettings):
     # per row takes a quarter and scans at float32's speed (scores move by ~1e-3), on the host
     # whatever the backend; "auto" is int8 on the host backend and float32 on a device backend
     values: Literal["auto", "float32", "float16", "int8"] = "float32"
+    # the registered dense backend (index/base.py) that searches this space, by name: "" is the
+    # built-in index above (exact scan, HNSW past the thresholds); "dense.resident" keeps the rows in
+    # device memory and scans them with the CUDA kernel, "dense.cagra" searches a cuVS graph. The
+    # built-in index is kept beside a named one: the scores of given rows, the memories' vectors
+    # (Compare, purposes, the graph space, implied updates) and snapshots read it
+    index: str = ""
+
+    @field_validator("index")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        if v and v not in backends("dense"):
+            raise ValueError(f"{v!r} is not a registered dense index backend; registered: "
+                             f"{', '.join(sorted(backends('dense')))}")
+        return v
 
 
 class DenseHeadSpace(Space):
@@ -59,11 +73,14 @@ class DenseHeadSpace(Space):
     def __init__(self, settings: PipelineSettings, catalog: Catalog) -> None:
         super().__init__(settings, catalog)
         self.index: DenseIndex | None = None  # created on the first vector (dimension from the model)
-        self.backend: VectorIndex | None = None  # what searches and scores go through
+        self.host: DenseBackend | None = None  # the built-in index behind the interface: scores given rows
+        self.backend: VectorIndex | None = None  # what searches go through (``host`` unless ``index`` names one)
 
     def make_backend(self, dim: int) -> VectorIndex:
-        """The index behind this space (a subclass may return another registered backend):
-        :class:`DenseIndex`, exact below ``exact_threshold`` live rows and HNSW above."""
+        """The index behind this space: the built-in :class:`DenseIndex` (exact below
+        ``exact_threshold`` live rows and HNSW above), or the registered backend the ``index``
+        setting names, made here with the runtime of the retriever's compute backend when it keeps
+        its rows on a device."""
         s = self.config
         ops = self.ops or compute_ops("numpy")
         values = s.values if s.values != "auto" else ("int8" if ops.name == "numpy" else "float32")
@@ -71,12 +88,35 @@ class DenseHeadSpace(Space):
         unfiltered = s.unfiltered_threshold if ops.name == "numpy" else s.exact_threshold
         self.index = DenseIndex(dim, self.truncations(), s.exact_threshold, s.hnsw_m,
                                 s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample, values, unfiltered)
-        return DenseBackend(dim, ops, index=self.index)
+        self.host = DenseBackend(dim, ops, index=self.index)
+        return self._named(dim) if s.index else self.host
+
+    def _named(self, dim: int) -> VectorIndex:
+        """A new, empty instance of the backend ``index`` names."""
+        ops = self.ops or compute_ops("numpy")
+        options: dict[str, Any] = {"dim": dim, "ops": ops}
+        if backends("dense")[self.config.index].device:
+            options["runtime"] = "emulated" if ops.name == "emulated" else "cuda"
+        return make_backend(self.config.index, **options)
 
     def _ensure(self, dim: int) -> VectorIndex:
         if self.backend is None:
-            self.backend = self.make_backend(dim)
+            self.backend = self.make_backend(dim) if self.index is None else self._resync()
         return self.backend
+
+    def _resync(self) -> VectorIndex:
+        """A named backend made again from the built-in index's rows (dead rows removed), so that
+        both number the same rows: after a compaction renumbers them, after a write the named
+        backend failed, and after a snapshot is read (a device's memory is not in it)."""
+        assert self.index is not None
+        named = self._named(self.index.dim)
+        if self.index.n:
+            named.add(list(self.index.vectors(slice(0, self.index.n))))
+            dead = np.flatnonzero(~self.index.alive[: self.index.n])
+            if dead.size:
+                named.remove(dead)
+        self.backend = named
+        return named
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         pairs = list(self.chunk_vectors(chunk_rows, embeddings))
@@ -84,7 +124,18 @@ class DenseHeadSpace(Space):
             return
         vecs = np.stack([v for _, v in pairs]).astype(np.float32)
         chunk_rows = np.array([r for r, _ in pairs], dtype=np.int64)
-        got = self._ensure(vecs.shape[1]).add(list(vecs))
+        backend = self._ensure(vecs.shape[1])
+        assert self.host is not None
+        got = self.host.add(list(vecs))
+        if backend is not self.host:
+            try:
+                named = backend.add(list(vecs))
+            except BaseException:
+                self.host.remove(got)
+                self._resync()  # the named backend may hold part of the rows: rows are kept in step
+                raise
+            if named[0] != got[0]:
+                raise RuntimeError(f"{self.config.index} rows out of step with the chunk rows ({named[0]} != {got[0]})")
         if got[0] != chunk_rows[0]:
             raise RuntimeError(f"dense rows out of step with chunk rows ({got[0]} != {chunk_rows[0]})")
 
@@ -93,12 +144,27 @@ class DenseHeadSpace(Space):
             self.index.fit()
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
-        if self.backend is not None and chunk_rows.size:
-            self.backend.remove(chunk_rows)
+        if self.host is not None and chunk_rows.size:
+            self.host.remove(chunk_rows)
+            if self.backend is not None and self.backend is not self.host:
+                self.backend.remove(chunk_rows)
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         if self.index is not None:
             self.index.compact(keep_chunks)
+            if self.config.index:
+                self._resync()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A named backend's rows (device memory) are not written: it is made again from the
+        built-in index's rows on first use after the state is read."""
+        state = self.__dict__.copy()
+        if state.get("backend") is not state.get("host"):
+            state["backend"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)
@@ -110,13 +176,14 @@ class DenseHeadSpace(Space):
     def search_runs_beside(self, ctx: QueryContext) -> bool:
         """Whether the backend's search under this caller's mask runs outside the interpreter lock
         (``index.base.runs_beside``: HNSW does, an exact scan does not)."""
-        return self.backend is not None and runs_beside(self.backend, Bitmask(ctx.visible_chunks()))
+        return self.index is not None and runs_beside(self._ensure(self.index.dim), Bitmask(ctx.visible_chunks()))
 
     def search(self, ctx: QueryContext, feats: Any, k: int, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top memory rows by best-chunk cosine; the chunk search over-fetches to cover folding."""
-        assert self.backend is not None
+        assert self.index is not None
+        backend = self._ensure(self.index.dim)
         multi = self._several_chunks()
-        chunks, scores = self.backend.search(DenseQuery(feats, dim), self._chunk_fetch(k), Bitmask(ctx.visible_chunks()))
+        chunks, scores = backend.search(DenseQuery(feats, dim), self._chunk_fetch(k), Bitmask(ctx.visible_chunks()))
         rows = self.catalog.chunk_mem[chunks].astype(np.int64)
         if multi:
             # chunks arrive best first, so the first occurrence of each memory is its best chunk
@@ -138,8 +205,8 @@ class DenseHeadSpace(Space):
 
     def score_with_chunks(self, feats: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Best-chunk cosine float32 (C,) and that chunk's index within the memory int64 (C,)."""
-        assert self.backend is not None
-        backend, query = self.backend, DenseQuery(feats)
+        assert self.host is not None
+        backend, query = self.host, DenseQuery(feats)
         return self.fold_candidates(rows, lambda chunks: backend.score(chunks, query))
 
     def memory_vectors(self, rows: np.ndarray) -> np.ndarray:

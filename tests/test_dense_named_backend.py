@@ -1,0 +1,122 @@
+"""A dense space searched through a registered backend named in its settings
+(``[pipeline.spaces.E1_semantic] index = "dense.resident"``): the rows live in device memory (on a
+GPU when there is one, else under the CPU emulation of the kernels), the pipeline ranks as with the
+built-in index, and writes, deletes, compaction and a snapshot's state keep the two in step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.harness import teleo_inproc as inproc
+from bench.harness.synthetic import CorpusSpec, make_corpus, make_queries
+from bench.harness.workloads.scale import memory_of
+from teleo_server.compute.backend import cupy_status
+from teleo_server.errors import InvalidArgument
+from teleo_server.gpu import emulator
+from teleo_server.pipeline import PipelineSettings, make_retriever
+
+DEVICE = "cupy" if cupy_status()[0] else "emulated"
+HOST = {"spaces": {"E1_semantic": {"values": "float32"}}}
+NAMED = {"spaces": {"E1_semantic": {"values": "float32", "index": "dense.resident"}}}
+
+
+@pytest.fixture(autouse=True)
+def _device_or_emulation():
+    if DEVICE == "emulated":
+        ok, why = emulator.status()
+        if not ok:
+            pytest.skip(f"no device and no kernel emulation: {why}")
+
+
+def _answers(r, queries, profile: str) -> list[list[str]]:
+    return [inproc.run_query(r, queries.texts[j], queries.embedding(j), profile, 10).ids for j in range(len(queries))]
+
+
+def test_the_named_backend_searches_and_ranks_as_the_built_in_index():
+    from teleo_server.gpu.backends import ResidentDenseBackend
+
+    c = make_corpus(CorpusSpec(n=300, seed=11))
+    queries = make_queries(c, 12, seed=12)
+    host, named = inproc.make(HOST, backend=DEVICE), inproc.make(NAMED, backend=DEVICE)
+    for r in (host, named):
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
+    space = named.spaces["E1_semantic"]
+    assert isinstance(space.backend, ResidentDenseBackend) and space.backend.n == space.index.n
+    assert host.spaces["E1_semantic"].backend is host.spaces["E1_semantic"].host
+    for profile in ("single_space:E1_semantic", "hybrid", "teleological"):
+        assert _answers(named, queries, profile) == _answers(host, queries, profile), profile
+
+
+def test_deletes_compaction_and_a_read_state_keep_the_rows_in_step():
+    c = make_corpus(CorpusSpec(n=240, seed=13))
+    queries = make_queries(c, 10, seed=14)
+    host, named = inproc.make(HOST, backend=DEVICE), inproc.make(NAMED, backend=DEVICE)
+    ids = [memory_of(c, i).id for i in range(len(c))]
+    for r in (host, named):
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
+        r.remove(ids[::3])  # a third deleted: tombstoned in both indexes
+    assert _answers(named, queries, "single_space:E1_semantic") == _answers(host, queries, "single_space:E1_semantic")
+    for r in (host, named):
+        r.compact()  # rows renumbered: the named backend is made again from the built-in rows
+    space = named.spaces["E1_semantic"]
+    assert space.backend.n == space.index.n == len(c) - len(ids[::3])
+    assert _answers(named, queries, "single_space:E1_semantic") == _answers(host, queries, "single_space:E1_semantic")
+
+    # a snapshot's state holds the built-in index only; the device rows are made again on first use
+    state = space.__getstate__()
+    assert state["backend"] is None and state["host"] is space.host
+    space.__setstate__(state)
+    assert space.backend is None
+    assert _answers(named, queries, "single_space:E1_semantic") == _answers(host, queries, "single_space:E1_semantic")
+    assert space.backend is not None and space.backend.n == space.index.n
+    for r in (host, named):  # and writes after it land in both
+        r.add(memory_of(c, 0), c.embedding(0))
+    assert space.backend.n == space.index.n
+    assert _answers(named, queries, "hybrid") == _answers(host, queries, "hybrid")
+
+
+def test_a_failing_write_to_the_named_backend_leaves_both_in_step(monkeypatch):
+    c = make_corpus(CorpusSpec(n=30, seed=15))
+    r = inproc.make(NAMED, backend=DEVICE)
+    inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(20)))
+    space = r.spaces["E1_semantic"]
+
+    def refuse(vectors):
+        raise MemoryError("device memory exhausted")
+
+    monkeypatch.setattr(space.backend, "add", refuse)
+    with pytest.raises(MemoryError):
+        r.add(memory_of(c, 20), c.embedding(20))
+    assert space.backend.n == space.index.n  # made again from the built-in rows
+    assert memory_of(c, 20).id not in r.catalog.row_of
+    inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(21, 30)))
+    assert space.backend.n == space.index.n
+    q = make_queries(c, 1, seed=16)
+    assert inproc.run_query(r, q.texts[0], q.embedding(0), "single_space:E1_semantic", 5).ids
+
+
+def test_an_unknown_or_wrong_kind_of_backend_is_refused_by_name():
+    with pytest.raises(InvalidArgument, match=r"pipeline\.spaces\.E1_semantic\.index .*'dense\.nowhere' is not a "
+                                              r"registered dense index backend; registered: .*dense\.numpy"):
+        make_retriever(PipelineSettings(spaces={"E1_semantic": {"index": "dense.nowhere"}}))
+    with pytest.raises(InvalidArgument, match=r"'sparse\.numpy' is not a registered dense index backend"):
+        make_retriever(PipelineSettings(spaces={"E1_semantic": {"index": "sparse.numpy"}}))
+
+
+def test_a_host_backend_named_by_setting_is_used_as_named():
+    """``dense.hnsw`` (an hnswlib graph from the first row) searches in place of the exact scan."""
+    pytest.importorskip("hnswlib")
+    c = make_corpus(CorpusSpec(n=120, seed=17))
+    r = inproc.make({"spaces": {"E1_semantic": {"index": "dense.hnsw"}}}, backend="numpy")
+    inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
+    space = r.spaces["E1_semantic"]
+    assert space.backend is not space.host and space.backend.index.uses_hnsw and not space.index.uses_hnsw
+    q = make_queries(c, 8, seed=18)
+    found = [inproc.run_query(r, q.texts[j], q.embedding(j), "single_space:E1_semantic", 10).ids for j in range(8)]
+    assert all(len(ids) == 10 for ids in found)
+    exact = inproc.make({}, backend="numpy")
+    inproc.build(exact, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
+    want = [inproc.run_query(exact, q.texts[j], q.embedding(j), "single_space:E1_semantic", 10).ids for j in range(8)]
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, want)])
+    assert overlap >= 0.9
