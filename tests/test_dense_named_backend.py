@@ -15,6 +15,8 @@ from teleo_server.compute.backend import cupy_status
 from teleo_server.errors import InvalidArgument
 from teleo_server.gpu import emulator
 from teleo_server.pipeline import PipelineSettings, make_retriever
+from teleo_server.pipeline.types import Query, StageReport
+from teleo_server.query import Overrides
 
 DEVICE = "cupy" if cupy_status()[0] else "emulated"
 HOST = {"spaces": {"E1_semantic": {"values": "float32"}}}
@@ -46,6 +48,10 @@ def test_the_named_backend_searches_and_ranks_as_the_built_in_index():
     assert host.spaces["E1_semantic"].backend is host.spaces["E1_semantic"].host
     for profile in ("single_space:E1_semantic", "hybrid", "teleological"):
         assert _answers(named, queries, profile) == _answers(host, queries, profile), profile
+    q = Query(text=queries.texts[0], embedding=queries.embedding(0), principal=inproc.PRINCIPAL, top_k=10,
+              profile="hybrid", overrides=Overrides(dense_dimension=128))
+    detail = {e.stage: e.detail for e in named.retrieve(q) if isinstance(e, StageReport)}["dense"]
+    assert detail.startswith("dense_dimension=128 index=dense.resident"), detail
 
 
 def test_deletes_compaction_and_a_read_state_keep_the_rows_in_step():

@@ -150,12 +150,10 @@ def _dense_search(state: State) -> Callable[[], tuple[np.ndarray, tuple[str, int
     space, cfg = state.spaces[name], state.cfg
     dim = space.dimension(cfg.dense_dimension or None)
     k = state.arm(cfg.dense_candidates)
-    index = space.index
-    assert index is not None
 
     def search() -> tuple[np.ndarray, tuple[str, int]]:
         rows, _ = space.search(state.ctx, q, k, dim=dim)
-        return rows, index.last_scan
+        return rows, space.last_scan(dim)
 
     return search
 

@@ -192,6 +192,15 @@ class DenseHeadSpace(Space):
             rows, scores = rows[first][:k], scores[first][:k]
         return rows, scores
 
+    def last_scan(self, dim: int | None) -> tuple[str, int]:
+        """How this thread's last :meth:`search` found its rows, for the dense stage's report: the
+        built-in index's ("hnsw" | "exact", the dimension it first scanned at), or the named
+        backend's name and the dimension asked for."""
+        assert self.index is not None
+        if self.config.index:
+            return self.config.index, dim or self.index.dim
+        return self.index.last_scan
+
     def _several_chunks(self) -> bool:
         """Whether some memory has more than one chunk row."""
         return self.catalog.n_chunks != self.catalog.n_rows
