@@ -341,3 +341,43 @@ def test_get_with_purpose_names_the_goal_a_memory_serves(srv, tmp_path):
     assert purpose["alignment"] == pytest.approx(max(purpose["goalAlignment"].values()))
     assert "E1_semantic" in purpose["spaceAlignment"] and purpose["membersCompared"] > 0
     assert "purpose" not in json.loads(_ok(_cli(srv, "get", memory_id)))
+
+
+def test_query_shows_what_was_replaced_and_reads_history_and_moments(srv, tmp_path):
+    """A superseded note is hidden and the table says by which memory; ``--historical`` shows it,
+    ``--as-of-event`` and ``--as-of-ingestion`` read the past; hipporag's route is printed."""
+    old_text, new_text = "The staging cluster runs in eu-west-1.", "We moved staging to us-east-2 in March."
+    records = [{"content": old_text, "namespace": "hist", "event_time": "2024-01-10T09:00:00Z"},
+               {"content": new_text, "namespace": "hist", "event_time": "2024-03-05T09:00:00Z"}]
+    _ok(_cli(srv, "ingest", str(_jsonl(tmp_path / "h.jsonl", records))))
+    listed = [json.loads(line) for line in _ok(_cli(srv, "list", "--namespace", "hist", "--all")).splitlines()]
+    ids = {m["input"]["content"]: m["id"] for m in listed}
+    old, new = ids[old_text], ids[new_text]
+    _ok(_cli(srv, "update", new, "--supersedes", old))
+    ask = ("which region is staging in", "--namespace", "hist", "--profile", "hipporag")
+    table = _ok(_cli(srv, "query", *ask))
+    assert f"superseded: {old} by {new} (hidden; --historical shows it)" in table.splitlines()
+    assert "route: simple" in table.splitlines()
+    assert _found(srv, *ask) == [new_text]
+    table = _ok(_cli(srv, "query", *ask, "--historical"))
+    assert f"superseded: {old} by {new}" in table.splitlines()
+    assert set(_found(srv, *ask, "--historical")) == {old_text, new_text}
+    # before the move, the old note was the truth: nothing supersedes it yet at that moment
+    assert _found(srv, *ask, "--as-of-event", "2024-02-01") == [old_text]
+    assert "superseded:" not in _ok(_cli(srv, "query", *ask, "--as-of-event", "2024-02-01"))
+    # both were stored just now: nothing had been stored a year ago
+    assert _found(srv, *ask, "--as-of-ingestion", "2020-01-01T00:00:00Z") == []
+    bad = _cli(srv, "query", *ask, "--as-of-event", "last tuesday")
+    assert bad.returncode != 0 and "ISO 8601" in bad.stderr
+    _no_traceback(bad)
+
+
+def test_conflict_lines_name_each_kind_of_pair():
+    from teleo_server.cli.client import _conflict_lines
+    from teleo_server.client.types import ConflictPair
+
+    pairs = (ConflictPair("a", "b", "contradicts", "recency", "b"), ConflictPair("c", "d", "contradicts", "unresolved", ""),
+             ConflictPair("e", "f", "implied", "recency", "f"))
+    assert _conflict_lines(pairs, historical=False) == [
+        "contradicts: a / b: recency, kept b", "contradicts: c / d: unresolved, both kept",
+        "implied update: f (newer) ranked above e"]

@@ -416,6 +416,22 @@ def _breakdown_lines(b) -> list[str]:
     return ["  ".join(parts), "spaces " + ("  ".join(spaces) or "-")]
 
 
+def _conflict_lines(conflicts, historical: bool) -> list[str]:
+    """The summary's conflict pairs as lines a person reads: which memory replaced which (hidden
+    unless ``--historical``), how a contradiction was resolved, which newer note was read as an
+    update of an older one."""
+    out = []
+    for c in conflicts:
+        if c.edge_type == "supersedes":
+            out.append(f"superseded: {c.id_a} by {c.id_b}" + ("" if historical else " (hidden; --historical shows it)"))
+        elif c.edge_type == "contradicts":
+            kept = f"kept {c.winner}" if c.winner else "both kept"
+            out.append(f"contradicts: {c.id_a} / {c.id_b}: {c.resolution}, {kept}")
+        else:  # "implied": no link; the newer note is ranked first, nothing is hidden
+            out.append(f"{c.edge_type} update: {c.id_b} (newer) ranked above {c.id_a}")
+    return out
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     """Results as a table (with ``--breakdown``, each result's scores under it), or every event as JSON lines."""
     from teleo_server.client import Result, Summary
@@ -425,6 +441,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         events = client.retrieve(args.text, top_k=args.top_k, profile=args.profile, filters=_where(args),
                                  explain=True, breakdown=args.breakdown, target_goals=args.goal or (),
                                  johari=args.johari or (), overrides=overrides or None,
+                                 include_historical=args.historical, as_of_event=args.as_of_event,
+                                 as_of_ingestion=args.as_of_ingestion,
                                  batched=not args.json)  # the table needs the results and the summary only
         if args.json:
             for ev in events:
@@ -457,6 +475,11 @@ def cmd_query(args: argparse.Namespace) -> int:
             found = ", ".join(f"{_short(n)} {c}" for n, c in sorted(summary.found_by_space.items(), key=lambda x: (-x[1], x[0])))
             only = ", ".join(f"{_short(n)} {c}" for n, c in sorted(summary.unique_by_space.items()) if c)
             print(f"found by: {found}" + (f"; by one space alone: {only}" if only else ""))
+        if summary.route:
+            route = f"route: {summary.route}" + (f" ({summary.skip_reason})" if summary.skip_reason else "")
+            print(route + (f"; retries: {summary.retry_count}" if summary.retry_count else ""))
+        for line in _conflict_lines(summary.conflicts, args.historical):
+            print(line)
     return 0
 
 
@@ -693,6 +716,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--query-type", metavar="KIND",
                    help="the query analyzer's kind instead of the one it reads (general, causal, code, entity, intent, "
                         "keyword, graph; none turns it off)")
+    c.add_argument("--historical", action="store_true",
+                   help="keep memories that were superseded or lost a contradiction (hidden otherwise)")
+    c.add_argument("--as-of-event", type=_moment, metavar="WHEN",
+                   help="what was true at WHEN: memories whose event time is at or before it, and the latest "
+                        "of each supersession chain among them (ISO 8601)")
+    c.add_argument("--as-of-ingestion", type=_moment, metavar="WHEN",
+                   help="what had been stored by WHEN (ISO 8601)")
     c.add_argument("--breakdown", action="store_true", help="show each result's component and per-space scores")
     c.add_argument("--json", action="store_true",
                    help="print every stream event (stages, results, summary) as a JSON line")

@@ -282,7 +282,8 @@ class ConflictPair:
 
     id_a: str             # the memory the retrieval found
     id_b: str             # the memory it conflicts with
-    edge_type: str        # "supersedes" (id_b supersedes id_a, directly or by a chain) or "contradicts"
+    edge_type: str        # "supersedes" (id_b supersedes id_a, directly or by a chain), "contradicts", or
+                          # "implied" (no link: id_b, newer, reads as an update of id_a and is ranked first)
     resolution: str       # "supersedes", "recency", "confidence" or "unresolved"
     winner: str = ""      # the memory kept; "" when unresolved (both kept)
 
