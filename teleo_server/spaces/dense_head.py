@@ -3,6 +3,7 @@ heads a plugin adds)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Literal
 
 import numpy as np
@@ -75,6 +76,8 @@ class DenseHeadSpace(Space):
         self.index: DenseIndex | None = None  # created on the first vector (dimension from the model)
         self.host: DenseBackend | None = None  # the built-in index behind the interface: scores given rows
         self.backend: VectorIndex | None = None  # what searches go through (``host`` unless ``index`` names one)
+        # a named backend is (re)made from the built-in rows while no write adds to either
+        self._sync = threading.Lock()
 
     def make_backend(self, dim: int) -> VectorIndex:
         """The index behind this space: the built-in :class:`DenseIndex` (exact below
@@ -100,14 +103,19 @@ class DenseHeadSpace(Space):
         return make_backend(self.config.index, **options)
 
     def _ensure(self, dim: int) -> VectorIndex:
-        if self.backend is None:
-            self.backend = self.make_backend(dim) if self.index is None else self._resync()
-        return self.backend
+        backend = self.backend
+        if backend is None:
+            with self._sync:
+                if self.backend is None:
+                    self.backend = self.make_backend(dim) if self.index is None else self._resync()
+                backend = self.backend
+        return backend
 
     def _resync(self) -> VectorIndex:
         """A named backend made again from the built-in index's rows (dead rows removed), so that
         both number the same rows: after a compaction renumbers them, after a write the named
-        backend failed, and after a snapshot is read (a device's memory is not in it)."""
+        backend failed, and after a snapshot is read (a device's memory is not in it). Called with
+        ``_sync`` held."""
         assert self.index is not None
         named = self._named(self.index.dim)
         if self.index.n:
@@ -124,18 +132,22 @@ class DenseHeadSpace(Space):
             return
         vecs = np.stack([v for _, v in pairs]).astype(np.float32)
         chunk_rows = np.array([r for r, _ in pairs], dtype=np.int64)
-        backend = self._ensure(vecs.shape[1])
+        self._ensure(vecs.shape[1])
         assert self.host is not None
-        got = self.host.add(list(vecs))
-        if backend is not self.host:
-            try:
-                named = backend.add(list(vecs))
-            except BaseException:
-                self.host.remove(got)
-                self._resync()  # the named backend may hold part of the rows: rows are kept in step
-                raise
-            if named[0] != got[0]:
-                raise RuntimeError(f"{self.config.index} rows out of step with the chunk rows ({named[0]} != {got[0]})")
+        with self._sync:
+            backend = self.backend
+            got = self.host.add(list(vecs))
+            if backend is not None and backend is not self.host:
+                try:
+                    named = backend.add(list(vecs))
+                except BaseException:
+                    # it may hold part of the rows: it is made again from the built-in rows on next use
+                    self.host.remove(got)
+                    self.backend = None
+                    raise
+                if named[0] != got[0]:
+                    self.backend = None
+                    raise RuntimeError(f"{self.config.index} rows out of step with the chunk rows ({named[0]} != {got[0]})")
         if got[0] != chunk_rows[0]:
             raise RuntimeError(f"dense rows out of step with chunk rows ({got[0]} != {chunk_rows[0]})")
 
@@ -145,26 +157,31 @@ class DenseHeadSpace(Space):
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         if self.host is not None and chunk_rows.size:
-            self.host.remove(chunk_rows)
-            if self.backend is not None and self.backend is not self.host:
-                self.backend.remove(chunk_rows)
+            with self._sync:
+                self.host.remove(chunk_rows)
+                if self.backend is not None and self.backend is not self.host:
+                    self.backend.remove(chunk_rows)
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
         if self.index is not None:
-            self.index.compact(keep_chunks)
-            if self.config.index:
-                self._resync()
+            with self._sync:
+                self.index.compact(keep_chunks)
+                if self.config.index:
+                    self.backend = None  # if the rebuild fails, the next use makes it again
+                    self._resync()
 
     def __getstate__(self) -> dict[str, Any]:
         """A named backend's rows (device memory) are not written: it is made again from the
         built-in index's rows on first use after the state is read."""
         state = self.__dict__.copy()
+        del state["_sync"]
         if state.get("backend") is not state.get("host"):
             state["backend"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._sync = threading.Lock()
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)
