@@ -49,7 +49,7 @@ if "$PY" -c "import pydantic, pydantic_settings, stop_words, structlog" 2>/dev/n
     only=(); "$PY" -c "import hnswlib" 2>/dev/null || only=(-k "not hnsw")
     # (and the semantic space searched by dense.resident inside the pipeline)
     "$PY" -m pytest --noconftest -p no:cacheprovider -q -rs "${only[@]}" tests/test_index_conformance.py \
-        tests/test_dense_named_backend.py 2>&1 \
+        tests/test_named_backends.py 2>&1 \
         | tee "$OUT/conformance.txt"
     conf_rc=${PIPESTATUS[0]}
     # the same float32 dense rows on both sides (by default the host keeps int8 rows), so the

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from teleo_server.compute.sets import distinct_inverse, group_max
 from teleo_server.domain import EmbeddingSet, Memory
-from teleo_server.heads import get_head
+from teleo_server.heads import SparseVector, get_head
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, fold_rows
 from teleo_server.index.backends import SparseBackend
-from teleo_server.index.base import SparseQuery, every_score, reach, reached
+from teleo_server.index.base import SparseQuery, VectorIndex, backends, every_score, make_backend, reach, reached
 from teleo_server.index.sparse import SparseIndex
+from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
@@ -30,6 +32,21 @@ class SpladeSettings(SpaceSettings):
     # how the postings and the row-major copy keep the weights: int8 codes with a step per chunk
     # (the default; a byte each), float16 or float32
     values: Literal["float32", "float16", "int8"] = "int8"
+    # the registered sparse backend (index/base.py) that scores this space, by name: "" is the
+    # built-in index above; "sparse.resident" keeps the postings in device memory and scores them
+    # with the SpMV kernel. The built-in index is kept beside a named one (similarity, snapshots,
+    # and the rows a named one is made again from). A named one takes each memory's weights as
+    # float32, and after it is made again (a compaction, a start from a snapshot) the built-in
+    # index's values: set values = "float32" for the two to score alike to the bit
+    index: str = ""
+
+    @field_validator("index")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        if v and v not in backends("sparse"):
+            raise ValueError(f"{v!r} is not a registered sparse index backend; registered: "
+                             f"{', '.join(sorted(backends('sparse')))}")
+        return v
 
 
 @register
@@ -48,22 +65,70 @@ class SpladeSpace(SparseScoredSpace):
         # no row-major copy: a memory's terms are read back from the postings (similarity)
         self.index = SparseIndex(merge_fraction=self.config.merge_fraction, values=self.config.values,
                                  row_major=False, term_bound=get_head(self.head).dim or 2**31)
-        self.backend: SparseBackend | None = None  # scoring goes through the index interface
+        self.backend: VectorIndex | None = None  # scoring goes through the index interface
+        self._sync = threading.Lock()  # a named backend is (re)made while no write adds to either
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         floor = self.config.min_doc_weight
-        for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
-            ids, weights = np.asarray(v.ids, dtype=np.int64), np.asarray(v.weights, dtype=np.float32)
-            if floor > 0:
-                keep = weights >= floor
-                ids, weights = ids[keep], weights[keep]
-            self.index.add(chunk_row, ids, weights)
-        if chunk_rows.size:
-            self.index.grow_rows(int(chunk_rows[-1]) + 1)
+        added: dict[int, SparseVector] = {}
+        with self._sync:
+            for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
+                ids, weights = np.asarray(v.ids, dtype=np.int64), np.asarray(v.weights, dtype=np.float32)
+                if floor > 0:
+                    keep = weights >= floor
+                    ids, weights = ids[keep], weights[keep]
+                self.index.add(chunk_row, ids, weights)
+                added[chunk_row] = SparseVector.of(ids, weights)
+            if chunk_rows.size:
+                self.index.grow_rows(int(chunk_rows[-1]) + 1)
+            named = self.backend if self.config.index else None
+            if named is not None and named.n < self.index.n_rows:
+                empty = SparseVector.of(np.zeros(0), np.zeros(0))
+                try:  # every new row, in order: a chunk without SPLADE terms as an empty one
+                    named.add([added.get(r, empty) for r in range(named.n, self.index.n_rows)])
+                except BaseException:
+                    self.backend = None  # made again from the built-in rows on next use
+                    raise
+
+    def _named(self) -> VectorIndex:
+        """A new, empty instance of the backend ``index`` names."""
+        ops = self.ops or compute_ops("numpy")
+        options: dict[str, Any] = {"ops": ops, "vocab": get_head(self.head).dim or 2**31}
+        if backends("sparse")[self.config.index].device:
+            options["runtime"] = "emulated" if ops.name == "emulated" else "cuda"
+        return make_backend(self.config.index, **options)
+
+    def _resync(self) -> VectorIndex:
+        """A named backend made again from every row of the built-in index, as it scores them (its
+        codes decoded): after a compaction, a write the named one failed, or a snapshot read (which
+        holds no device memory). Called with ``_sync`` held."""
+        named = self._named()
+        n = self.index.n_rows
+        if n:
+            which, terms, values = self.index.rows_entries(np.arange(n, dtype=np.int64))
+            order = np.lexsort((terms, which))
+            which, terms, values = which[order], terms[order], values[order]
+            cut = np.searchsorted(which, np.arange(n + 1))
+            named.add([SparseVector.of(terms[cut[r]:cut[r + 1]], values[cut[r]:cut[r + 1]]) for r in range(n)])
+        self.backend = named
+        return named
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
-        self.index.compact(keep_chunks)
-        self.backend = None
+        with self._sync:
+            self.index.compact(keep_chunks)
+            self.backend = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A named backend (device memory) is not written: it is made again on first use."""
+        state = self.__dict__.copy()
+        del state["_sync"]
+        if self.config.index:
+            state["backend"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._sync = threading.Lock()
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)
@@ -71,11 +136,16 @@ class SpladeSpace(SparseScoredSpace):
             return None
         return np.asarray(v.ids, dtype=np.int32), np.asarray(v.weights, dtype=np.float32)
 
-    def _backend(self, ctx: QueryContext) -> SparseBackend:
-        """The index interface the scores go through (made on first use, with the query's ops)."""
-        if self.backend is None:
-            self.backend = SparseBackend(self.ops or ctx.ops, index=self.index)
-        return self.backend
+    def _backend(self, ctx: QueryContext) -> VectorIndex:
+        """The index interface the scores go through (made on first use, with the query's ops):
+        the built-in index, or the backend ``index`` names, given the built-in index's rows."""
+        backend = self.backend
+        if backend is None:
+            with self._sync:
+                if self.backend is None:
+                    self.backend = self._resync() if self.config.index else SparseBackend(self.ops or ctx.ops, index=self.index)
+                backend = self.backend
+        return backend
 
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""

@@ -1,4 +1,4 @@
-"""A dense space searched through a registered backend named in its settings
+"""Spaces searched or scored through a registered backend named in their settings
 (``[pipeline.spaces.E1_semantic] index = "dense.resident"``): the rows live in device memory (on a
 GPU when there is one, else under the CPU emulation of the kernels), the pipeline ranks as with the
 built-in index, and writes, deletes, compaction and a snapshot's state keep the two in step."""
@@ -126,3 +126,40 @@ def test_a_host_backend_named_by_setting_is_used_as_named():
     want = [inproc.run_query(exact, q.texts[j], q.embedding(j), "single_space:E1_semantic", 10).ids for j in range(8)]
     overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, want)])
     assert overlap >= 0.9
+
+
+SPLADE_HOST = {"spaces": {"E1_semantic": {"values": "float32"}, "E13_splade": {"values": "float32"}}}
+SPLADE_NAMED = {"spaces": {"E1_semantic": {"values": "float32"},
+                           "E13_splade": {"values": "float32", "index": "sparse.resident"}}}
+
+
+def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index():
+    """``[pipeline.spaces.E13_splade] index = "sparse.resident"``: the postings in device memory,
+    scored by the SpMV kernel, through writes, compaction and a snapshot's state."""
+    from teleo_server.gpu.backends import ResidentSparseBackend
+
+    c = make_corpus(CorpusSpec(n=200, seed=19))
+    queries = make_queries(c, 10, seed=20)
+    host, named = inproc.make(SPLADE_HOST, backend=DEVICE), inproc.make(SPLADE_NAMED, backend=DEVICE)
+    for r in (host, named):
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(150)))
+    for profile in ("single_space:E13_splade", "hybrid"):
+        assert _answers(named, queries, profile) == _answers(host, queries, profile), profile
+    space = named.spaces["E13_splade"]
+    assert isinstance(space.backend, ResidentSparseBackend) and space.backend.n == space.index.n_rows
+    ids = [memory_of(c, i).id for i in range(150)]
+    for r in (host, named):  # more writes, deletes and a compaction
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(150, 200)))
+        r.remove(ids[::4])
+    assert space.backend.n == space.index.n_rows
+    assert _answers(named, queries, "single_space:E13_splade") == _answers(host, queries, "single_space:E13_splade")
+    for r in (host, named):
+        r.compact()
+    assert _answers(named, queries, "hybrid") == _answers(host, queries, "hybrid")
+    assert space.backend.n == space.index.n_rows == space.catalog.n_chunks
+    state = space.__getstate__()
+    assert state["backend"] is None
+    space.__setstate__(state)
+    assert _answers(named, queries, "single_space:E13_splade") == _answers(host, queries, "single_space:E13_splade")
+    with pytest.raises(InvalidArgument, match=r"'dense\.numpy' is not a registered sparse index backend"):
+        make_retriever(PipelineSettings(spaces={"E13_splade": {"index": "dense.numpy"}}))
