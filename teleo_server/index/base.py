@@ -269,6 +269,15 @@ def backends(kind: str | None = None) -> dict[str, BackendInfo]:
     return {n: b for n, b in _BACKENDS.items() if kind is None or b.kind == kind}
 
 
+def registered(name: str, kind: str) -> str:
+    """``name`` when it is "" or a registered backend of ``kind``, else ValueError naming those that
+    are (for a setting that names the backend of a space)."""
+    if name and name not in backends(kind):
+        raise ValueError(f"{name!r} is not a registered {kind} index backend; registered: "
+                         f"{', '.join(sorted(backends(kind)))}")
+    return name
+
+
 def make_backend(name: str, **options: Any) -> VectorIndex:
     try:
         info = backends()[name]
@@ -295,6 +304,7 @@ __all__ = [
     "reach",
     "reached",
     "register_backend",
+    "registered",
     "render",
     "runs_beside",
 ]

@@ -15,7 +15,7 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.index.backends import DenseBackend
-from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, backends, make_backend, runs_beside
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, backends, make_backend, registered, runs_beside
 from teleo_server.index.dense import DenseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
@@ -45,10 +45,7 @@ class DenseHeadSettings(SpaceSettings):
     @field_validator("index")
     @classmethod
     def _registered(cls, v: str) -> str:
-        if v and v not in backends("dense"):
-            raise ValueError(f"{v!r} is not a registered dense index backend; registered: "
-                             f"{', '.join(sorted(backends('dense')))}")
-        return v
+        return registered(v, "dense")
 
 
 class DenseHeadSpace(Space):

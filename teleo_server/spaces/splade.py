@@ -14,7 +14,8 @@ from teleo_server.heads import SparseVector, get_head
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, fold_rows
 from teleo_server.index.backends import SparseBackend
-from teleo_server.index.base import SparseQuery, VectorIndex, backends, every_score, make_backend, reach, reached
+from teleo_server.index.base import (SparseQuery, VectorIndex, backends, every_score, make_backend, reach, reached,
+                                     registered)
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.pipeline_settings import PipelineSettings
@@ -43,10 +44,7 @@ class SpladeSettings(SpaceSettings):
     @field_validator("index")
     @classmethod
     def _registered(cls, v: str) -> str:
-        if v and v not in backends("sparse"):
-            raise ValueError(f"{v!r} is not a registered sparse index backend; registered: "
-                             f"{', '.join(sorted(backends('sparse')))}")
-        return v
+        return registered(v, "sparse")
 
 
 @register
