@@ -95,7 +95,9 @@ def test_store_names_what_a_change_note_probably_updates_on_stderr(srv):
     links = linked["memory"]["input"]["links"]
     assert [(lk["targetId"], lk["type"]) for lk in links] == [(first, "LINK_TYPE_SUPERSEDES")], links
     found = _ok(_cli(srv, "query", "which region is staging in", "--namespace", "cli-hints", "--profile", "hipporag"))
-    assert move in found and first not in found  # the replaced fact is hidden now
+    rows = [line for line in found.splitlines() if line[:3].strip().isdigit()]
+    assert any(move in row for row in rows) and not any(first in row for row in rows)  # the replaced fact is hidden now
+    assert f"superseded: {first} by {move} (hidden; --historical shows it)" in found.splitlines()
 
 
 def test_query_filters(srv, tmp_path):

@@ -76,7 +76,8 @@ class SpladeSpace(SparseScoredSpace):
                     keep = weights >= floor
                     ids, weights = ids[keep], weights[keep]
                 self.index.add(chunk_row, ids, weights)
-                added[chunk_row] = SparseVector.of(ids, weights)
+                if self.config.index:
+                    added[chunk_row] = SparseVector.of(ids, weights)
             if chunk_rows.size:
                 self.index.grow_rows(int(chunk_rows[-1]) + 1)
             named = self.backend if self.config.index else None
