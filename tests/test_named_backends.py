@@ -128,25 +128,32 @@ def test_a_host_backend_named_by_setting_is_used_as_named():
     assert overlap >= 0.9
 
 
-SPLADE_HOST = {"spaces": {"E1_semantic": {"values": "float32"}, "E13_splade": {"values": "float32"}}}
-SPLADE_NAMED = {"spaces": {"E1_semantic": {"values": "float32"},
-                           "E13_splade": {"values": "float32", "index": "sparse.resident"}}}
-
-
-def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index():
+@pytest.mark.parametrize("values", ["int8", "float32"])
+def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index(values):
     """``[pipeline.spaces.E13_splade] index = "sparse.resident"``: the postings in device memory,
-    scored by the SpMV kernel, through writes, compaction and a snapshot's state."""
+    scored by the SpMV kernel, through writes, compaction and a snapshot's state; it is given the
+    weights as the built-in index keeps them (int8 codes decoded, by default), so both score alike."""
     from teleo_server.gpu.backends import ResidentSparseBackend
 
     c = make_corpus(CorpusSpec(n=200, seed=19))
     queries = make_queries(c, 10, seed=20)
-    host, named = inproc.make(SPLADE_HOST, backend=DEVICE), inproc.make(SPLADE_NAMED, backend=DEVICE)
+    splade = {"values": values}
+    host = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}, "E13_splade": splade}}, backend=DEVICE)
+    named = inproc.make({"spaces": {"E1_semantic": {"values": "float32"},
+                                    "E13_splade": {**splade, "index": "sparse.resident"}}}, backend=DEVICE)
     for r in (host, named):
         inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(150)))
     for profile in ("single_space:E13_splade", "hybrid"):
         assert _answers(named, queries, profile) == _answers(host, queries, profile), profile
     space = named.spaces["E13_splade"]
     assert isinstance(space.backend, ResidentSparseBackend) and space.backend.n == space.index.n_rows
+    from teleo_server.index.backends import SparseBackend
+    from teleo_server.index.base import SparseQuery, every_score
+
+    sparse = queries.embedding(0).chunks[0].vectors["splade"]
+    q = SparseQuery(sparse.ids, sparse.weights)
+    built_in = every_score(SparseBackend(host.ops, index=host.spaces["E13_splade"].index), q)
+    np.testing.assert_allclose(every_score(space.backend, q), built_in, rtol=1e-6, atol=1e-7)
     ids = [memory_of(c, i).id for i in range(150)]
     for r in (host, named):  # more writes, deletes and a compaction
         inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(150, 200)))

@@ -183,6 +183,15 @@ class SparseIndex:
         step = top / 127.0
         return np.clip(np.rint(values / step), -127, 127).astype(np.int8), step
 
+    def as_stored(self, values: np.ndarray) -> np.ndarray:
+        """float32: one row's raw ``values`` as :meth:`add` keeps them and reads them back (int8
+        codes times the row's step, float16 rounded, float32 as they are)."""
+        v = np.asarray(values, dtype=np.float32)
+        if self.coded:
+            codes, step = self._codes(v)
+            return codes.astype(np.float32) * np.float32(step)
+        return v.astype(self._values).astype(np.float32)
+
     def steps(self, rows: np.ndarray) -> np.ndarray:
         """float32 (len(rows),): each row's step (int8 values; 0 for rows never given terms). Every
         row below ``n_rows`` has one: add, grow_rows and compact keep them padded."""

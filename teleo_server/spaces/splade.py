@@ -36,9 +36,8 @@ class SpladeSettings(SpaceSettings):
     # the registered sparse backend (index/base.py) that scores this space, by name: "" is the
     # built-in index above; "sparse.resident" keeps the postings in device memory and scores them
     # with the SpMV kernel. The built-in index is kept beside a named one (similarity, snapshots,
-    # and the rows a named one is made again from). A named one takes each memory's weights as
-    # float32, and after it is made again (a compaction, a start from a snapshot) the built-in
-    # index's values: set values = "float32" for the two to score alike to the bit
+    # and the rows a named one is made again from); a named one is given the weights as the
+    # built-in index keeps them (int8 codes decoded, by default), so the two score alike
     index: str = ""
 
     @field_validator("index")
@@ -76,8 +75,8 @@ class SpladeSpace(SparseScoredSpace):
                     keep = weights >= floor
                     ids, weights = ids[keep], weights[keep]
                 self.index.add(chunk_row, ids, weights)
-                if self.config.index:
-                    added[chunk_row] = SparseVector.of(ids, weights)
+                if self.config.index:  # the weights as the built-in index keeps them (its codes)
+                    added[chunk_row] = SparseVector.of(ids, self.index.as_stored(weights))
             if chunk_rows.size:
                 self.index.grow_rows(int(chunk_rows[-1]) + 1)
             named = self.backend if self.config.index else None
