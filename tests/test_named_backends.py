@@ -170,3 +170,26 @@ def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index(val
     assert _answers(named, queries, "single_space:E13_splade") == _answers(host, queries, "single_space:E13_splade")
     with pytest.raises(InvalidArgument, match=r"'dense\.numpy' is not a registered sparse index backend"):
         make_retriever(PipelineSettings(spaces={"E13_splade": {"index": "dense.numpy"}}))
+
+
+def test_a_matryoshka_first_pass_on_the_resident_backend_is_rescored_at_full_width():
+    """``DenseQuery(dim=...)`` asks for a first pass over a prefix: the resident backend fetches
+    four times the rows there and rescores them at full width, as the built-in index does, so the
+    top 10 are those of the full-width scan."""
+    from teleo_server.gpu.backends import ResidentDenseBackend
+    from teleo_server.index.base import DenseQuery
+
+    rng = np.random.default_rng(21)
+    scale = np.exp(-np.arange(384) / 48.0).astype(np.float32)  # most of a row's weight in its first dimensions
+    rows = rng.standard_normal((600, 384)).astype(np.float32) * scale
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    backend = ResidentDenseBackend(384, runtime="emulated" if DEVICE == "emulated" else "cuda")
+    backend.add(list(rows))
+    same = []
+    for q in rows[rng.choice(600, 20, replace=False)] + 0.3 * rng.standard_normal((20, 384)).astype(np.float32) * scale:
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        full = np.argsort(-(rows @ q), kind="stable")[:10]
+        got, scores = backend.search(DenseQuery(q, dim=64), 10)
+        same.append(len(set(got.tolist()) & set(full.tolist())) / 10)
+        np.testing.assert_allclose(scores, rows[got] @ q, atol=2e-3)  # full-width scores, not the prefix's
+    assert np.mean(same) >= 0.95, same

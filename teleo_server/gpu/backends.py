@@ -28,6 +28,11 @@ from teleo_server.heads import SparseVector
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
 
 
+# a Matryoshka first pass fetches this many times the rows asked for, rescored at full width (as
+# the built-in index's ``matryoshka_oversample``)
+FIRST_PASS_OVERSAMPLE = 4
+
+
 def _admitted(live: LiveRows, filter: RowFilter | None) -> np.ndarray:
     mask = live.host_mask()
     return mask if filter is None else mask & filter.bits(mask.size)
@@ -84,11 +89,16 @@ class ResidentDenseBackend:
 
     @_on_runtime
     def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
-        if filter is None:
-            ids, scores = self.matrix.search(query.vector, k, dim=query.dim)
+        """Exact top ``k`` at full width; with ``query.dim``, a first pass over that prefix fetches
+        ``FIRST_PASS_OVERSAMPLE`` times as many, rescored at full width (the built-in index's
+        Matryoshka search)."""
+        admitted = None if filter is None else np.flatnonzero(_admitted(self.live, filter))
+        if query.dim and query.dim < self.matrix.dim:
+            admitted, _ = self.matrix.search(query.vector, k * FIRST_PASS_OVERSAMPLE, candidates=admitted, dim=query.dim)
+        if admitted is None:
+            ids, scores = self.matrix.search(query.vector, k)
         else:
-            ids, scores = self.matrix.search(query.vector, k, candidates=np.flatnonzero(_admitted(self.live, filter)),
-                                             dim=query.dim)
+            ids, scores = self.matrix.search(query.vector, k, candidates=np.asarray(admitted, np.int64))
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
     def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:
