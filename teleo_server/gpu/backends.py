@@ -92,13 +92,14 @@ class ResidentDenseBackend:
         """Exact top ``k`` at full width; with ``query.dim``, a first pass over that prefix fetches
         ``FIRST_PASS_OVERSAMPLE`` times as many, rescored at full width (the built-in index's
         Matryoshka search)."""
-        admitted = None if filter is None else np.flatnonzero(_admitted(self.live, filter))
-        if query.dim and query.dim < self.matrix.dim:
-            admitted, _ = self.matrix.search(query.vector, k * FIRST_PASS_OVERSAMPLE, candidates=admitted, dim=query.dim)
-        if admitted is None:
+        candidates = None if filter is None else np.flatnonzero(_admitted(self.live, filter))
+        if query.dim and query.dim < self.matrix.dim:  # the first pass narrows the candidates
+            candidates, _ = self.matrix.search(query.vector, k * FIRST_PASS_OVERSAMPLE, candidates=candidates,
+                                               dim=query.dim)
+        if candidates is None:
             ids, scores = self.matrix.search(query.vector, k)
         else:
-            ids, scores = self.matrix.search(query.vector, k, candidates=np.asarray(admitted, np.int64))
+            ids, scores = self.matrix.search(query.vector, k, candidates=np.asarray(candidates, np.int64))
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
     def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:

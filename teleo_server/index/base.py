@@ -278,6 +278,15 @@ def registered(name: str, kind: str) -> str:
     return name
 
 
+def make_for(name: str, ops: Any, **options: Any) -> VectorIndex:
+    """Backend ``name`` for a retriever whose compute backend is ``ops``: one that keeps its rows on
+    a device is made on the runtime that backend runs (the kernels' CPU emulation under
+    ``emulated``, CUDA otherwise)."""
+    if backends()[name].device:
+        options["runtime"] = "emulated" if ops.name == "emulated" else "cuda"
+    return make_backend(name, ops=ops, **options)
+
+
 def make_backend(name: str, **options: Any) -> VectorIndex:
     try:
         info = backends()[name]
@@ -301,6 +310,7 @@ __all__ = [
     "evaluate",
     "every_score",
     "make_backend",
+    "make_for",
     "reach",
     "reached",
     "register_backend",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -168,7 +169,7 @@ class Space:
         return segment_max(np.asarray(values, dtype=np.float32), counts)
 
 
-__all__ = ["QueryContext", "Space", "SpaceSettings", "SparseScoredSpace", "lookup"]
+__all__ = ["NamedBackend", "QueryContext", "Space", "SpaceSettings", "SparseScoredSpace", "lookup"]
 
 
 class SparseScoredSpace(Space):
@@ -234,3 +235,35 @@ def lookup(reached: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> np.ndar
     out[hit] = scores[pos[hit]]
     return out
 
+
+
+class NamedBackend:
+    """For a space whose ``index`` setting may name a registered backend that serves it beside its
+    built-in index: ``backend`` is made on first use under ``_sync`` (the lock a write holds while
+    it adds to both), and a named one, whose rows may be device memory, is not pickled: it is made
+    again from the built-in rows on first use after the state is read."""
+
+    backend: Any
+    config: Any
+    _sync: threading.Lock
+
+    def _serving(self, make: Callable[[], Any]) -> Any:
+        """``backend``, made by ``make()`` under the lock when there is none yet."""
+        backend = self.backend
+        if backend is None:
+            with self._sync:
+                if self.backend is None:
+                    self.backend = make()
+                backend = self.backend
+        return backend
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_sync"]
+        if self.config.index:
+            state["backend"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._sync = threading.Lock()

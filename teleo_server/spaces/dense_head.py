@@ -15,10 +15,10 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.index.backends import DenseBackend
-from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, backends, make_backend, registered, runs_beside
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, make_for, registered, runs_beside
 from teleo_server.index.dense import DenseIndex
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
+from teleo_server.spaces.base import NamedBackend, QueryContext, Space, SpaceSettings
 
 
 class DenseHeadSettings(SpaceSettings):
@@ -48,7 +48,7 @@ class DenseHeadSettings(SpaceSettings):
         return registered(v, "dense")
 
 
-class DenseHeadSpace(Space):
+class DenseHeadSpace(NamedBackend, Space):
     """A space over one dense head: a chunk-level cosine index (exact, HNSW past
     ``exact_threshold``); a memory scores as its best chunk.
 
@@ -93,20 +93,10 @@ class DenseHeadSpace(Space):
 
     def _named(self, dim: int) -> VectorIndex:
         """A new, empty instance of the backend ``index`` names."""
-        ops = self.ops or compute_ops("numpy")
-        options: dict[str, Any] = {"dim": dim, "ops": ops}
-        if backends("dense")[self.config.index].device:
-            options["runtime"] = "emulated" if ops.name == "emulated" else "cuda"
-        return make_backend(self.config.index, **options)
+        return make_for(self.config.index, self.ops or compute_ops("numpy"), dim=dim)
 
     def _ensure(self, dim: int) -> VectorIndex:
-        backend = self.backend
-        if backend is None:
-            with self._sync:
-                if self.backend is None:
-                    self.backend = self.make_backend(dim) if self.index is None else self._resync()
-                backend = self.backend
-        return backend
+        return self._serving(lambda: self.make_backend(dim) if self.index is None else self._resync())
 
     def _resync(self) -> VectorIndex:
         """A named backend made again from the built-in index's rows (dead rows removed), so that
@@ -166,19 +156,6 @@ class DenseHeadSpace(Space):
                 if self.config.index:
                     self.backend = None  # if the rebuild fails, the next use makes it again
                     self._resync()
-
-    def __getstate__(self) -> dict[str, Any]:
-        """A named backend's rows (device memory) are not written: it is made again from the
-        built-in index's rows on first use after the state is read."""
-        state = self.__dict__.copy()
-        del state["_sync"]
-        if state.get("backend") is not state.get("host"):
-            state["backend"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._sync = threading.Lock()
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)

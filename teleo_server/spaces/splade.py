@@ -14,12 +14,11 @@ from teleo_server.heads import SparseVector, get_head
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, fold_rows
 from teleo_server.index.backends import SparseBackend
-from teleo_server.index.base import (SparseQuery, VectorIndex, backends, every_score, make_backend, reach, reached,
-                                     registered)
+from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reach, reached, registered
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
+from teleo_server.spaces.base import NamedBackend, QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
 
 
@@ -47,7 +46,7 @@ class SpladeSettings(SpaceSettings):
 
 
 @register
-class SpladeSpace(SparseScoredSpace):
+class SpladeSpace(NamedBackend, SparseScoredSpace):
     """Chunk-level inverted index over the model's vocabulary; a memory scores as its best chunk."""
 
     name = "E13_splade"
@@ -90,11 +89,7 @@ class SpladeSpace(SparseScoredSpace):
 
     def _named(self) -> VectorIndex:
         """A new, empty instance of the backend ``index`` names."""
-        ops = self.ops or compute_ops("numpy")
-        options: dict[str, Any] = {"ops": ops, "vocab": get_head(self.head).dim or 2**31}
-        if backends("sparse")[self.config.index].device:
-            options["runtime"] = "emulated" if ops.name == "emulated" else "cuda"
-        return make_backend(self.config.index, **options)
+        return make_for(self.config.index, self.ops or compute_ops("numpy"), vocab=get_head(self.head).dim or 2**31)
 
     def _resync(self) -> VectorIndex:
         """A named backend made again from every row of the built-in index, as it scores them (its
@@ -116,18 +111,6 @@ class SpladeSpace(SparseScoredSpace):
             self.index.compact(keep_chunks)
             self.backend = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        """A named backend (device memory) is not written: it is made again on first use."""
-        state = self.__dict__.copy()
-        del state["_sync"]
-        if self.config.index:
-            state["backend"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._sync = threading.Lock()
-
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)
         if v is None or v.size == 0:
@@ -137,13 +120,7 @@ class SpladeSpace(SparseScoredSpace):
     def _backend(self, ctx: QueryContext) -> VectorIndex:
         """The index interface the scores go through (made on first use, with the query's ops):
         the built-in index, or the backend ``index`` names, given the built-in index's rows."""
-        backend = self.backend
-        if backend is None:
-            with self._sync:
-                if self.backend is None:
-                    self.backend = self._resync() if self.config.index else SparseBackend(self.ops or ctx.ops, index=self.index)
-                backend = self.backend
-        return backend
+        return self._serving(lambda: self._resync() if self.config.index else SparseBackend(self.ops or ctx.ops, index=self.index))
 
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""
