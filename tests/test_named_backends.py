@@ -193,3 +193,102 @@ def test_a_matryoshka_first_pass_on_the_resident_backend_is_rescored_at_full_wid
         same.append(len(set(got.tolist()) & set(full.tolist())) / 10)
         np.testing.assert_allclose(scores, rows[got] @ q, atol=2e-3)  # full-width scores, not the prefix's
     assert np.mean(same) >= 0.95, same
+
+
+def _runtime() -> str:
+    return "emulated" if DEVICE == "emulated" else "cuda"
+
+
+def test_the_resident_token_backend_keeps_a_codecs_codes_and_scores_as_the_host_store():
+    """``tokens.resident`` given a codec (the late-interaction space's: tokens rotated to 128
+    dimensions, pooled, 2-bit codes) holds those codes on the device, 32 bytes a token, and its
+    MaxSim is the host store's, whether it is given float tokens or the codes themselves."""
+    from teleo_server.gpu.backends import ResidentTokenBackend
+    from teleo_server.heads import TokenCodes
+    from teleo_server.index.backends import TokenBackend
+    from teleo_server.index.base import TokenQuery
+    from teleo_server.index.tokens import TokenStore, codec_spec
+
+    rng = np.random.default_rng(23)
+
+    def unit(x):
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    docs = [unit(rng.standard_normal((int(rng.integers(1, 40)), 384))) for _ in range(120)]
+    docs[7] = np.zeros((0, 384), np.float32)  # a chunk without tokens
+    spec = codec_spec(384, 128, 2, pool=3, keep=16)
+    host = TokenBackend(ops=None, store=TokenStore(128, bits=2, pool=3, keep=16))
+    from teleo_server.compute.backend import ops as compute_ops
+    host.ops = compute_ops("numpy")
+    host.add(docs)
+    floats = ResidentTokenBackend(runtime=_runtime(), codec=spec)
+    floats.add(docs)
+    coded = ResidentTokenBackend(runtime=_runtime(), codec=spec)
+    codec = host.store.codec
+    coded.add([TokenCodes(codec.encode(d), spec) if d.size else np.zeros((0, 384), np.float32) for d in docs])
+    assert coded.store.n_tokens == host.store.n_tokens < sum(len(d) for d in docs)  # pooled
+    assert coded.store.nbytes == host.store.nbytes == 32 * host.store.n_tokens + 8 * (len(docs) + 1)
+    rows = np.arange(len(docs))
+    for q in (unit(rng.standard_normal((n, 384))) for n in (1, 9, 33)):
+        want = host.score(rows, TokenQuery(q))
+        assert np.isnan(want[7]) and np.isnan(coded.score(rows, TokenQuery(q))[7])
+        for backend in (floats, coded):
+            np.testing.assert_allclose(backend.score(rows, TokenQuery(q)), want, atol=1e-5, equal_nan=True)
+        ids, scores = coded.search(TokenQuery(q), 10)
+        np.testing.assert_array_equal(ids, np.argsort(-np.nan_to_num(want, nan=-1.0), kind="stable")[:10])
+    other = codec_spec(384, 128, 4)
+    with pytest.raises(ValueError, match="cannot join this store"):
+        coded.add([TokenCodes(np.zeros((2, other.width), np.uint8), other)])
+
+
+LATE = {"spaces": {"E1_semantic": {"values": "float32"}, "E12_late": {"index": "tokens.resident"}}}
+
+
+def test_the_late_interaction_space_scored_by_a_named_backend_reranks_as_the_built_in_store():
+    """``[pipeline.spaces.E12_late] index = "tokens.resident"``: the store's codes in device
+    memory, scored by the MaxSim code kernel, through writes, deletes, compaction, a snapshot's
+    state and a failed write; the rerank reports the backend."""
+    from teleo_server.gpu.backends import ResidentTokenBackend
+
+    c = make_corpus(CorpusSpec(n=220, seed=25))
+    queries = make_queries(c, 10, seed=26)
+    host, named = inproc.make(HOST, backend=DEVICE), inproc.make(LATE, backend=DEVICE)
+    ids = [memory_of(c, i).id for i in range(len(c))]
+    for r in (host, named):
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(160)))
+    space = named.spaces["E12_late"]
+    assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
+    assert isinstance(space.backend, ResidentTokenBackend) and space.backend.n == space.store.n
+    assert space.backend.store.n_tokens == space.store.n_tokens and space.backend.store.bits == 2
+    q = Query(text=queries.texts[0], embedding=queries.embedding(0), principal=inproc.PRINCIPAL, top_k=10,
+              profile="teleological")
+    detail = {e.stage: e.detail for e in named.retrieve(q) if isinstance(e, StageReport)}["late_interaction"]
+    assert detail.endswith("index=tokens.resident"), detail
+    for r in (host, named):  # more writes, deletes and a compaction
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(160, 200)))
+        r.remove(ids[::4])
+    assert space.backend.n == space.store.n
+    assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
+    for r in (host, named):
+        r.compact()
+    assert space.backend is None
+    assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
+    assert space.backend.n == space.store.n == space.catalog.n_chunks
+    state = space.__getstate__()
+    assert state["backend"] is None and state["store"] is space.store
+    space.__setstate__(state)
+    assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
+
+    def refuse(vectors):
+        raise MemoryError("device memory exhausted")
+
+    space.backend.add = refuse
+    with pytest.raises(MemoryError):
+        named.add(memory_of(c, 200), c.embedding(200))
+    assert space.backend is None and memory_of(c, 200).id not in named.catalog.row_of
+    for r in (host, named):
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(201, 220)))
+    assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
+    assert space.backend.n == space.store.n
+    with pytest.raises(InvalidArgument, match=r"'sparse\.numpy' is not a registered tokens index backend"):
+        make_retriever(PipelineSettings(spaces={"E12_late": {"index": "sparse.numpy"}}))

@@ -9,9 +9,11 @@ kernels alone.
 
 A backend written ``cupy:dense.resident`` runs on ``cupy`` with the semantic space searched by the
 named index backend (``[pipeline.spaces.E1_semantic] index``): its rows in device memory as fp16,
-scanned by the kernel, instead of the built-in index's copy on the device. Its answers are
-compared and reported like the others, but, its rows being fp16 where the host's are float32, a
-lower agreement does not fail the run.
+scanned by the kernel, instead of the built-in index's copy on the device. Several names joined by
+``+`` each serve the space of their kind: ``cupy:dense.resident+sparse.resident+tokens.resident``
+also keeps the SPLADE postings (``E13_splade``) and the per-token codes (``E12_late``) resident.
+Their answers are compared and reported like the others, but, the dense rows being fp16 where the
+host's are float32, a lower agreement does not fail the run.
 
 Writes ``pipeline.jsonl`` (one object per size, backend and profile, plus the agreement) and
 ``pipeline.md`` to ``--out``.
@@ -42,13 +44,18 @@ def split(backend: str) -> tuple[str, str]:
     return compute, index
 
 
+# the space a named backend of each kind serves
+SPACE_OF_KIND = {"dense": "E1_semantic", "sparse": "E13_splade", "tokens": "E12_late"}
+
+
 def with_index(settings: dict, index: str) -> dict:
-    """``settings`` with the semantic space searched by the ``index`` backend (unchanged for "")."""
-    if not index:
-        return settings
+    """``settings`` with each backend named in ``index`` (``+``-joined; unchanged for "") serving
+    the space of its kind (the part of its name before the dot)."""
     spaces = dict(settings.get("spaces", {}))
-    spaces["E1_semantic"] = {**spaces.get("E1_semantic", {}), "index": index}
-    return {**settings, "spaces": spaces}
+    for name in filter(None, index.split("+")):
+        space = SPACE_OF_KIND[name.partition(".")[0]]
+        spaces[space] = {**spaces.get(space, {}), "index": name}
+    return {**settings, "spaces": spaces} if index else settings
 
 
 def device_name(backend: str) -> str:

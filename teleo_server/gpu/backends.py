@@ -9,7 +9,8 @@ without CuPy and a device raises ``Unavailable`` saying what to install.
 * ``dense.resident`` — fp16 rows on the device, exact scan (``ResidentDenseMatrix``);
 * ``dense.cagra``    — cuVS CAGRA graph, filtered in-graph by a bitset (approximate);
 * ``sparse.resident`` — CSC postings on the device in segments, SpMV (``ResidentSparseIndex``);
-* ``tokens.resident`` — packed per-token vectors on the device, fused MaxSim.
+* ``tokens.resident`` — packed per-token vectors on the device (float16, or a token codec's
+  codes), fused MaxSim.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from teleo_server.errors import Unavailable
 from teleo_server.gpu import runtime
 from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available
 from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
-from teleo_server.heads import SparseVector
+from teleo_server.compute.errors import InternalValueError
+from teleo_server.heads import CodecSpec, SparseVector, TokenCodes
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
+from teleo_server.index.tokens import RAW_BITS, TokenCodec
 
 
 # a Matryoshka first pass fetches this many times the rows asked for, rescored at full width (as
@@ -181,29 +184,58 @@ class ResidentSparseBackend:
 
 
 class ResidentTokenBackend:
+    """Per-token vectors on the device, scored by MaxSim (mean over query tokens of the best
+    document token), exact.
+
+    With ``codec`` (a :class:`~teleo_server.heads.CodecSpec`: the late-interaction space gives its
+    own), the device holds that codec's rows, as the host token store does: by default 2-bit codes
+    of tokens rotated to 128 dimensions and pooled, 32 bytes a token, decoded by the code kernel for
+    the candidates only; a query is rotated as the codec rotates. ``add`` takes a row's tokens as
+    float (T, dim_in), encoded here, or as :class:`~teleo_server.heads.TokenCodes` of that codec,
+    appended as they are. Without one, float16 tokens of width ``dim`` as given.
+    """
+
     kind, exact = "tokens", True
 
-    def __init__(self, ops: Any = None, dim: int = 384, runtime: str = "cuda", **_: Any) -> None:
+    def __init__(self, ops: Any = None, dim: int = 384, runtime: str = "cuda", codec: CodecSpec | None = None,
+                 **_: Any) -> None:
         self.runtime = _runtime(runtime)
-        self.live, self.store = self._make(dim)
+        self.codec = TokenCodec.of(codec) if codec is not None else None
+        width = self.codec.dim if self.codec is not None else dim
+        bits = self.codec.bits if self.codec is not None else RAW_BITS
+        levels = self.codec.levels if bits != RAW_BITS else None
+        self.live, self.store = self._make(width, bits, levels)
         self._lengths = np.zeros(0, np.int64)
 
     @_on_runtime
-    def _make(self, dim: int) -> tuple[LiveRows, ResidentTokenStore]:
+    def _make(self, dim: int, bits: int, levels: np.ndarray | None) -> tuple[LiveRows, ResidentTokenStore]:
         live = LiveRows()
-        return live, ResidentTokenStore(dim, live)
+        return live, ResidentTokenStore(dim, live, bits=bits, levels=levels)
 
     @property
     def n(self) -> int:
         return self.live.n_rows
 
+    def _stored(self, tokens: Any) -> np.ndarray:
+        """One row's tokens in the store's form: (T, width) float16 or codes."""
+        if isinstance(tokens, TokenCodes):
+            if self.codec is None or tokens.spec != self.codec.spec:
+                raise InternalValueError(f"tokens coded as {tokens.spec.tag} cannot join this store")
+            return tokens.data
+        t = np.asarray(tokens, np.float32)
+        if self.codec is None:
+            return t.reshape(-1, self.store.dim).astype(np.float16)
+        if t.size == 0:
+            return np.zeros((0, self.store.width), self.codec.dtype)
+        return self.codec.encode(t)
+
     @_on_runtime
-    def add(self, vectors: list[np.ndarray]) -> np.ndarray:
+    def add(self, vectors: list[Any]) -> np.ndarray:
+        rows = [self._stored(t) for t in vectors]
         ids = self.live.append(len(vectors))
-        lengths = np.array([len(t) for t in vectors], dtype=np.int64)
-        tokens = np.concatenate([np.asarray(t, np.float16).reshape(-1, self.store.dim) for t in vectors]
-                                or [np.zeros((0, self.store.dim), np.float16)])
-        self.store.append(lengths, tokens)
+        lengths = np.array([r.shape[0] for r in rows], dtype=np.int64)
+        dtype = np.float16 if self.codec is None else self.codec.dtype
+        self.store.append(lengths, np.concatenate(rows or [np.zeros((0, self.store.width), dtype)]))
         self._lengths = np.concatenate([self._lengths, lengths])
         return ids
 
@@ -217,6 +249,8 @@ class ResidentTokenBackend:
         out = np.full(ids.size, np.nan, dtype=np.float32)
         has = (self._lengths[ids] > 0) if ids.size else np.zeros(0, bool)
         q = np.asarray(query.tokens, np.float32)
+        if self.codec is not None and q.size:
+            q = self.codec.transform(q)
         if has.any() and q.shape[0]:
             out[has] = self.store.maxsim(q, ids[has]) / q.shape[0]
         return out
@@ -240,7 +274,7 @@ def register_all() -> None:
     register_backend("sparse.resident", "sparse", True, lambda ops=None, **kw: ResidentSparseBackend(ops, **kw),
                      "CSC postings resident on the GPU, SpMV", device=True)
     register_backend("tokens.resident", "tokens", True, lambda ops=None, **kw: ResidentTokenBackend(ops, **kw),
-                     "per-token vectors resident on the GPU, fused MaxSim", device=True)
+                     "per-token vectors (float16 or codes) resident on the GPU, fused MaxSim", device=True)
     if cagra_available():
         register_backend("dense.cagra", "dense", False,
                          lambda dim, ops=None, runtime="cuda", **kw: CagraBackend(dim, ops, runtime=runtime),

@@ -6,7 +6,8 @@
   (host copy is the truth; only the touched words are re-uploaded).
 * :class:`ResidentSparseIndex` — term-major CSC postings as a base segment plus appended
   segments; a query scores every segment into one buffer, ``compact()`` merges them on device.
-* :class:`ResidentTokenStore` — packed CSR late-interaction tokens, fp16, capacity doubling.
+* :class:`ResidentTokenStore` — packed CSR late-interaction tokens, fp16 or the host store's
+  scalar codes, capacity doubling.
 * :class:`ResidentDenseMatrix` — fp16 (N, D) rows, capacity doubling, exact scan + top-k.
 
 Every method must run on the executor thread (or one thread of the caller's choosing); none of
@@ -22,12 +23,13 @@ from typing import Any, Callable
 import numpy as np
 
 from teleo_server.compute.errors import InternalValueError
+from teleo_server.compute.maxsim import CODE_BITS
 from teleo_server.compute.sets import distinct
 from teleo_server.compute.sparse import check_query
 from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
-from teleo_server.gpu.maxsim import maxsim_device
+from teleo_server.gpu.maxsim import maxsim_codes_device, maxsim_device
 from teleo_server.gpu.spmv import spmv_accumulate
 from teleo_server.gpu.topk import topk_device
 
@@ -203,17 +205,34 @@ class ResidentSparseIndex:
 
 
 class ResidentTokenStore:
-    """Late-interaction tokens of every row, packed CSR, fp16, on the device."""
+    """Late-interaction tokens of every row, packed CSR, on the device: float16 vectors (``bits``
+    16), or ``bits``-bit scalar codes packed into bytes with their ``levels`` (the host token store's
+    form, decoded in the kernel for the candidates only)."""
 
-    def __init__(self, dim: int, live: LiveRows) -> None:
+    def __init__(self, dim: int, live: LiveRows, *, bits: int = 16, levels: np.ndarray | None = None) -> None:
         self._rt = runtime.current()
         xp = self._rt.xp
         self.dim = int(dim)
         self.live = live
+        self.bits = int(bits)
+        if self.bits == 16:
+            self.width, dtype, self._levels = self.dim, xp.float16, None
+        else:
+            if self.bits not in CODE_BITS or (self.dim * self.bits) % 8:
+                raise InternalValueError(f"{bits}-bit codes cannot hold {dim} dimensions in whole bytes")
+            if levels is None or np.shape(levels) != (1 << self.bits,):
+                raise InternalValueError(f"{bits}-bit codes need {1 << self.bits} levels")
+            self.width, dtype = self.dim * self.bits // 8, xp.uint8
+            self._levels = xp.asarray(np.asarray(levels, dtype=np.float32))
         self.n_tokens = 0
-        self._tokens = xp.zeros((0, self.dim), dtype=xp.float16)
+        self._tokens = xp.zeros((0, self.width), dtype=dtype)
         self._offsets = xp.zeros(1, dtype=xp.int64)
         self._rows = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes the stored tokens and offsets take (capacity not yet used excluded)."""
+        return self.n_tokens * self.width * self._tokens.dtype.itemsize + 8 * (self._rows + 1)
 
     def append(self, lengths: np.ndarray, tokens: np.ndarray) -> None:
         """Tokens of the next ``len(lengths)`` rows (which must already be live), in row order.
@@ -221,16 +240,16 @@ class ResidentTokenStore:
         Parameters
         ----------
         lengths : np.ndarray int, shape (R,), host; tokens per row, 0 allowed
-        tokens : np.ndarray float16, shape (sum(lengths), dim), host
+        tokens : np.ndarray, shape (sum(lengths), width), host: float16 vectors, or uint8 codes
         """
         xp = self._rt.xp
         lengths = np.asarray(lengths, dtype=np.int64)
-        if tokens.shape != (int(lengths.sum()), self.dim):
-            raise InternalValueError(f"tokens must be ({int(lengths.sum())}, {self.dim}), got {tokens.shape}")
+        if tokens.shape != (int(lengths.sum()), self.width):
+            raise InternalValueError(f"tokens must be ({int(lengths.sum())}, {self.width}), got {tokens.shape}")
         if self._rows + len(lengths) > self.live.n_rows:
             raise InternalValueError("append the rows to LiveRows first")
         self._tokens = _grow(xp, self._tokens, self.n_tokens + tokens.shape[0])
-        self._tokens[self.n_tokens : self.n_tokens + tokens.shape[0]] = xp.asarray(tokens, dtype=xp.float16)
+        self._tokens[self.n_tokens : self.n_tokens + tokens.shape[0]] = xp.asarray(tokens, dtype=self._tokens.dtype)
         self._offsets = _grow(xp, self._offsets, self._rows + len(lengths) + 1)
         new = self.n_tokens + np.cumsum(lengths)
         self._offsets[self._rows + 1 : self._rows + 1 + len(lengths)] = xp.asarray(new)
@@ -238,17 +257,18 @@ class ResidentTokenStore:
         self._rows += len(lengths)
 
     def maxsim(self, query_tokens: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """Host float32 (C,) MaxSim scores of candidate rows (tombstoned rows score NaN)."""
+        """Host float32 (C,) MaxSim scores of candidate rows (tombstoned rows score NaN); the query
+        float (Q, dim), in the stored tokens' space."""
         xp = self._rt.xp
         cand = np.asarray(candidates, dtype=np.int32)
         if cand.size and (cand.min() < 0 or cand.max() >= self._rows):
             raise InternalValueError(f"candidate row id outside [0, {self._rows})")
-        out = maxsim_device(
-            xp.asarray(np.asarray(query_tokens, dtype=np.float32)),
-            self._offsets[: self._rows + 1],
-            self._tokens[: max(self.n_tokens, 0)],
-            xp.asarray(cand),
-        )
+        q = xp.asarray(np.asarray(query_tokens, dtype=np.float32))
+        offsets, stored = self._offsets[: self._rows + 1], self._tokens[: self.n_tokens]
+        if self._levels is None:
+            out = maxsim_device(q, offsets, stored, xp.asarray(cand))
+        else:
+            out = maxsim_codes_device(q, offsets, stored, self.bits, self._levels, xp.asarray(cand))
         out = self._rt.to_host(out)
         out[~self.live.host_mask()[cand]] = np.nan
         return out

@@ -24,11 +24,12 @@ PARALLEL_RERANK_TOKENS = 8_000
 def maxsim_scores(state: State, name: str, feats: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """MaxSim float32 (len(rows),) of memory ``rows`` in the late-interaction space ``name`` (best
     chunk): a window of ``PARALLEL_RERANK_TOKENS`` token rows or more in two halves side by side
-    where ``state.parallel`` allows (MaxSim's products release the interpreter lock; BLAS may round
-    a score in its last bit otherwise than over the whole window), else in one piece."""
+    where ``state.parallel`` allows and the space scores on the host (MaxSim's products release the
+    interpreter lock; BLAS may round a score in its last bit otherwise than over the whole window),
+    else in one piece."""
     space, ops = state.spaces[name], state.ctx.ops
     half = rows.size // 2
-    if state.parallel and half > 0 and space.token_rows(rows) >= PARALLEL_RERANK_TOKENS:
+    if state.parallel and space.parallel_rerank and half > 0 and space.token_rows(rows) >= PARALLEL_RERANK_TOKENS:
         return np.concatenate(side_by_side([lambda: space.score_with_chunks(ops, feats, rows[:half])[0],
                                             lambda: space.score_with_chunks(ops, feats, rows[half:])[0]]))
     return space.score_with_chunks(ops, feats, rows)[0]
@@ -61,7 +62,8 @@ def late_interaction(state: State) -> str:
     c.score = (lo + blended * (hi - lo)).astype(np.float32) if hi > lo else c.score
     state.cands = c
     dim = feats.shape[1]
-    return f"weight={w:g} depth={depth} token_dim={dim}"
+    named = getattr(state.spaces[name].config, "index", "")
+    return f"weight={w:g} depth={depth} token_dim={dim}" + (f" index={named}" if named else "")
 
 
 __all__ = ["PARALLEL_RERANK_TOKENS", "late_interaction", "maxsim_scores"]

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.index.base import TokenQuery, VectorIndex, make_for, registered
 from teleo_server.index.catalog import Catalog
-from teleo_server.heads import MAX_POOL, MAX_POOL_KEEP, get_head
+from teleo_server.heads import MAX_POOL, MAX_POOL_KEEP, TokenCodes, get_head
 from teleo_server.index.tokens import TokenCodec, TokenStore
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, Space, SpaceSettings
+from teleo_server.spaces.base import NamedBackend, QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
 
 
@@ -25,10 +28,21 @@ class LateSettings(SpaceSettings):
     # before the codes (pool 1: none); chosen on SciFact train and LoCoMo dev (README, "Compact storage")
     pool: int = Field(3, ge=1, le=MAX_POOL)
     pool_keep: int = Field(64, ge=0, le=MAX_POOL_KEEP)
+    # the registered tokens backend (index/base.py) that scores this space, by name: "" is the
+    # built-in store above; "tokens.resident" keeps the same codes in device memory and scores them
+    # with the MaxSim code kernel. The built-in store is kept beside a named one (similarity,
+    # snapshots, and the rows a named one is made again from), and the named one is given the
+    # store's codes as they are, so the two score alike
+    index: str = ""
+
+    @field_validator("index")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        return registered(v, "tokens")
 
 
 @register
-class LateInteractionSpace(Space):
+class LateInteractionSpace(NamedBackend, Space):
     """Scores are MaxSim divided by the query's token count (mean best-token cosine, about [0, 1]).
 
     Not a recall space: MaxSim over a whole corpus is too slow for the hot path, so it reranks.
@@ -44,6 +58,8 @@ class LateInteractionSpace(Space):
         super().__init__(settings, catalog)
         self.store = TokenStore(self.config.dim, bits=self.config.bits, pool=self.config.pool,
                                 keep=self.config.pool_keep)
+        self.backend: VectorIndex | None = None  # a named backend, made on first use
+        self._sync = threading.Lock()  # a named backend is (re)made while no write adds to either
 
     def storage_codec(self) -> TokenCodec:
         """The codec of this space's tokens, which the database stores them in too (as codes), so
@@ -51,11 +67,48 @@ class LateInteractionSpace(Space):
         return self.store.codec_for(get_head(self.head).dim)
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
-        for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
-            self.store.add(chunk_row, v)
+        with self._sync:
+            for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
+                self.store.add(chunk_row, v)
+            named = self.backend if self.config.index else None
+            if named is not None and named.n < self.store.n:
+                try:  # every new chunk row, in order: one without tokens as an empty one
+                    named.add(self._stored(named.n, self.store.n))
+                except BaseException:
+                    self.backend = None  # made again from the built-in rows on next use
+                    raise
+
+    def _stored(self, lo: int, hi: int) -> list[Any]:
+        """Chunk rows [lo, hi) as the built-in store keeps them: each row's codes (``TokenCodes``
+        of its codec), or an empty array before the store holds any token."""
+        store = self.store
+        if store.codec is None:
+            return [np.zeros((0, get_head(self.head).dim or 1), np.float32)] * (hi - lo)
+        spec, offsets, codes = store.codec.spec, store.offsets, store.codes
+        return [TokenCodes(codes[offsets[r]:offsets[r + 1]], spec) for r in range(lo, hi)]
+
+    def _resync(self) -> VectorIndex:
+        """A named backend made again from every chunk row of the built-in store, as its codes:
+        after a compaction, a write the named one failed, or a snapshot read (which holds no device
+        memory). Called with ``_sync`` held."""
+        named = make_for(self.config.index, self.ops or compute_ops("numpy"), dim=get_head(self.head).dim,
+                         codec=self.storage_codec().spec)
+        if self.store.n:
+            named.add(self._stored(0, self.store.n))
+        self.backend = named
+        return named
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
-        self.store.compact(keep_chunks)
+        with self._sync:
+            self.store.compact(keep_chunks)
+            self.backend = None
+
+    @property
+    def parallel_rerank(self) -> bool:
+        """Whether scoring two halves of a rerank window side by side can pay: on the host, where
+        MaxSim's products release the interpreter lock; not through a named backend (one kernel
+        launch on a device scores the whole window)."""
+        return not self.config.index
 
     def settle(self) -> None:
         self.store.fit()
@@ -64,7 +117,8 @@ class LateInteractionSpace(Space):
         v = self.query_vector(ctx)
         if v is None or v.size == 0 or self.store.n_tokens == 0:
             return None
-        return self.store.transform(v)
+        # a named backend is given the model's tokens and rotates them as its codec does
+        return np.asarray(v, np.float32) if self.config.index else self.store.transform(v)
 
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(ctx.ops, feats, rows)[0]
@@ -86,12 +140,17 @@ class LateInteractionSpace(Space):
         """Normalised MaxSim float32 (C,) of memory rows (best chunk) and that chunk's index."""
         store = self.store
         n_q = max(feats.shape[0], 1)
+        named = self._serving(self._resync) if self.config.index else None
 
         def chunk_scores(chunks: np.ndarray) -> np.ndarray:
             inside = chunks < store.n
             out = np.zeros(chunks.size, dtype=np.float32)
-            if inside.any():
+            if not inside.any():
+                return out
+            if named is None:
                 out[inside] = store.maxsim(ops, feats, chunks[inside]) / n_q
+            else:  # NaN for a chunk without tokens: it scores 0, as in the built-in store
+                out[inside] = np.nan_to_num(named.score(chunks[inside], TokenQuery(feats)), nan=0.0)
             return out
 
         return self.fold_candidates(rows, chunk_scores)
