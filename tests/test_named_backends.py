@@ -292,3 +292,26 @@ def test_the_late_interaction_space_scored_by_a_named_backend_reranks_as_the_bui
     assert space.backend.n == space.store.n
     with pytest.raises(InvalidArgument, match=r"'sparse\.numpy' is not a registered tokens index backend"):
         make_retriever(PipelineSettings(spaces={"E12_late": {"index": "sparse.numpy"}}))
+
+
+def test_the_resident_dense_backend_scores_from_the_device_rows_and_keeps_no_host_copy():
+    """``score`` reads the fp16 rows on the device (any order, repeats, removed rows NaN); the
+    backend holds no host array of the rows, so a write appends to the device only."""
+    from teleo_server.gpu.backends import ResidentDenseBackend
+    from teleo_server.index.base import DenseQuery
+
+    rng = np.random.default_rng(27)
+    rows = rng.standard_normal((300, 64)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    backend = ResidentDenseBackend(64, runtime=_runtime())
+    for lo in range(0, 300, 7):  # many small writes
+        backend.add(list(rows[lo:lo + 7]))
+    backend.remove(np.array([4, 250]))
+    q = rows[17]
+    ids = np.array([250, 5, 17, 5, 0, 4, 299])
+    got = backend.score(ids, DenseQuery(q))
+    want = (rows[ids].astype(np.float16).astype(np.float32) @ q).astype(np.float32)
+    want[[0, 5]] = np.nan
+    np.testing.assert_allclose(got, want, atol=2e-3, equal_nan=True)
+    assert not [name for name, value in vars(backend).items()
+                if isinstance(value, np.ndarray) and value.size >= rows.size], "a host copy of the rows"

@@ -67,7 +67,6 @@ class ResidentDenseBackend:
     def __init__(self, dim: int, ops: Any = None, runtime: str = "cuda") -> None:
         self.runtime = _runtime(runtime)
         self.live, self.matrix = self._make(dim)
-        self._host = np.zeros((0, dim), dtype=np.float32)
 
     @_on_runtime
     def _make(self, dim: int) -> tuple[LiveRows, ResidentDenseMatrix]:
@@ -83,7 +82,6 @@ class ResidentDenseBackend:
         rows = np.asarray(vectors, dtype=np.float32).reshape(-1, self.matrix.dim)
         ids = self.live.append(rows.shape[0])
         self.matrix.append(rows)
-        self._host = np.concatenate([self._host, rows])
         return ids
 
     @_on_runtime
@@ -105,9 +103,11 @@ class ResidentDenseBackend:
             ids, scores = self.matrix.search(query.vector, k, candidates=np.asarray(candidates, np.int64))
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
+    @_on_runtime
     def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:
+        """Scores of the device rows (fp16, as a search reads them): the host keeps no copy."""
         ids = np.asarray(ids, dtype=np.int64)
-        out = (self._host[ids] @ np.asarray(query.vector, np.float32)).astype(np.float32)
+        out = self.matrix.scores(np.asarray(query.vector, np.float32), ids)
         out[~self.live.host_mask()[ids]] = np.nan
         return out
 
@@ -128,10 +128,10 @@ class CagraBackend(ResidentDenseBackend):
     def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        if self._graph is None:
-            self._graph = CagraIndex.build(self._host, self.params)
+        if self._graph is None:  # built and extended from the device rows
+            self._graph = CagraIndex.build(self.matrix.matrix, self.params)
         elif len(self._graph) < self.n:
-            self._graph.extend(self._host[len(self._graph):])
+            self._graph.extend(self.matrix.matrix[len(self._graph):])
         ids, scores = self._graph.search(query.vector, k, mask=_admitted(self.live, filter))
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 

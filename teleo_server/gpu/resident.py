@@ -301,6 +301,19 @@ class ResidentDenseMatrix:
         """device array float16 (n_rows, dim), device: a view of the live prefix of the buffer."""
         return self._matrix[: self._rows]
 
+    def scores(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Host float32 (len(rows),): the inner product of ``query`` with each of ``rows`` (any
+        order, repeats allowed, each in [0, n_rows)), read from the device rows."""
+        xp = self._rt.xp
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        if rows.size and (rows.min() < 0 or rows.max() >= self._rows):
+            raise InternalValueError(f"row id outside [0, {self._rows})")
+        if rows.size == 0:
+            return np.zeros(0, np.float32)
+        each, at = np.unique(rows, return_inverse=True)  # the kernel reads ascending rows
+        out = dense_scores_device(self.matrix, query, rows=xp.asarray(each.astype(np.int32)))
+        return self._rt.to_host(out)[at].astype(np.float32)
+
     def search(self, query: np.ndarray, k: int, *, candidates: np.ndarray | None = None, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` live rows by inner product (prefix ``dim`` re-normalised), host arrays."""
         xp = self._rt.xp
