@@ -27,6 +27,12 @@
 // The candidate / ACL bitmask and the top-k cut happen afterwards in topk.cu (floor 0: a memory
 // that shares no term with the query never comes back).
 //
+// BM25 variant (spmv_bm25_scatter): data holds raw term frequencies, and each posting is weighed
+// in the kernel, in float64, with the row's document length and the average length of the query's
+// moment: q_weight * tf (k1 + 1) / (tf + k1 (1 - b + b len / avgdl)). Nothing stored depends on
+// avgdl, so a write that moves it re-weighs nothing: the resident BM25 index appends and deletes
+// like the others. compute.sparse.bm25_scores is its reference.
+//
 // Launch  spmv_plan<<<1, 256>>>: prefix sum of the Q posting-list lengths into plan_off (Q+1,)
 //         and term starts into plan_start (Q,), int64, on the device: no host round trip.
 //         spmv_scatter<<<grid, 256, 0>>>: grid-stride over the flattened (term, posting) space;
@@ -62,6 +68,17 @@ spmv_plan(const long long* __restrict__ indptr, long long vocab,
     }
 }
 
+// The query term whose postings hold flattened position j: the largest t with s_off[t] <= j (empty
+// lists, with equal offsets, are skipped by taking the last).
+__device__ __forceinline__ int spmv_term_of(const long long* s_off, int n_terms, long long j) {
+    int lo = 0, hi = n_terms - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (s_off[mid] <= j) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
 extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
 spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
              const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
@@ -80,13 +97,36 @@ spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
     const long long total = s_off[n_terms];
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
-        // Largest t with s_off[t] <= j; empty lists (equal offsets) are skipped by taking the last.
-        int lo = 0, hi = n_terms - 1;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (s_off[mid] <= j) lo = mid; else hi = mid - 1;
+        const int t = spmv_term_of(s_off, n_terms, j);
+        const long long p = s_start[t] + (j - s_off[t]);
+        atomicAdd(&scores[indices[p]], (double)s_w[t] * (double)data[p]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
+spmv_bm25_scatter(const int* __restrict__ indices, const float* __restrict__ tf,
+                  const float* __restrict__ doc_len, double k1, double b, double avgdl,
+                  const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
+                  const float* __restrict__ q_weights, int n_terms, double* __restrict__ scores) {
+    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
+    __shared__ long long s_start[SPMV_MAX_TERMS];
+    __shared__ float s_w[SPMV_MAX_TERMS];
+    for (int t = threadIdx.x; t <= n_terms; t += blockDim.x) {
+        s_off[t] = plan_off[t];
+        if (t < n_terms) {
+            s_start[t] = plan_start[t];
+            s_w[t] = q_weights[t];
         }
-        const long long p = s_start[lo] + (j - s_off[lo]);
-        atomicAdd(&scores[indices[p]], (double)s_w[lo] * (double)data[p]);
+    }
+    __syncthreads();
+    const long long total = s_off[n_terms];
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;
+         j += (long long)gridDim.x * blockDim.x) {
+        const int t = spmv_term_of(s_off, n_terms, j);
+        const long long p = s_start[t] + (j - s_off[t]);
+        const int row = indices[p];
+        const double f = (double)tf[p];
+        const double part = f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * (double)doc_len[row] / avgdl));
+        atomicAdd(&scores[row], (double)s_w[t] * part);
     }
 }

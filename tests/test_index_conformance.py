@@ -39,12 +39,14 @@ def _unit(x: np.ndarray) -> np.ndarray:
 def _data(kind: str, rng: np.random.Generator):
     if kind == "dense":
         return list(_unit(rng.standard_normal((N, DIM)).astype(np.float32)))
-    if kind == "sparse":
+    if kind in ("sparse", "bm25"):
         out = []
         for i in range(N):
             n = int(rng.integers(0, 12)) if i % 50 else 0  # a few rows without any term
             ids = np.sort(rng.choice(VOCAB, n, replace=False))
-            out.append(SparseVector.of(ids, rng.gamma(2.0, 0.5, n)))
+            # BM25 rows hold raw term frequencies (whole counts, or fractional ones: a weighed-down term)
+            values = rng.integers(1, 5, n).astype(np.float32) if kind == "bm25" else rng.gamma(2.0, 0.5, n)
+            out.append(SparseVector.of(ids, values))
         return out
     return [_unit(rng.standard_normal((int(rng.integers(0, 6)), DIM)).astype(np.float32)).astype(np.float16)
             if i % 40 else np.zeros((0, DIM), np.float16) for i in range(N)]
@@ -55,7 +57,7 @@ def _queries(kind: str, rng: np.random.Generator, data) -> list:
         # near stored rows (so the true top k is well separated from the rest) and random ones
         picks = [_unit(data[int(i)] + 0.3 * rng.standard_normal(DIM).astype(np.float32)) for i in rng.choice(N, 6)]
         return [DenseQuery(q) for q in picks + list(_unit(rng.standard_normal((4, DIM)).astype(np.float32)))]
-    if kind == "sparse":
+    if kind in ("sparse", "bm25"):
         out = []
         for _ in range(10):
             ids = np.sort(rng.choice(VOCAB, int(rng.integers(1, 20)), replace=False)).astype(np.int32)
@@ -71,6 +73,16 @@ def _reference(kind: str, data, query) -> np.ndarray:
     if kind == "sparse":
         weights = dict(zip(query.ids.tolist(), query.weights.tolist()))
         s = np.array([sum(weights.get(t, 0.0) * w for t, w in zip(v.ids.tolist(), v.weights.tolist())) for v in data],
+                     dtype=np.float32)
+        return np.where(s > 0, s, np.nan).astype(np.float32)
+    if kind == "bm25":  # Okapi BM25, k1 0.9, b 0.4, the average length over the rows not removed
+        weights = dict(zip(query.ids.tolist(), query.weights.tolist()))
+        lengths = np.array([float(np.sum(v.weights)) for v in data])
+        alive = np.ones(N, dtype=bool)
+        alive[REMOVED] = False
+        avgdl = lengths[alive].mean()
+        s = np.array([sum(weights.get(t, 0.0) * f * 1.9 / (f + 0.9 * (0.6 + 0.4 * length / avgdl))
+                          for t, f in zip(v.ids.tolist(), v.weights.tolist())) for v, length in zip(data, lengths)],
                      dtype=np.float32)
         return np.where(s > 0, s, np.nan).astype(np.float32)
     out = np.full(N, np.nan, dtype=np.float32)
@@ -196,13 +208,13 @@ def test_a_search_said_to_run_beside_others_answers_the_same_from_several_thread
     # does wherever the filter leaves rows to search); an exact NumPy scan, SpMV or MaxSim never
     if name == "dense.hnsw":
         assert claimed == ["none", "half", "one_percent", "one_row", "short_mask"]
-    elif name in ("dense.numpy", "sparse.numpy", "tokens.numpy"):
+    elif name in ("dense.numpy", "sparse.numpy", "bm25.numpy", "tokens.numpy"):
         assert claimed == []
 
 
 def test_every_kind_has_an_exact_reference_backend():
     kinds = {b.kind for b in backends().values() if b.exact}
-    assert kinds == {"dense", "sparse", "tokens"}
+    assert kinds == {"dense", "sparse", "bm25", "tokens"}
 
 
 def _catalog(rng: np.random.Generator) -> Catalog:

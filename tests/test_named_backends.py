@@ -315,3 +315,82 @@ def test_the_resident_dense_backend_scores_from_the_device_rows_and_keeps_no_hos
     np.testing.assert_allclose(got, want, atol=2e-3, equal_nan=True)
     assert not [name for name, value in vars(backend).items()
                 if isinstance(value, np.ndarray) and value.size >= rows.size], "a host copy of the rows"
+
+
+def test_bm25_scored_by_a_named_backend_ranks_as_its_reference():
+    """``[pipeline.spaces.E6_lexical] index = "bm25.resident"``: raw term frequencies and lengths
+    in device memory, each posting weighed in the kernel with the average length of the moment. It
+    ranks as the in-process reference named the same way (``bm25.numpy``: exact BM25, weighed at
+    query time) through writes, deletes (which move the average), compaction, a snapshot's state
+    and a failed write, and nearly as the built-in field (float16 values weighed with an average
+    up to 0.5% old: near ties may swap); a caller who may read only some memories is scored by the
+    built-in field (N, df and the average over its memories)."""
+    from dataclasses import replace
+
+    from teleo_server.domain import AccessLevel, Principal
+    from teleo_server.gpu.backends import ResidentBm25Backend
+    from teleo_server.pipeline.types import Hit
+
+    c = make_corpus(CorpusSpec(n=260, seed=33))
+    queries = make_queries(c, 12, seed=34)
+    field = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}}}, backend=DEVICE)
+    host = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}, "E6_lexical": {"index": "bm25.numpy"}}},
+                       backend=DEVICE)
+    named = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}, "E6_lexical": {"index": "bm25.resident"}}},
+                        backend=DEVICE)
+    ids = [memory_of(c, i).id for i in range(len(c))]
+
+    def memory(i):  # a third of the memories in a namespace the tenant below may not read
+        m = memory_of(c, i)
+        return replace(m, namespace="other") if i % 3 == 0 else m
+
+    for r in (field, host, named):
+        inproc.build(r, ((memory(i), c.embedding(i)) for i in range(180)))
+    space = named.spaces["E6_lexical"]
+    assert space.backend is None  # made on first use
+    for profile in ("single_space:E6_lexical", "hybrid", "teleological"):
+        assert _answers(named, queries, profile) == _answers(host, queries, profile), profile
+    built_in, exact = _answers(field, queries, "single_space:E6_lexical"), _answers(named, queries, "single_space:E6_lexical")
+    assert np.mean([set(a) == set(b) for a, b in zip(built_in, exact)]) >= 0.9
+    assert isinstance(space.backend, ResidentBm25Backend) and space.backend.n == space.field.doc_len.n
+    for r in (field, host, named):  # more writes and deletes, which move the average length
+        inproc.build(r, ((memory(i), c.embedding(i)) for i in range(180, 240)))
+        r.remove(ids[1:240:4])
+    assert space.backend.n == space.field.doc_len.n
+    assert _answers(named, queries, "single_space:E6_lexical") == _answers(host, queries, "single_space:E6_lexical")
+    tenant = Principal("t", "t", frozenset({"bench"}), frozenset({"bench"}), AccessLevel.RESTRICTED, "bench")
+
+    def tenant_answers(r):
+        out = []
+        for j in range(len(queries)):
+            q = Query(text=queries.texts[j], embedding=queries.embedding(j), principal=tenant, top_k=10,
+                      profile="single_space:E6_lexical", now=inproc.NOW)
+            out.append([e.memory.id for e in r.retrieve(q) if isinstance(e, Hit)])
+        return out
+
+    mine = tenant_answers(named)
+    assert mine == tenant_answers(field) and any(mine)
+    assert all(int(m[1:]) % 3 for found in mine for m in found), "a memory the tenant may not read"
+    for r in (host, named):
+        r.compact()
+    assert space.backend is None
+    assert _answers(named, queries, "hybrid") == _answers(host, queries, "hybrid")
+    assert space.backend.n == space.field.doc_len.n == len(named.catalog)
+    state = space.__getstate__()
+    assert state["backend"] is None and state["field"] is space.field
+    space.__setstate__(state)
+    assert _answers(named, queries, "single_space:E6_lexical") == _answers(host, queries, "single_space:E6_lexical")
+
+    def refuse(vectors):
+        raise MemoryError("device memory exhausted")
+
+    space.backend.add = refuse
+    with pytest.raises(MemoryError):
+        named.add(memory(240), c.embedding(240))
+    assert space.backend is None and memory(240).id not in named.catalog.row_of
+    for r in (host, named):
+        inproc.build(r, ((memory(i), c.embedding(i)) for i in range(241, 260)))
+    assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
+    assert space.backend.n == space.field.doc_len.n
+    with pytest.raises(InvalidArgument, match=r"'sparse\.resident' is not a registered bm25 index backend"):
+        make_retriever(PipelineSettings(spaces={"E6_lexical": {"index": "sparse.resident"}}))

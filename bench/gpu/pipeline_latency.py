@@ -10,10 +10,12 @@ kernels alone.
 A backend written ``cupy:dense.resident`` runs on ``cupy`` with the semantic space searched by the
 named index backend (``[pipeline.spaces.E1_semantic] index``): its rows in device memory as fp16,
 scanned by the kernel, instead of the built-in index's copy on the device. Several names joined by
-``+`` each serve the space of their kind: ``cupy:dense.resident+sparse.resident+tokens.resident``
-also keeps the SPLADE postings (``E13_splade``) and the per-token codes (``E12_late``) resident.
-Their answers are compared and reported like the others, but, the dense rows being fp16 where the
-host's are float32, a lower agreement does not fail the run.
+``+`` each serve the space of their kind:
+``cupy:dense.resident+sparse.resident+bm25.resident+tokens.resident`` also keeps the SPLADE
+postings (``E13_splade``), BM25's term frequencies (``E6_lexical``) and the per-token codes
+(``E12_late``) resident. Their answers are compared and reported like the others, but, the dense
+rows being fp16 where the host's are float32 (and BM25 exact where the host keeps float16 values),
+a lower agreement does not fail the run.
 
 Writes ``pipeline.jsonl`` (one object per size, backend and profile, plus the agreement) and
 ``pipeline.md`` to ``--out``.
@@ -44,7 +46,7 @@ def split(backend: str) -> tuple[str, str]:
 
 
 # the space a named backend of each kind serves
-SPACE_OF_KIND = {"dense": "E1_semantic", "sparse": "E13_splade", "tokens": "E12_late"}
+SPACE_OF_KIND = {"dense": "E1_semantic", "sparse": "E13_splade", "bm25": "E6_lexical", "tokens": "E12_late"}
 
 
 def with_index(settings: dict, index: str) -> dict:

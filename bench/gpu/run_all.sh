@@ -55,9 +55,9 @@ if "$PY" -c "import pydantic, pydantic_settings, stop_words, structlog" 2>/dev/n
     # the same float32 dense rows on both sides (by default the host keeps int8 rows), so the
     # answers can be compared: the run fails when fewer than 99% of the top-10 sets agree
     # (cupy:dense.resident: the semantic space searched by the resident backend, reported beside;
-    # then the SPLADE postings and the per-token codes resident too)
+    # then the SPLADE postings, BM25's term frequencies and the per-token codes resident too)
     "$PY" bench/gpu/pipeline_latency.py --sizes "${PIPELINE_SIZES:-10000}" \
-        --backends numpy,cupy,cupy:dense.resident,cupy:dense.resident+sparse.resident+tokens.resident \
+        --backends numpy,cupy,cupy:dense.resident,cupy:dense.resident+sparse.resident+bm25.resident+tokens.resident \
         --settings '{"spaces": {"E1_semantic": {"values": "float32"}}}' \
         --out "$OUT" 2>&1 | grep -v '\[info' | tee -a "$OUT/bench.log"
     pipe_rc=${PIPESTATUS[0]}

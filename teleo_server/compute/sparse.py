@@ -130,6 +130,41 @@ def _check_rows(rows: np.ndarray, n_rows: int) -> None:
         raise InternalValueError(f"posting row id outside [0, {n_rows})")
 
 
+def bm25_part(tf: np.ndarray, length: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
+    """BM25's term-frequency part float64: ``tf (k1 + 1) / (tf + k1 (1 - b + b length / avgdl))``,
+    in the order ``kernels/spmv_recall.cu`` (``spmv_bm25_scatter``) evaluates it."""
+    f = np.asarray(tf, dtype=np.float64)
+    return f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * np.asarray(length, dtype=np.float64) / avgdl))
+
+
+def bm25_scores(indptr: np.ndarray, indices: np.ndarray, tf: np.ndarray, doc_len: np.ndarray, n_rows: int,
+                q_ids: np.ndarray, q_weights: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
+    """Okapi BM25 of every row over an index of raw term frequencies, weighed at query time.
+
+    ``scores[r] = sum_i q_weights[i] * bm25_part(tf[q_ids[i], r], doc_len[r])``: the query weights
+    are the terms' IDF, ``doc_len`` float (>= n_rows,) each row's length, ``avgdl`` the average
+    length at the query's moment. float64 sums rounded to float32 once, as :func:`spmv_scores`;
+    the reference of the device's BM25 scatter. Same layout and checks as :func:`spmv_scores`.
+    """
+    indptr, indices, tf = np.asarray(indptr), np.asarray(indices), np.asarray(tf)
+    check_index(indptr, indices, tf)
+    q_ids = np.asarray(q_ids, dtype=np.int64).ravel()
+    q_weights = np.asarray(q_weights, dtype=np.float32).ravel()
+    check_query(q_ids, q_weights)
+    keep = (q_ids >= 0) & (q_ids < indptr.shape[0] - 1)
+    q_ids, q_weights = q_ids[keep], q_weights[keep]
+    starts, ends = indptr[q_ids].astype(np.int64), indptr[q_ids + 1].astype(np.int64)
+    lengths = ends - starts
+    if int(lengths.sum()) == 0:
+        return np.zeros(n_rows, dtype=np.float32)
+    spans = [(a, e) for a, e in zip(starts.tolist(), ends.tolist()) if e > a]
+    rows = np.concatenate([indices[a:e] for a, e in spans]).astype(np.int64)
+    _check_rows(rows, n_rows)
+    part = bm25_part(np.concatenate([tf[a:e] for a, e in spans]), np.asarray(doc_len)[rows], k1, b, avgdl)
+    part *= np.repeat(q_weights.astype(np.float64), lengths)
+    return np.bincount(rows, weights=part, minlength=n_rows).astype(np.float32)
+
+
 def spmv_topk(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -176,4 +211,4 @@ def spmv_topk(
     return topk(scores, k, mask=valid)
 
 
-__all__ = ["check_index", "check_query", "spmv_scores", "spmv_topk"]
+__all__ = ["bm25_part", "bm25_scores", "check_index", "check_query", "spmv_scores", "spmv_topk"]

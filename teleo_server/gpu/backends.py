@@ -9,6 +9,8 @@ without CuPy and a device raises ``Unavailable`` saying what to install.
 * ``dense.resident`` — fp16 rows on the device, exact scan (``ResidentDenseMatrix``);
 * ``dense.cagra``    — cuVS CAGRA graph, filtered in-graph by a bitset (approximate);
 * ``sparse.resident`` — CSC postings on the device in segments, SpMV (``ResidentSparseIndex``);
+* ``bm25.resident`` — raw term frequencies and row lengths on the device, BM25 weighed in the
+  kernel with the live rows' average length;
 * ``tokens.resident`` — packed per-token vectors on the device (float16, or a token codec's
   codes), fused MaxSim.
 """
@@ -21,11 +23,11 @@ from typing import Any, Callable
 import numpy as np
 
 from teleo_server.compute.backend import INSTALL_HINT
+from teleo_server.compute.errors import InternalValueError
 from teleo_server.errors import Unavailable
 from teleo_server.gpu import runtime
 from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available
 from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
-from teleo_server.compute.errors import InternalValueError
 from teleo_server.heads import CodecSpec, SparseVector, TokenCodes
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
 from teleo_server.index.tokens import RAW_BITS, TokenCodec
@@ -183,6 +185,101 @@ class ResidentSparseBackend:
         return np.where((s > 0) & self.live.host_mask()[ids], s, np.nan).astype(np.float32)
 
 
+class ResidentBm25Backend:
+    """Okapi BM25 on the device (the ``bm25`` kind): raw term frequencies as CSC segments, each
+    row's length in device memory, every posting weighed in the kernel with the average length of
+    the live rows at the query's moment, so a write appends its own postings and re-weighs nothing.
+    The in-process ``bm25.numpy`` is its reference."""
+
+    kind, exact = "bm25", True
+
+    def __init__(self, ops: Any = None, k1: float = 0.9, b: float = 0.4, sparse: bool = False,
+                 runtime: str = "cuda", **_: Any) -> None:
+        self.runtime = _runtime(runtime)
+        self.k1, self.b, self.sparse = float(k1), float(b), bool(sparse)
+        self.live, self.index, self._doc_len = self._make()
+        self._lengths = np.zeros(0, np.float32)  # host: each row's length, for the average
+        self._len_sum, self._counted = 0.0, 0
+
+    @_on_runtime
+    def _make(self) -> tuple[LiveRows, ResidentSparseIndex, Any]:
+        live = LiveRows()
+        return live, ResidentSparseIndex(0, live), runtime.current().xp.zeros(0, dtype=np.float32)
+
+    @property
+    def n(self) -> int:
+        return self.live.n_rows
+
+    def avgdl(self) -> float:
+        return max(self._len_sum / max(self._counted, 1), 1e-6)
+
+    @_on_runtime
+    def add(self, vectors: list[SparseVector]) -> np.ndarray:
+        xp = runtime.current().xp
+        first = self.n
+        lengths = np.array([float(np.asarray(v.weights, np.float32).sum()) for v in vectors], dtype=np.float32)
+        rows = np.concatenate([np.full(v.size, first + i, np.int64) for i, v in enumerate(vectors)]
+                              or [np.zeros(0, np.int64)])
+        terms = np.concatenate([np.asarray(v.ids, np.int64) for v in vectors] or [np.zeros(0, np.int64)])
+        tf = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors] or [np.zeros(0, np.float32)])
+        ids = self.live.append(len(vectors))
+        self._doc_len = _grow_vector(xp, self._doc_len, self.n)
+        self._doc_len[first:self.n] = xp.asarray(lengths)
+        if terms.size:  # a segment over the terms it holds (the vocabulary grows with the corpus)
+            order = np.lexsort((rows, terms))
+            indptr = np.zeros(int(terms.max()) + 2, dtype=np.int64)
+            np.cumsum(np.bincount(terms, minlength=indptr.size - 1), out=indptr[1:])
+            self.index.append(indptr, rows[order].astype(np.int32), tf[order])
+        self._lengths = np.concatenate([self._lengths, lengths])
+        self._len_sum += float(lengths.astype(np.float64).sum())
+        self._counted += int((lengths > 0).sum()) if self.sparse else len(vectors)
+        return ids
+
+    @_on_runtime
+    def remove(self, rows: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = np.unique(rows[self.live.host_mask()[rows]]) if rows.size else rows
+        lengths = self._lengths[rows].astype(np.float64)
+        self._len_sum -= float(lengths.sum())
+        self._counted -= int((lengths > 0).sum()) if self.sparse else rows.size
+        self.live.delete(rows)
+
+    def _scorer(self) -> Callable[[Any, Any], Any]:
+        avgdl = self.avgdl()
+        return lambda ids, w: self.index.bm25_scores(ids, w, self._doc_len, self.k1, self.b, avgdl)
+
+    @_on_runtime
+    def every_score(self, query: SparseQuery) -> np.ndarray:
+        rt = runtime.current()
+        s = rt.to_host(self._scorer()(rt.xp.asarray(np.asarray(query.ids, np.int32)),
+                                      rt.xp.asarray(np.asarray(query.weights, np.float32))))
+        return np.where((s > 0) & self.live.host_mask(), s, np.float32(0.0)).astype(np.float32)
+
+    def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
+        s = self.every_score(query)[np.asarray(ids, dtype=np.int64)]
+        return np.where(s > 0, s, np.nan).astype(np.float32)
+
+    def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
+        s = self.every_score(query)
+        rows = np.flatnonzero(s > 0)
+        return rows.astype(np.int64), s[rows]
+
+    @_on_runtime
+    def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        mask = None if filter is None else filter.bits(self.n)
+        ids, scores = self.index.search(query.ids, query.weights, k, mask=mask, scorer=self._scorer())
+        return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+
+
+def _grow_vector(xp: Any, buf: Any, need: int) -> Any:
+    """A 1-D device buffer with room for ``need`` values (doubling), contents kept."""
+    if buf.shape[0] >= need:
+        return buf
+    new = xp.zeros(max(need, 2 * buf.shape[0], 1024), dtype=buf.dtype)
+    new[: buf.shape[0]] = buf
+    return new
+
+
 class ResidentTokenBackend:
     """Per-token vectors on the device, scored by MaxSim (mean over query tokens of the best
     document token), exact.
@@ -273,6 +370,8 @@ def register_all() -> None:
                      "fp16 rows resident on the GPU, exact scan", device=True)
     register_backend("sparse.resident", "sparse", True, lambda ops=None, **kw: ResidentSparseBackend(ops, **kw),
                      "CSC postings resident on the GPU, SpMV", device=True)
+    register_backend("bm25.resident", "bm25", True, lambda ops=None, **kw: ResidentBm25Backend(ops, **kw),
+                     "raw term frequencies resident on the GPU, BM25 weighed in the SpMV kernel", device=True)
     register_backend("tokens.resident", "tokens", True, lambda ops=None, **kw: ResidentTokenBackend(ops, **kw),
                      "per-token vectors (float16 or codes) resident on the GPU, fused MaxSim", device=True)
     if cagra_available():
@@ -284,4 +383,4 @@ def register_all() -> None:
 register_all()
 
 
-__all__ = ["CagraBackend", "ResidentDenseBackend", "ResidentSparseBackend", "ResidentTokenBackend", "register_all"]
+__all__ = ["CagraBackend", "ResidentBm25Backend", "ResidentDenseBackend", "ResidentSparseBackend", "ResidentTokenBackend", "register_all"]

@@ -5,7 +5,8 @@
 * :class:`LiveRows` — the tombstone bitset shared by every space: deleting a row clears its bit
   (host copy is the truth; only the touched words are re-uploaded).
 * :class:`ResidentSparseIndex` — term-major CSC postings as a base segment plus appended
-  segments; a query scores every segment into one buffer, ``compact()`` merges them on device.
+  segments; a query scores every segment into one buffer, ``compact()`` merges them on device;
+  the values are scores' weights (SPLADE) or raw term frequencies weighed in the kernel (BM25).
 * :class:`ResidentTokenStore` — packed CSR late-interaction tokens, fp16 or the host store's
   scalar codes, capacity doubling.
 * :class:`ResidentDenseMatrix` — fp16 (N, D) rows, capacity doubling, exact scan + top-k.
@@ -30,7 +31,7 @@ from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
 from teleo_server.gpu.dense import dense_scores_device
 from teleo_server.gpu.maxsim import maxsim_codes_device, maxsim_device
-from teleo_server.gpu.spmv import spmv_accumulate
+from teleo_server.gpu.spmv import bm25_accumulate, spmv_accumulate
 from teleo_server.gpu.topk import topk_device
 
 
@@ -144,14 +145,15 @@ class ResidentSparseIndex:
 
         Parameters
         ----------
-        indptr : np.ndarray int64, shape (vocab+1,), host
+        indptr : np.ndarray int64, shape (V+1,), host; terms past a segment's V have no postings in it
         indices : np.ndarray int32, shape (nnz,), host; ids of rows already made live
         data : np.ndarray float32, shape (nnz,), host
         """
         xp = self._rt.xp
         indptr = np.asarray(indptr, dtype=np.int64)
-        if indptr.shape != (self.vocab + 1,) or int(indptr[-1]) != len(indices) or len(indices) != len(data):
-            raise InternalValueError("segment must be a CSC over the index vocabulary")
+        if indptr.ndim != 1 or indptr.size < 1 or int(indptr[-1]) != len(indices) or len(indices) != len(data):
+            raise InternalValueError("segment must be a CSC: indptr (V+1,), indices and data (nnz,)")
+        self.vocab = max(self.vocab, indptr.size - 1)  # a segment may cover fewer terms (a growing vocabulary)
         if len(indices) and (int(np.min(indices)) < 0 or int(np.max(indices)) >= self.live.n_rows):
             raise InternalValueError(f"posting row id outside [0, {self.live.n_rows})")
         self.segments.append(
@@ -187,8 +189,20 @@ class ResidentSparseIndex:
             spmv_accumulate(indptr, indices, data, q_ids, q_weights, scores)
         return scores.astype(xp.float32)  # rounded once, after every segment: the reference's bits
 
-    def search(self, q_ids: np.ndarray, q_weights: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Best ``k`` live rows (score > 0), host int32 ids and float32 scores, best first."""
+    def bm25_scores(self, q_ids: Any, q_weights: Any, doc_len: Any, k1: float, b: float, avgdl: float) -> Any:
+        """device array float32 (n_rows,), device: BM25 with the segments' values read as raw term
+        frequencies, weighed in the kernel with ``doc_len`` (device float32, each row's length) and
+        ``avgdl`` (see :func:`teleo_server.gpu.spmv.bm25_accumulate`)."""
+        xp = self._rt.xp
+        scores = xp.zeros(self.live.n_rows, dtype=xp.float64)
+        for indptr, indices, data in self.segments:
+            bm25_accumulate(indptr, indices, data, doc_len, k1, b, avgdl, q_ids, q_weights, scores)
+        return scores.astype(xp.float32)
+
+    def search(self, q_ids: np.ndarray, q_weights: np.ndarray, k: int, mask: np.ndarray | None = None,
+               scorer: Callable[[Any, Any], Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Best ``k`` live rows (score > 0), host int32 ids and float32 scores, best first;
+        ``scorer(q_ids, q_weights)`` (device arrays) gives every row's scores (default: :meth:`scores`)."""
         xp = self._rt.xp
         q_ids = np.asarray(q_ids, dtype=np.int32).ravel()
         q_weights = np.asarray(q_weights, dtype=np.float32).ravel()
@@ -197,7 +211,7 @@ class ResidentSparseIndex:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self.live.n_rows,):
                 raise InternalValueError(f"mask shape {mask.shape} != ({self.live.n_rows},)")
-        scores = self.scores(xp.asarray(q_ids), xp.asarray(q_weights))
+        scores = (scorer or self.scores)(xp.asarray(q_ids), xp.asarray(q_weights))
         words = self.live.words()
         if mask is not None:
             words = words & xp.asarray(pack_mask(mask))

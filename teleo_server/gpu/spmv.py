@@ -59,6 +59,42 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
         scatter(grid, (_THREADS,), (indices, data, plan_start, plan_off, w, q, scores))
 
 
+def bm25_accumulate(indptr: Any, indices: Any, tf: Any, doc_len: Any, k1: float, b: float, avgdl: float,
+                    q_ids: Any, q_weights: Any, scores: Any) -> None:
+    """Add one segment's BM25 into ``scores`` (no synchronisation): ``tf`` holds raw term
+    frequencies, weighed per posting in the kernel with ``doc_len`` (device float32 (>= N,), each
+    row's length) and ``avgdl``; otherwise as :func:`spmv_accumulate`. Reference:
+    :func:`teleo_server.compute.sparse.bm25_scores`."""
+    rt = runtime.current()
+    xp = rt.xp
+
+    _check_index(indptr, indices, tf)
+    _checks.device_array("doc_len", doc_len, np.float32, 1)
+    _checks.device_array("q_ids", q_ids, np.int32, 1)
+    _checks.device_array("q_weights", q_weights, np.float32, 1, (q_ids.shape[0],))
+    _checks.device_array("scores", scores, np.float64, 1)
+    if doc_len.shape[0] < scores.shape[0]:
+        raise InternalValueError(f"doc_len holds {doc_len.shape[0]} rows, the scores {scores.shape[0]}")
+    if not avgdl > 0:
+        raise InternalValueError(f"avgdl must be > 0, got {avgdl}")
+    n_terms = int(q_ids.shape[0])
+    if n_terms == 0 or indices.shape[0] == 0 or scores.shape[0] == 0:
+        return
+    vocab = np.int64(indptr.shape[0] - 1)
+    plan = rt.function("spmv_recall", "spmv_plan")
+    scatter = rt.function("spmv_recall", "spmv_bm25_scatter")
+    grid = (rt.sm_count() * 8,)
+    consts = (np.float64(k1), np.float64(b), np.float64(avgdl))
+    for lo in range(0, n_terms, MAX_TERMS_PER_LAUNCH):
+        ids = q_ids[lo : lo + MAX_TERMS_PER_LAUNCH]
+        w = q_weights[lo : lo + MAX_TERMS_PER_LAUNCH]
+        q = np.int32(ids.shape[0])
+        plan_start = xp.empty(int(q), dtype=xp.int64)
+        plan_off = xp.empty(int(q) + 1, dtype=xp.int64)
+        plan((1,), (_THREADS,), (indptr, vocab, ids, q, plan_start, plan_off))
+        scatter(grid, (_THREADS,), (indices, tf, doc_len, *consts, plan_start, plan_off, w, q, scores))
+
+
 def spmv_scores_device(indptr: Any, indices: Any, data: Any, n_rows: int, q_ids: Any, q_weights: Any) -> Any:
     """Sparse score of every row: device array float32 (n_rows,), device (see spmv_accumulate)."""
     rt = runtime.current()
@@ -86,4 +122,4 @@ def spmv_topk_device(
     return topk_device(scores, k, mask=mask, floor=0.0)
 
 
-__all__ = ["MAX_TERMS_PER_LAUNCH", "spmv_accumulate", "spmv_scores_device", "spmv_topk_device"]
+__all__ = ["MAX_TERMS_PER_LAUNCH", "bm25_accumulate", "spmv_accumulate", "spmv_scores_device", "spmv_topk_device"]

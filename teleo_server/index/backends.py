@@ -1,5 +1,6 @@
 """The in-process index backends behind :class:`teleo_server.index.base.VectorIndex`: the exact
-dense scan (the reference), the HNSW graph, the SpMV inverted index and the MaxSim token store."""
+dense scan (the reference), the HNSW graph, the SpMV inverted index, BM25 over raw term
+frequencies and the MaxSim token store."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from teleo_server.compute.sparse import bm25_part
 from teleo_server.heads import SparseVector
+from teleo_server.index.columns import Column
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
 from teleo_server.index.dense import DenseIndex
 from teleo_server.index.sparse import SparseIndex, rows_sized
@@ -151,6 +154,84 @@ class SparseBackend:
         return np.where((s > 0) & self.removed.kept(ids), s, np.nan).astype(np.float32)
 
 
+class Bm25Backend:
+    """Okapi BM25 over rows of raw term frequencies, weighed at query time (the ``bm25`` kind of
+    :mod:`teleo_server.index.base`): a row's length is the sum of its frequencies, and the average
+    length is that of the live rows (``sparse``: of the live rows with a term), so a write that
+    moves it re-weighs nothing. The reference of ``bm25.resident``."""
+
+    kind = "bm25"
+    exact = True
+
+    def __init__(self, ops: Any = None, k1: float = 0.9, b: float = 0.4, sparse: bool = False, **_: Any) -> None:
+        self.k1, self.b, self.sparse = float(k1), float(b), bool(sparse)
+        self.index = SparseIndex(values="float32", row_major=False)
+        self.lengths = Column(np.float32)
+        self.removed = Removed()
+        self._len_sum, self._counted = 0.0, 0
+
+    @property
+    def n(self) -> int:
+        return self.lengths.n
+
+    def avgdl(self) -> float:
+        return max(self._len_sum / max(self._counted, 1), 1e-6)
+
+    def add(self, vectors: list[SparseVector]) -> np.ndarray:
+        start = self.n
+        for i, v in enumerate(vectors):
+            tf = np.asarray(v.weights, dtype=np.float32)
+            self.index.add(start + i, np.asarray(v.ids, dtype=np.int64), tf)
+            length = float(tf.sum())
+            self.lengths.append(length)
+            self._len_sum += length
+            self._counted += int(length > 0 or not self.sparse)
+        self.index.grow_rows(self.n)
+        return np.arange(start, self.n, dtype=np.int64)
+
+    def remove(self, rows: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[self.removed.kept(rows)]
+        lengths = self.lengths.view[rows].astype(np.float64)
+        self._len_sum -= float(lengths.sum())
+        self._counted -= int((lengths > 0).sum()) if self.sparse else rows.size
+        self.removed.remove(rows, self.n)
+
+    def _reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (ascending, live) the query's terms occur in and their BM25 float32."""
+        which, rows, tf = self.index.postings(np.asarray(query.ids, np.int64))
+        part = bm25_part(tf, self.lengths.view[rows], self.k1, self.b, self.avgdl())
+        part *= np.asarray(query.weights, np.float32).astype(np.float64)[which]
+        rows, at = np.unique(rows, return_inverse=True)
+        sums = np.bincount(at, weights=part, minlength=rows.size).astype(np.float32)
+        keep = self.removed.kept(rows) & (sums > 0)
+        return rows[keep], sums[keep]
+
+    def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
+        return self._reached(query)
+
+    def every_score(self, query: SparseQuery) -> np.ndarray:
+        out = np.zeros(self.n, dtype=np.float32)
+        rows, s = self._reached(query)
+        out[rows] = s
+        return out
+
+    def reach(self, query: SparseQuery) -> int:
+        return self.index.postings_count(np.asarray(query.ids, np.int64))
+
+    def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
+        s = self.every_score(query)[np.asarray(ids, dtype=np.int64)]
+        return np.where(s > 0, s, np.nan).astype(np.float32)
+
+    def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
+        rows, s = self._reached(query)
+        if filter is not None:
+            keep = filter.bits(self.n)[rows]
+            rows, s = rows[keep], s[keep]
+        order = np.lexsort((rows, -s))[:k]
+        return rows[order], s[order]
+
+
 class TokenBackend:
     """:class:`TokenStore` scored by MaxSim (the mean over query tokens of the best document token);
     search scores every admitted row, so it is exact and meant for reranking-sized pools."""
@@ -205,8 +286,10 @@ register_backend("dense.hnsw", "dense", False,
 register_backend("sparse.numpy", "sparse", True,
                  lambda ops, **kw: SparseBackend(ops, min_merge=kw.pop("min_merge", 64), **kw),
                  "inverted index: CSC plus an append-only delta, SpMV")
+register_backend("bm25.numpy", "bm25", True, lambda ops=None, **kw: Bm25Backend(ops, **kw),
+                 "Okapi BM25 over raw term frequencies, weighed at query time")
 register_backend("tokens.numpy", "tokens", True, lambda ops, dim=None, **kw: TokenBackend(ops, **kw),
                  "packed per-token vectors, MaxSim")
 
 
-__all__ = ["DenseBackend", "Removed", "SparseBackend", "TokenBackend"]
+__all__ = ["Bm25Backend", "DenseBackend", "Removed", "SparseBackend", "TokenBackend"]

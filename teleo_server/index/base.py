@@ -5,8 +5,12 @@ Every index backend, in process or elsewhere, implements :class:`VectorIndex`::
     search(query, k, filter) -> (ids int64, scores float32)   best first, only rows ``filter`` admits
     score(ids, query)        -> scores float32                  NaN for rows the index has no vector of
 
-over rows numbered by the caller (chunk rows for the dense, sparse and per-token heads). A query is
-a :class:`DenseQuery`, :class:`SparseQuery` or :class:`TokenQuery` according to the index's kind.
+over rows numbered by the caller (chunk rows for the dense, sparse and per-token heads, memory
+rows for BM25). A query is a :class:`DenseQuery`, :class:`SparseQuery` or :class:`TokenQuery`
+according to the index's kind; a ``bm25`` index takes a :class:`SparseQuery` whose weights are the
+terms' IDF, stores each row's raw term frequencies (a :class:`SparseVector`; the row's length is
+their sum) and weighs them at query time with the average length of its live rows (Okapi BM25 with
+its ``k1`` and ``b``), so nothing it stores moves when a write moves the average.
 The access-control and request filters travel as a :class:`RowFilter`: a :class:`Bitmask` for an
 engine that shares the caller's row numbering, or an :class:`Expression` over row attributes
 (namespace, access level, memory type, times, session, metadata) for one that stores the
@@ -161,7 +165,7 @@ def render(node: Node) -> str:
 
 
 class VectorIndex(Protocol):
-    """One index over rows 0..n-1. ``kind`` is "dense", "sparse" or "tokens"; ``exact`` says
+    """One index over rows 0..n-1. ``kind`` is "dense", "sparse", "bm25" or "tokens"; ``exact`` says
     whether search returns exactly the reference's top k (otherwise: a recall bar)."""
 
     kind: str
@@ -237,6 +241,7 @@ class BackendInfo:
     device: bool = False
 
 
+KINDS = ("dense", "sparse", "bm25", "tokens")
 _BACKENDS: dict[str, BackendInfo] = {}
 # modules that register backends when imported: the in-process ones, then those whose dependencies
 # may be missing here (CuPy, cuVS)
@@ -249,7 +254,7 @@ def register_backend(name: str, kind: str, exact: bool, factory: Callable[..., V
                      description: str = "", device: bool = False) -> None:
     if name in _BACKENDS:
         raise ValueError(f"index backend {name!r} is registered twice")
-    if kind not in ("dense", "sparse", "tokens"):
+    if kind not in KINDS:
         raise ValueError(f"index backend {name!r}: unknown kind {kind!r}")
     _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description, device)
 
@@ -300,6 +305,7 @@ __all__ = [
     "Bitmask",
     "DenseQuery",
     "Expression",
+    "KINDS",
     "OPTIONAL_PROVIDERS",
     "PROVIDERS",
     "RowFilter",

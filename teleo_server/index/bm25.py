@@ -73,8 +73,9 @@ class Bm25Field:
         """Every term in id order."""
         return self.vocab.terms
 
-    def add(self, row: int, counts: Mapping[str, float]) -> None:
-        """Index memory ``row`` with its term frequencies (rows arrive in increasing order)."""
+    def add(self, row: int, counts: Mapping[str, float]) -> np.ndarray:
+        """Index memory ``row`` with its term frequencies (rows arrive in increasing order); returns
+        the term ids int64 of ``counts``, in its order."""
         known = len(self.vocab)
         ids = np.array(self.vocab.add_all(list(counts)), dtype=np.int64)
         if len(self.vocab) > known:  # new terms
@@ -90,6 +91,7 @@ class Bm25Field:
             self._n_docs += 1
         self.index.add(row, ids, tf)
         self.index.grow_rows(row + 1)
+        return ids
 
     def settle(self) -> None:
         """Fold the write buffers (postings and the newest terms) into the arrays (after a bulk load)."""

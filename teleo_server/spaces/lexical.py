@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.heads import SparseVector
+from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reached, registered
 from teleo_server.index.bm25 import Bm25Field
 from teleo_server.index.catalog import Catalog, Column
 from teleo_server.index.terms import TermTable
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import QueryContext, SpaceSettings, SparseScoredSpace
+from teleo_server.spaces.base import NamedBackend, QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
 from teleo_server.spaces.text import STOPWORDS
 
@@ -24,10 +28,23 @@ class LexicalSettings(SpaceSettings):
     b: float = Field(0.4, ge=0, le=1)        # BM25 length normalisation
     merge_fraction: float = Field(0.1, gt=0)  # delta merged into the CSC past this share of entries
     values: Literal["float32", "float16"] = "float16"  # how the postings keep the scored BM25 values
+    # the registered bm25 backend (index/base.py) that scores this space for a caller who may read
+    # every memory, by name: "" is the built-in field above; "bm25.resident" keeps the raw term
+    # frequencies and lengths in device memory and weighs them in the SpMV kernel with the average
+    # length of the moment (exact BM25, where the built-in field keeps float16 values weighed with
+    # an average up to 0.5% old). The built-in field stays beside it: the statistics (IDF), the
+    # scores of a caller who may read only some memories (N, df and avgdl over those), keywords
+    # and similarity read it, and a named one is made again from the memories' texts
+    index: str = ""
+
+    @field_validator("index")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        return registered(v, "bm25")
 
 
 @register
-class LexicalSpace(SparseScoredSpace):
+class LexicalSpace(NamedBackend, SparseScoredSpace):
     """Doc-side values are BM25's term-frequency part; the query side carries the IDF."""
 
     name = "E6_lexical"
@@ -43,6 +60,8 @@ class LexicalSpace(SparseScoredSpace):
         self.field = Bm25Field(catalog, self._row_terms, k1=cfg.k1, b=cfg.b, merge_fraction=cfg.merge_fraction,
                                weighed_values=cfg.values)
         self.index = self.field.index
+        self.backend: VectorIndex | None = None  # a named backend, made on first use
+        self._sync = threading.Lock()  # a named backend is (re)made while no write adds to either
 
     # the field's statistics, read by goal labels, the keyword stage and the tests
     @property
@@ -68,15 +87,60 @@ class LexicalSpace(SparseScoredSpace):
         return Counter(self.terms_of(self.catalog.content(row)))
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
-        self.field.add(row, Counter(self.terms_of(memory.content)))
+        counts = Counter(self.terms_of(memory.content))
+        with self._sync:
+            ids = self.field.add(row, counts)
+            named = self.backend if self.config.index else None
+            if named is not None:
+                empty = SparseVector.of(np.zeros(0), np.zeros(0))
+                tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+                try:  # rows the field skipped (none of its terms) as empty ones, then this one
+                    named.add([empty] * (row - named.n) + [SparseVector.of(ids, tf)])
+                except BaseException:
+                    self.backend = None  # made again from the memories' texts on next use
+                    raise
+
+    def _resync(self) -> VectorIndex:
+        """A named backend made again from every row the field holds, each memory's terms read
+        again from its text (the field keeps no row-major copy), removed rows removed: after a
+        compaction, a write the named one failed, or a snapshot read (which holds no device
+        memory). Called with ``_sync`` held."""
+        cfg = self.config
+        named = make_for(cfg.index, self.ops or compute_ops("numpy"), k1=cfg.k1, b=cfg.b)
+        n = self.field.doc_len.n
+        alive = self.catalog.alive[:n]
+        rows = []
+        for row in range(n):
+            counts = self._row_terms(row) if alive[row] else {}
+            ids = np.array(self.field.vocab.ids_of(list(counts)), dtype=np.int64)
+            rows.append(SparseVector.of(ids, np.fromiter(counts.values(), dtype=np.float32, count=len(counts))))
+        if rows:
+            named.add(rows)
+            if not alive.all():
+                named.remove(np.flatnonzero(~alive))
+        self.backend = named
+        return named
 
     def remove(self, rows: np.ndarray, chunk_rows: np.ndarray) -> None:
         # IDF and avgdl follow the live corpus at once; the postings stay (masked) until compaction
-        for row in rows.tolist():
-            self.field.remove(row, set(self.terms_of(self.catalog.content(row))))
+        with self._sync:
+            for row in rows.tolist():
+                self.field.remove(row, set(self.terms_of(self.catalog.content(row))))
+            named = self.backend if self.config.index else None
+            if named is not None:
+                named.remove(rows[rows < named.n])
 
     def compact(self, keep_rows: np.ndarray, keep_chunks: np.ndarray) -> None:
-        self.field.compact(keep_rows)
+        with self._sync:
+            self.field.compact(keep_rows)
+            self.backend = None
+
+    def _named(self, ctx: QueryContext) -> VectorIndex | None:
+        """The named backend when there is one and the caller may read every memory (its statistics
+        are the whole corpus's); None: the built-in field scores."""
+        if not self.config.index or not ctx.sees_all:
+            return None
+        return self._serving(self._resync)
 
     def idf(self, ids: np.ndarray) -> np.ndarray:
         return self.field.idf(ids)
@@ -99,6 +163,12 @@ class LexicalSpace(SparseScoredSpace):
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """BM25 of every memory row, float32 (n_rows,); 0 where no query term occurs."""
         ids, w = feats
+        named = self._named(ctx)
+        if named is not None:
+            s = every_score(named, SparseQuery(ids, w))
+            out = np.zeros(self.catalog.n_rows, dtype=np.float32)
+            out[: min(s.size, out.size)] = s[: out.size]
+            return out
         readable = None if ctx.sees_all else ctx.readable
         return self.field.scores(ctx.ops, ids, w, self.catalog.n_rows, readable)
 
@@ -107,6 +177,9 @@ class LexicalSpace(SparseScoredSpace):
 
     def reached_scores(self, ctx: QueryContext, feats: Any) -> tuple[np.ndarray, np.ndarray]:
         ids, w = feats
+        named = self._named(ctx)
+        if named is not None:
+            return reached(named, SparseQuery(ids, w))
         return self.field.reached(ids, w, None if ctx.sees_all else ctx.readable)
 
     def doc_vector(self, row: int) -> tuple[np.ndarray, np.ndarray]:
