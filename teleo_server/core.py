@@ -224,6 +224,9 @@ class MemoryCore:
         codecs = getattr(retriever, "token_codecs", None)  # a retriever may keep no codes
         self.codecs: dict[str, TokenCodec] = dict(codecs()) if codecs is not None else {}
         self._recode: set[str] = set()  # memories whose stored codes another codec made
+        # memories stored whose indexing then failed (a write, an update, a re-embedding): indexed
+        # again from the store by the next upkeep round (_index_again); changed on the index thread
+        self._unindexed: set[str] = set()
         self._retag: set[str] = set()  # heads whose stored codes the running codec took under another tag
         self.snapshot_plan = snapshot_plan  # None: the indexes are rebuilt at every start
         self.loaded_from = ""  # "snapshot" or "store": how the last load_indexes filled the indexes
@@ -287,6 +290,18 @@ class MemoryCore:
             yield
         finally:
             self._pending_writes -= 1
+
+    @contextlib.contextmanager
+    def _indexing(self, ids: list[str]) -> Iterator[None]:
+        """Around an index call (on the index thread) that indexes or removes the stored state of
+        memories ``ids``: when it fails they are kept for :meth:`_index_again`; when it succeeds,
+        a retry pending for them is not needed any more (what they are now is in the indexes)."""
+        try:
+            yield
+        except BaseException:
+            self._unindexed.update(ids)
+            raise
+        self._unindexed.difference_update(ids)
 
     async def _on_store(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._store_ex, fn, *args)
@@ -728,8 +743,9 @@ class MemoryCore:
         return updated is not None
 
     def _reindex(self, memory: Memory, emb: EmbeddingSet) -> None:
-        self.retriever.remove([memory.id])
-        self.retriever.add(memory, emb)
+        with self._indexing([memory.id]):
+            self.retriever.remove([memory.id])
+            self.retriever.add(memory, emb)
         self.results.written([(memory.namespace, memory.access_level)])
 
     def _partitions(self, ids: list[str]) -> set[tuple[str, AccessLevel]]:
@@ -748,7 +764,8 @@ class MemoryCore:
     def _remove(self, ids: list[str]) -> None:
         """Remove from the indexes, and drop cached results that could see them."""
         touched = self._partitions(ids)
-        self.retriever.remove(ids)
+        with self._indexing(ids):
+            self.retriever.remove(ids)
         self.results.written(touched)
 
     # -- writes -----------------------------------------------------------------------------
@@ -851,9 +868,10 @@ class MemoryCore:
         return {new: stored[old] for new, old in existing.items() if old is not None and old in stored}
 
     def _index_new(self, stored: list[tuple[Memory, bool]], sets: list[EmbeddingSet]) -> None:
-        for (memory, dup), emb in zip(stored, sets, strict=True):
-            if not dup:
-                self.retriever.add(memory, emb)
+        with self._indexing([memory.id for memory, dup in stored if not dup]):
+            for (memory, dup), emb in zip(stored, sets, strict=True):
+                if not dup:
+                    self.retriever.add(memory, emb)
         self.results.written([(m.namespace, m.access_level) for m, dup in stored if not dup])
         if sum(len(e.chunks) for e in sets) > TRIM_AFTER_CHUNKS:
             release_memory()  # encoding a long text's vectors left large temporaries on this thread
@@ -962,10 +980,11 @@ class MemoryCore:
                 kept = (await self._on_store(self.store.get, [previous_id])).get(previous_id)
 
             def reindex() -> None:
-                self._remove([new.id])
-                self.retriever.add(stored, emb if emb is not None else kept_emb)
-                if kept is not None and kept_emb is not None:
-                    self.retriever.add(kept, kept_emb)
+                with self._indexing([new.id] + ([kept.id] if kept is not None else [])):
+                    self._remove([new.id])
+                    self.retriever.add(stored, emb if emb is not None else kept_emb)
+                    if kept is not None and kept_emb is not None:
+                        self.retriever.add(kept, kept_emb)
                 self.results.written([(stored.namespace, stored.access_level)])
 
             await self._on_index(reindex)
@@ -1241,10 +1260,59 @@ class MemoryCore:
         goals = await self._on_index(self.retriever.goal_count, principal)
         return visible, goals
 
+    async def _index_again(self) -> int:
+        """Index again, as a rebuild would, up to ``REPLAY_BATCH`` memories whose indexing failed
+        after the store had them (a caller was told of the failure; the store kept the write): read
+        from the store, then, on the index thread, each one still pending is taken out of the
+        indexes and added as stored (one no longer stored stays out). A later write that indexed
+        one meanwhile has taken it off the list, so an older read never replaces it. Returns how
+        many were indexed; one that fails again stays listed for the next round."""
+        batch = sorted(self._unindexed)[:REPLAY_BATCH]
+        found = await self._on_store(self.store.indexable, batch)
+        try:
+            version: str | None = self.embedder.model_version
+        except Unavailable:
+            version = None
+
+        def apply() -> int:
+            todo = [i for i in batch if i in self._unindexed]
+            if not todo:
+                return 0
+            touched = self._partitions(todo)
+            self.retriever.remove(todo)
+            stored = {memory.id for memory, _ in found}
+            self._unindexed.difference_update(i for i in todo if i not in stored)  # deleted meanwhile
+            done = 0
+            for memory, emb in found:
+                if memory.id not in todo:
+                    continue
+                if version is not None and emb.model_version != version:
+                    self._unindexed.discard(memory.id)  # another model's vectors: reembed_stale embeds it again
+                    continue
+                emb, recode = self._indexable(emb, self._retag)
+                try:
+                    self.retriever.add(memory, emb)
+                except Exception as exc:  # noqa: BLE001 - it stays listed; the others go on
+                    log.warning("index.retry_failed", memory_id=memory.id, error=f"{type(exc).__name__}: {exc}"[:200])
+                    continue
+                if recode:
+                    self._recode.add(memory.id)
+                self._unindexed.discard(memory.id)
+                touched.add((memory.namespace, memory.access_level))
+                done += 1
+            self.results.written(touched)
+            return done
+
+        done = await self._on_index(apply)
+        log.info("index.retried", indexed=done, still_pending=len(self._unindexed))
+        return done
+
     async def maintain(self) -> bool:
         """One round of the retriever's upkeep (compaction, calibration, goals), beside reads: its
         short steps queue on the index thread like any call, and the clustering runs on a worker
         thread of its own. Returns whether there was anything to do."""
+        if self._unindexed:  # not counted as work done: a memory that fails again waits for the next round
+            await self._index_again()
         r = self.retriever
         due = getattr(r, "maintenance_due", None)  # a retriever may need no upkeep at all
         if due is None or not await self._on_index(due):

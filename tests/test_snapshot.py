@@ -920,3 +920,44 @@ def test_writes_acknowledged_up_to_a_sigterm_are_found_after_each_restart_from_t
         for memory_id, text in list(acked.items()):
             events = stub.Retrieve(pb.RetrieveRequest(text=text, top_k=3, profile="hybrid"), metadata=auth, timeout=60)
             assert memory_id in [e.result.memory.id for e in events if e.WhichOneof("event") == "result"], text
+
+
+def test_a_write_whose_indexing_failed_is_indexed_again_by_the_next_upkeep_round(tmp_path):
+    """The store keeps a write whose index call then failed (the caller is told it failed): an
+    Update that replaced the indexed version, and a Store. Until then neither version answers; the
+    next upkeep round indexes what the store holds, and a delete meanwhile is not undone."""
+    srv = Running(tmp_path)
+    retriever = srv.core.retriever
+    add = retriever.add
+
+    def broken(memory, emb):
+        raise RuntimeError("an index that fails halfway")
+
+    def found(query: str) -> list[str]:
+        events = srv.stub.Retrieve(pb.RetrieveRequest(text=query, top_k=3, filters=pb.RetrieveFilters(namespaces=[NS])),
+                                   metadata=srv.auth, timeout=60)
+        return [e.result.memory.input.content for e in events if e.WhichOneof("event") == "result"]
+
+    try:
+        ids = srv.store(TEXTS[:4])
+        moved = "The staging cluster moved again, to ap-south-1, in June."
+        retriever.add = broken
+        with pytest.raises(grpc.RpcError):
+            srv.stub.Update(pb.UpdateRequest(id=ids[2], memory=pb.MemoryInput(content=moved), fields=["content"]),
+                            metadata=srv.auth, timeout=60)
+        for text in TEXTS[4:6]:
+            with pytest.raises(grpc.RpcError):
+                srv.store([text])  # committed to the store, not indexed
+        retriever.add = add
+        assert srv.core._unindexed >= {ids[2]} and len(srv.core._unindexed) == 3
+        assert moved not in found("where did the staging cluster move")  # neither version is indexed
+        pending = sorted(srv.core._unindexed - {ids[2]})
+        srv.stub.Delete(pb.DeleteRequest(ids=[pending[0]]), metadata=srv.auth, timeout=30)
+        srv.call(srv.core.maintain())
+        assert srv.core._unindexed == set()
+        assert found("where did the staging cluster move")[0] == moved
+        assert srv.stats() == 5  # the four stored first and the one of the failed Store not deleted
+        assert pending[0] not in retriever.catalog.row_of and pending[1] in retriever.catalog.row_of
+    finally:
+        retriever.add = add
+        srv.stop()
