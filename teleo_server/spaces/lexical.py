@@ -34,7 +34,7 @@ class LexicalSettings(SpaceSettings):
     # length of the moment (exact BM25, where the built-in field keeps float16 values weighed with
     # an average up to 0.5% old). The built-in field stays beside it: the statistics (IDF), the
     # scores of a caller who may read only some memories (N, df and avgdl over those), keywords
-    # and similarity read it, and a named one is made again from the memories' texts
+    # and similarity read it, and a named one is made again from its postings
     index: str = ""
 
     @field_validator("index")
@@ -93,7 +93,8 @@ class LexicalSpace(NamedBackend, SparseScoredSpace):
             named = self.backend if self.config.index else None
             if named is not None:
                 empty = SparseVector.of(np.zeros(0), np.zeros(0))
-                tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+                # the frequencies as the field's postings keep them (float16), as a remake reads them
+                tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts)).astype(np.float16)
                 try:  # rows the field skipped (none of its terms) as empty ones, then this one
                     named.add([empty] * (row - named.n) + [SparseVector.of(ids, tf)])
                 except BaseException:
@@ -101,21 +102,22 @@ class LexicalSpace(NamedBackend, SparseScoredSpace):
                     raise
 
     def _resync(self) -> VectorIndex:
-        """A named backend made again from every row the field holds, each memory's terms read
-        again from its text (the field keeps no row-major copy), removed rows removed: after a
-        compaction, a write the named one failed, or a snapshot read (which holds no device
+        """A named backend made again from every row the field holds, read off the field's
+        postings (their raw term frequencies, in one pass), removed rows empty and removed: after
+        a compaction, a write the named one failed, or a snapshot read (which holds no device
         memory). Called with ``_sync`` held."""
         cfg = self.config
         named = make_for(cfg.index, self.ops or compute_ops("numpy"), k1=cfg.k1, b=cfg.b)
         n = self.field.doc_len.n
-        alive = self.catalog.alive[:n]
-        rows = []
-        for row in range(n):
-            counts = self._row_terms(row) if alive[row] else {}
-            ids = np.array(self.field.vocab.ids_of(list(counts)), dtype=np.int64)
-            rows.append(SparseVector.of(ids, np.fromiter(counts.values(), dtype=np.float32, count=len(counts))))
-        if rows:
-            named.add(rows)
+        if n:
+            terms, rows, tf = self.field.index.postings(np.arange(len(self.field.vocab), dtype=np.int64))
+            order = np.lexsort((terms, rows))
+            terms, rows, tf = terms[order], rows[order], tf[order]
+            cut = np.searchsorted(rows, np.arange(n + 1))
+            alive = self.catalog.alive[:n]
+            empty = SparseVector.of(np.zeros(0), np.zeros(0))
+            named.add([SparseVector.of(terms[cut[r]:cut[r + 1]], tf[cut[r]:cut[r + 1]]) if alive[r] else empty
+                       for r in range(n)])
             if not alive.all():
                 named.remove(np.flatnonzero(~alive))
         self.backend = named
