@@ -297,3 +297,45 @@ def test_bm25_device_weighs_raw_frequencies_as_the_reference(device):
                 for f in tf[indptr[term]:indptr[term + 1]][hit]:
                     by_hand += w * f * 1.9 / (f + 0.9 * (0.6 + 0.4 * doc_len[row] / 57.5))
     assert abs(want[row] - by_hand) < 1e-4 * by_hand
+
+
+def test_resident_sparse_index_merges_small_writes_without_resorting_the_base(device):
+    """Many small appends after a large one: past ``max_segments`` the newer segments are merged
+    among themselves and the base stays as it was, until they hold ``merge_fraction`` of its
+    postings; the scores are the reference's throughout."""
+    from teleo_server.gpu.resident import LiveRows, ResidentSparseIndex
+
+    rng = np.random.default_rng(31)
+    vocab = 40
+    live = LiveRows()
+    index = ResidentSparseIndex(vocab, live, max_segments=3, merge_fraction=0.1)
+    all_w = np.zeros((vocab, 0), np.float32)
+
+    def append(n):
+        nonlocal all_w
+        rows = live.append(n)
+        w = np.where(rng.random((vocab, n)) < 0.2, rng.random((vocab, n)), 0).astype(np.float32)
+        t, r = np.nonzero(w)
+        indptr = np.concatenate([[0], np.cumsum((w > 0).sum(axis=1))]).astype(np.int64)
+        index.append(indptr, (r + rows[0]).astype(np.int32), w[t, r])
+        all_w = np.concatenate([all_w, w], axis=1)
+
+    def check():
+        q_ids = np.arange(0, vocab, 3, dtype=np.int32)
+        q_w = rng.random(q_ids.size).astype(np.float32)
+        t, r = np.nonzero(all_w)
+        indptr = np.concatenate([[0], np.cumsum((all_w > 0).sum(axis=1))]).astype(np.int64)
+        want = sparse.spmv_scores(indptr, r.astype(np.int32), all_w[t, r], all_w.shape[1], q_ids, q_w)
+        got = device.to_host(index.scores(device.xp.asarray(q_ids), device.xp.asarray(q_w)))
+        np.testing.assert_array_equal(got, want)
+
+    append(2000)
+    base = index.segments[0][1]
+    for _ in range(12):  # about 80 postings a write against the base's 16,000
+        append(10)
+        assert len(index.segments) <= 3 and index.segments[0][1] is base
+    check()
+    while index.segments[0][1] is base:  # until the newer ones hold a tenth of the base
+        append(10)
+    assert len(index.segments) == 1 and index.segments[0][1].shape[0] == int((all_w > 0).sum())
+    check()

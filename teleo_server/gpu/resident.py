@@ -131,13 +131,20 @@ class LiveRows:
 
 
 class ResidentSparseIndex:
-    """Term-major CSC postings on the device, appended to in segments."""
+    """Term-major CSC postings on the device, appended to in segments.
 
-    def __init__(self, vocab: int, live: LiveRows, *, max_segments: int = 8) -> None:
+    Past ``max_segments`` segments the newer ones are merged into one, leaving the first (the
+    base, which holds most postings) as it is; only once they hold ``merge_fraction`` of the base's
+    postings is everything merged into a new base. A write then costs a sort of the postings
+    written since the last full merge, not of the whole index.
+    """
+
+    def __init__(self, vocab: int, live: LiveRows, *, max_segments: int = 8, merge_fraction: float = 0.1) -> None:
         self._rt = runtime.current()
         self.vocab = int(vocab)
         self.live = live
         self.max_segments = max_segments
+        self.merge_fraction = merge_fraction
         self.segments: list[tuple[Any, Any, Any]] = []
 
     def append(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
@@ -160,15 +167,22 @@ class ResidentSparseIndex:
             (xp.array(indptr), xp.array(indices, dtype=xp.int32), xp.array(data, dtype=xp.float32))
         )
         if len(self.segments) > self.max_segments:
-            self.compact()
+            base, newer = self.segments[0][1].shape[0], sum(seg[1].shape[0] for seg in self.segments[1:])
+            if newer >= self.merge_fraction * base:
+                self.compact()
+            else:
+                self.segments = [self.segments[0], self._merged(self.segments[1:])]
 
     def compact(self) -> None:
         """Merge every segment into one CSC on the device (sort by term, then row)."""
+        if len(self.segments) > 1:
+            self.segments = [self._merged(self.segments)]
+
+    def _merged(self, segments: list[tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
+        """One CSC on the device holding every posting of ``segments``."""
         xp = self._rt.xp
-        if len(self.segments) <= 1:
-            return
         terms, rows, vals = [], [], []
-        for indptr, indices, data in self.segments:
+        for indptr, indices, data in segments:
             nnz = indices.shape[0]
             pos = xp.arange(nnz, dtype=xp.int64)
             terms.append(xp.searchsorted(indptr, pos, side="right") - 1)
@@ -179,7 +193,7 @@ class ResidentSparseIndex:
         order = xp.argsort((term << 32) | row.astype(xp.int64))
         counts = xp.bincount(term, minlength=self.vocab)
         indptr = xp.concatenate([xp.zeros(1, xp.int64), xp.cumsum(counts).astype(xp.int64)])
-        self.segments = [(indptr, row[order], xp.concatenate(vals)[order])]
+        return indptr, row[order], xp.concatenate(vals)[order]
 
     def scores(self, q_ids: Any, q_weights: Any) -> Any:
         """device array float32 (n_rows,), device: summed over every segment."""
