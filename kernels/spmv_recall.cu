@@ -79,13 +79,11 @@ __device__ __forceinline__ int spmv_term_of(const long long* s_off, int n_terms,
     return lo;
 }
 
-extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
-spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
-             const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
-             const float* __restrict__ q_weights, int n_terms, double* __restrict__ scores) {
-    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
-    __shared__ long long s_start[SPMV_MAX_TERMS];
-    __shared__ float s_w[SPMV_MAX_TERMS];
+// The plan and the query weights into the block's shared memory (the caller synchronises after).
+__device__ __forceinline__ void spmv_load_plan(long long* s_off, long long* s_start, float* s_w,
+                                               const long long* __restrict__ plan_off,
+                                               const long long* __restrict__ plan_start,
+                                               const float* __restrict__ q_weights, int n_terms) {
     for (int t = threadIdx.x; t <= n_terms; t += blockDim.x) {
         s_off[t] = plan_off[t];
         if (t < n_terms) {
@@ -93,6 +91,16 @@ spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
             s_w[t] = q_weights[t];
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
+spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
+             const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
+             const float* __restrict__ q_weights, int n_terms, double* __restrict__ scores) {
+    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
+    __shared__ long long s_start[SPMV_MAX_TERMS];
+    __shared__ float s_w[SPMV_MAX_TERMS];
+    spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
     __syncthreads();
     const long long total = s_off[n_terms];
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;
@@ -111,13 +119,7 @@ spmv_bm25_scatter(const int* __restrict__ indices, const float* __restrict__ tf,
     __shared__ long long s_off[SPMV_MAX_TERMS + 1];
     __shared__ long long s_start[SPMV_MAX_TERMS];
     __shared__ float s_w[SPMV_MAX_TERMS];
-    for (int t = threadIdx.x; t <= n_terms; t += blockDim.x) {
-        s_off[t] = plan_off[t];
-        if (t < n_terms) {
-            s_start[t] = plan_start[t];
-            s_w[t] = q_weights[t];
-        }
-    }
+    spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
     __syncthreads();
     const long long total = s_off[n_terms];
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;

@@ -244,6 +244,25 @@ def test_the_resident_token_backend_keeps_a_codecs_codes_and_scores_as_the_host_
 LATE = {"spaces": {"E1_semantic": {"values": "float32"}, "E12_late": {"index": "tokens.resident"}}}
 
 
+def _read_back_and_refuse_a_write(r, space, built_in: str, memory, embedding, same) -> None:
+    """A space's state as a snapshot holds it (its built-in index, no named backend) read back:
+    ``same()`` still holds once the named one is made again; then a write the named backend
+    refuses leaves the memory out of both (the named one is made again on next use)."""
+    state = space.__getstate__()
+    assert state["backend"] is None and state[built_in] is getattr(space, built_in)
+    space.__setstate__(state)
+    assert same()
+
+    def refuse(vectors):
+        raise MemoryError("device memory exhausted")
+
+    space.backend.add = refuse
+    with pytest.raises(MemoryError):
+        r.add(memory, embedding)
+    assert space.backend is None and memory.id not in r.catalog.row_of
+
+
+
 def test_the_late_interaction_space_scored_by_a_named_backend_reranks_as_the_built_in_store():
     """``[pipeline.spaces.E12_late] index = "tokens.resident"``: the store's codes in device
     memory, scored by the MaxSim code kernel, through writes, deletes, compaction, a snapshot's
@@ -274,18 +293,8 @@ def test_the_late_interaction_space_scored_by_a_named_backend_reranks_as_the_bui
     assert space.backend is None
     assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
     assert space.backend.n == space.store.n == space.catalog.n_chunks
-    state = space.__getstate__()
-    assert state["backend"] is None and state["store"] is space.store
-    space.__setstate__(state)
-    assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
-
-    def refuse(vectors):
-        raise MemoryError("device memory exhausted")
-
-    space.backend.add = refuse
-    with pytest.raises(MemoryError):
-        named.add(memory_of(c, 200), c.embedding(200))
-    assert space.backend is None and memory_of(c, 200).id not in named.catalog.row_of
+    _read_back_and_refuse_a_write(named, space, "store", memory_of(c, 200), c.embedding(200),
+                                  lambda: _answers(named, queries, "teleological") == _answers(host, queries, "teleological"))
     for r in (host, named):
         inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(201, 220)))
     assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")
@@ -376,18 +385,9 @@ def test_bm25_scored_by_a_named_backend_ranks_as_its_reference():
     assert space.backend is None
     assert _answers(named, queries, "hybrid") == _answers(host, queries, "hybrid")
     assert space.backend.n == space.field.doc_len.n == len(named.catalog)
-    state = space.__getstate__()
-    assert state["backend"] is None and state["field"] is space.field
-    space.__setstate__(state)
-    assert _answers(named, queries, "single_space:E6_lexical") == _answers(host, queries, "single_space:E6_lexical")
-
-    def refuse(vectors):
-        raise MemoryError("device memory exhausted")
-
-    space.backend.add = refuse
-    with pytest.raises(MemoryError):
-        named.add(memory(240), c.embedding(240))
-    assert space.backend is None and memory(240).id not in named.catalog.row_of
+    _read_back_and_refuse_a_write(named, space, "field", memory(240), c.embedding(240),
+                                  lambda: _answers(named, queries, "single_space:E6_lexical")
+                                  == _answers(host, queries, "single_space:E6_lexical"))
     for r in (host, named):
         inproc.build(r, ((memory(i), c.embedding(i)) for i in range(241, 260)))
     assert _answers(named, queries, "teleological") == _answers(host, queries, "teleological")

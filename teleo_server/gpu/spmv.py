@@ -36,18 +36,24 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
         (rounded to float32 by the caller once every segment is in: the reference's bits)
     """
     rt = runtime.current()
-    xp = rt.xp
-
     _check_index(indptr, indices, data)
     _checks.device_array("q_ids", q_ids, np.int32, 1)
     _checks.device_array("q_weights", q_weights, np.float32, 1, (q_ids.shape[0],))
     _checks.device_array("scores", scores, np.float64, 1)
+    _launch(rt, "spmv_scatter", (indices, data), indptr, q_ids, q_weights, scores)
+
+
+def _launch(rt: Any, scatter_name: str, head: tuple, indptr: Any, q_ids: Any, q_weights: Any, scores: Any) -> None:
+    """Plan and scatter one segment, a launch per ``MAX_TERMS_PER_LAUNCH`` query terms: the
+    scatter kernel ``scatter_name`` takes ``head`` (its postings' arrays and constants), then the
+    plan, the weights, their count and the scores (checked arguments; nothing to do when empty)."""
+    xp = rt.xp
     n_terms = int(q_ids.shape[0])
-    if n_terms == 0 or indices.shape[0] == 0 or scores.shape[0] == 0:
+    if n_terms == 0 or head[0].shape[0] == 0 or scores.shape[0] == 0:
         return
     vocab = np.int64(indptr.shape[0] - 1)
     plan = rt.function("spmv_recall", "spmv_plan")
-    scatter = rt.function("spmv_recall", "spmv_scatter")
+    scatter = rt.function("spmv_recall", scatter_name)
     grid = (rt.sm_count() * 8,)
     for lo in range(0, n_terms, MAX_TERMS_PER_LAUNCH):
         ids = q_ids[lo : lo + MAX_TERMS_PER_LAUNCH]
@@ -56,7 +62,7 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
         plan_start = xp.empty(int(q), dtype=xp.int64)
         plan_off = xp.empty(int(q) + 1, dtype=xp.int64)
         plan((1,), (_THREADS,), (indptr, vocab, ids, q, plan_start, plan_off))
-        scatter(grid, (_THREADS,), (indices, data, plan_start, plan_off, w, q, scores))
+        scatter(grid, (_THREADS,), (*head, plan_start, plan_off, w, q, scores))
 
 
 def bm25_accumulate(indptr: Any, indices: Any, tf: Any, doc_len: Any, k1: float, b: float, avgdl: float,
@@ -66,8 +72,6 @@ def bm25_accumulate(indptr: Any, indices: Any, tf: Any, doc_len: Any, k1: float,
     row's length) and ``avgdl``; otherwise as :func:`spmv_accumulate`. Reference:
     :func:`teleo_server.compute.sparse.bm25_scores`."""
     rt = runtime.current()
-    xp = rt.xp
-
     _check_index(indptr, indices, tf)
     _checks.device_array("doc_len", doc_len, np.float32, 1)
     _checks.device_array("q_ids", q_ids, np.int32, 1)
@@ -77,22 +81,8 @@ def bm25_accumulate(indptr: Any, indices: Any, tf: Any, doc_len: Any, k1: float,
         raise InternalValueError(f"doc_len holds {doc_len.shape[0]} rows, the scores {scores.shape[0]}")
     if not avgdl > 0:
         raise InternalValueError(f"avgdl must be > 0, got {avgdl}")
-    n_terms = int(q_ids.shape[0])
-    if n_terms == 0 or indices.shape[0] == 0 or scores.shape[0] == 0:
-        return
-    vocab = np.int64(indptr.shape[0] - 1)
-    plan = rt.function("spmv_recall", "spmv_plan")
-    scatter = rt.function("spmv_recall", "spmv_bm25_scatter")
-    grid = (rt.sm_count() * 8,)
-    consts = (np.float64(k1), np.float64(b), np.float64(avgdl))
-    for lo in range(0, n_terms, MAX_TERMS_PER_LAUNCH):
-        ids = q_ids[lo : lo + MAX_TERMS_PER_LAUNCH]
-        w = q_weights[lo : lo + MAX_TERMS_PER_LAUNCH]
-        q = np.int32(ids.shape[0])
-        plan_start = xp.empty(int(q), dtype=xp.int64)
-        plan_off = xp.empty(int(q) + 1, dtype=xp.int64)
-        plan((1,), (_THREADS,), (indptr, vocab, ids, q, plan_start, plan_off))
-        scatter(grid, (_THREADS,), (indices, tf, doc_len, *consts, plan_start, plan_off, w, q, scores))
+    head = (indices, tf, doc_len, np.float64(k1), np.float64(b), np.float64(avgdl))
+    _launch(rt, "spmv_bm25_scatter", head, indptr, q_ids, q_weights, scores)
 
 
 def spmv_scores_device(indptr: Any, indices: Any, data: Any, n_rows: int, q_ids: Any, q_weights: Any) -> Any:
