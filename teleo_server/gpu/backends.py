@@ -184,6 +184,19 @@ class ResidentSparseBackend:
                                          rt.xp.asarray(np.asarray(query.weights, np.float32))))[ids]
         return np.where((s > 0) & self.live.host_mask()[ids], s, np.nan).astype(np.float32)
 
+    @_on_runtime
+    def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
+        """The live rows the query scores above 0 and their scores, picked out on the device: only
+        those cross the bus, not a score for every row."""
+        rt = runtime.current()
+        scores = self.index.scores(rt.xp.asarray(np.asarray(query.ids, np.int32)),
+                                   rt.xp.asarray(np.asarray(query.weights, np.float32)))
+        return _device_reached(rt, scores, self.live)
+
+    @_on_runtime
+    def reach(self, query: SparseQuery) -> int:
+        return self.index.postings_count(query.ids)
+
 
 class ResidentBm25Backend:
     """Okapi BM25 on the device (the ``bm25`` kind): raw term frequencies as CSC segments, each
@@ -259,16 +272,30 @@ class ResidentBm25Backend:
         s = self.every_score(query)[np.asarray(ids, dtype=np.int64)]
         return np.where(s > 0, s, np.nan).astype(np.float32)
 
+    @_on_runtime
     def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
-        s = self.every_score(query)
-        rows = np.flatnonzero(s > 0)
-        return rows.astype(np.int64), s[rows]
+        rt = runtime.current()
+        scores = self._scorer()(rt.xp.asarray(np.asarray(query.ids, np.int32)),
+                                rt.xp.asarray(np.asarray(query.weights, np.float32)))
+        return _device_reached(rt, scores, self.live)
+
+    @_on_runtime
+    def reach(self, query: SparseQuery) -> int:
+        return self.index.postings_count(query.ids)
 
     @_on_runtime
     def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         mask = None if filter is None else filter.bits(self.n)
         ids, scores = self.index.search(query.ids, query.weights, k, mask=mask, scorer=self._scorer())
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+
+
+def _device_reached(rt: Any, scores: Any, live: LiveRows) -> tuple[np.ndarray, np.ndarray]:
+    """Rows int64 (ascending) of device ``scores`` above 0 among ``live``'s rows, and their scores
+    float32, compacted on the device before they cross the bus."""
+    xp = rt.xp
+    rows = xp.flatnonzero((scores > 0) & live.device_mask())
+    return rt.to_host(rows).astype(np.int64), rt.to_host(scores[rows]).astype(np.float32)
 
 
 def _grow_vector(xp: Any, buf: Any, need: int) -> Any:

@@ -129,6 +129,12 @@ class LiveRows:
     def host_mask(self) -> np.ndarray:
         return self._host[: self.n_rows].copy()
 
+    def device_mask(self) -> Any:
+        """device array bool (n_rows,), device: the live rows, unpacked from the bitset there."""
+        xp = self._rt.xp
+        at = xp.arange(self.n_rows, dtype=xp.int64)
+        return ((self.words()[at >> 5] >> (at & 31).astype(xp.uint32)) & 1).astype(bool)
+
 
 class ResidentSparseIndex:
     """Term-major CSC postings on the device, appended to in segments.
@@ -202,6 +208,19 @@ class ResidentSparseIndex:
         for indptr, indices, data in self.segments:
             spmv_accumulate(indptr, indices, data, q_ids, q_weights, scores)
         return scores.astype(xp.float32)  # rounded once, after every segment: the reference's bits
+
+    def postings_count(self, q_ids: np.ndarray) -> int:
+        """How many postings the query terms hold over every segment (an upper bound of the rows
+        they reach, tombstoned rows included), read off the segments' offsets: one transfer."""
+        xp = self._rt.xp
+        ids = np.asarray(q_ids, dtype=np.int64).ravel()
+        total = xp.zeros(1, dtype=xp.int64)
+        for indptr, _, _ in self.segments:
+            inside = ids[(ids >= 0) & (ids < indptr.shape[0] - 1)]
+            if inside.size:
+                at = xp.asarray(inside)
+                total += (indptr[at + 1] - indptr[at]).sum()
+        return int(self._rt.to_host(total)[0])
 
     def bm25_scores(self, q_ids: Any, q_weights: Any, doc_len: Any, k1: float, b: float, avgdl: float) -> Any:
         """device array float32 (n_rows,), device: BM25 with the segments' values read as raw term
