@@ -84,3 +84,18 @@ def test_a_hint_carries_at_most_500_characters_of_the_earlier_text(stub, auth):
     note = _store(stub, auth, ns, "We moved the staging cluster to us-east-2 now.", "2024-02-01")
     [hint] = [h for h in note.possible_updates if h.id == old.id]
     assert len(hint.content) == 500 and hint.content.endswith("…") and long_text.startswith(hint.content[:-1])
+
+
+def test_a_memory_about_a_sibling_is_not_named(stub, auth):
+    """A price change of the Kite Pro plan names the earlier Kite Pro price, never the Kite Team
+    plan's (names sharing a word, neither holding the other: another member of the family), though
+    their sentence vectors are close."""
+    ns = "hints-siblings"
+    pro = _store(stub, auth, ns, "The Kite Pro plan costs 12 dollars a month.", "2024-01-10")
+    team = _store(stub, auth, ns, "The Kite Team plan costs 30 dollars a month.", "2024-01-11")
+    change = _store(stub, auth, ns, "We raised the Kite Pro plan to 15 dollars a month.", "2024-06-01")
+    named = [h.id for h in change.possible_updates]
+    assert pro.id in named and team.id not in named
+    # the same note about a plan of another name is still hinted at by the close vectors alone
+    other = _store(stub, auth, ns, "We raised the price of the plan to 15 dollars a month.", "2024-06-02")
+    assert team.id in {h.id for h in other.possible_updates}

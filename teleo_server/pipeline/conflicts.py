@@ -172,23 +172,28 @@ def conflicts(state: State) -> str:
             f"hidden={len(hide)} include_historical={historical}")
 
 
-def _names(text: str) -> frozenset[str]:
+def names_of(text: str) -> frozenset[str]:
     """The keys of the names (proper-noun spans) a text holds."""
     return frozenset(e.key for e in entities.extract(text) if e.kind == "proper")
 
 
+def name_siblings(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two texts holding the names ``a`` and ``b`` (:func:`names_of`) name different
+    members of one family, and so state two facts, not one noted twice: one names something
+    ("Kite Pro") the other does not, and the other names something ("Kite Team") that shares a word
+    with it, neither name holding the other."""
+    only_a, only_b = a - b, b - a
+    return any(set(x.split()) & set(y.split()) and x not in y and y not in x for x in only_a for y in only_b)
+
+
 def _siblings(texts: list[str]) -> np.ndarray:
-    """bool (n, n): whether two texts name different members of one family, and so are two facts,
-    not one noted twice: one names something ("Kite Pro") the other does not, and the other names
-    something ("Kite Team") that shares a word with it, neither name holding the other."""
-    names = [_names(t) for t in texts]
+    """bool (n, n): :func:`name_siblings` of every two texts."""
+    names = [names_of(t) for t in texts]
     n = len(texts)
     out = np.zeros((n, n), bool)
     for i in range(n):
         for j in range(i + 1, n):
-            only_i, only_j = names[i] - names[j], names[j] - names[i]
-            out[i, j] = out[j, i] = any(
-                set(a.split()) & set(b.split()) and a not in b and b not in a for a in only_i for b in only_j)
+            out[i, j] = out[j, i] = name_siblings(names[i], names[j])
     return out
 
 
@@ -243,4 +248,4 @@ def implied_updates(state: State) -> list[ConflictPair]:
 
 
 __all__ = ["CONFIDENCE", "IMPLIED", "Links", "RECENCY", "SUPERSEDED", "UNRESOLVED", "conflicts", "implied_updates",
-           "resolve"]
+           "name_siblings", "names_of", "resolve"]

@@ -19,7 +19,9 @@ ranked by the cosine of their sentence vectors, above a floor:
 * ``update_hint_restated_similarity`` otherwise: the same fact said again with another value
   ("Dana works from Lisbon." after "Dana works from Berlin.").
 
-Nothing is linked, hidden or reordered by a hint. The floors were chosen on the even-numbered
+An earlier memory that names a sibling of what the new one names ("Kite Team" for a note about
+"Kite Pro": names sharing a word, neither holding the other) states another fact and is no hint,
+as in the implied updates of the conflict stage. Nothing is linked, hidden or reordered by a hint. The floors were chosen on the even-numbered
 scenarios of the knowledge-update set (``bench/eval/knowledge_update``); the README gives what they
 find there and on the odd ones.
 """
@@ -31,7 +33,7 @@ import re
 import numpy as np
 
 from teleo_server.domain import ChunkEmbedding, EmbeddingSet, Principal
-from teleo_server.pipeline.conflicts import Links
+from teleo_server.pipeline.conflicts import Links, name_siblings, names_of
 from teleo_server.pipeline.state import State
 from teleo_server.pipeline.types import Query, UpdateHint
 from teleo_server.query import Filters
@@ -104,6 +106,7 @@ def update_hints(make_state, spaces: dict, dense_role: str | None, row: int, pri
     rows, scores = rows[order], scores[order]
     linked = {lk.target_id for lk in memory.links}
     links = Links(state)
+    names = names_of(memory.content)
     out: list[UpdateHint] = []
     for r, s in zip(rows.tolist(), np.asarray(scores, np.float64).tolist()):
         if r == row or not s >= floor:
@@ -111,6 +114,8 @@ def update_hints(make_state, spaces: dict, dense_role: str | None, row: int, pri
         other = cat.memory(r)
         if other.id in linked or links.superseders(other.id):
             continue
+        if names and name_siblings(names, names_of(other.content)):
+            continue  # "Kite Team" after "Kite Pro": another member of the family, not an update
         text = other.content
         if len(text) > HINT_CHARS:
             text = text[: HINT_CHARS - 1] + "…"
