@@ -53,3 +53,25 @@ def test_cagra_recall_filter_extend_and_reload(tmp_path):
     index.save(str(path))
     loaded = CagraIndex.load(str(path), full, CagraParams(itopk_size=128))
     assert loaded.search(queries[1], 10)[0].tolist() == index.search(queries[1], 10)[0].tolist()
+
+
+def test_a_heavily_filtered_search_of_the_cagra_backend_is_the_exact_scan():
+    """``dense.cagra`` with a filter admitting 1% of the rows answers with the exact scan's top k
+    (CAGRA's in-graph filter loses most of its recall there, cuVS issue #252); with half admitted
+    it searches the graph."""
+    require_cupy()
+    from teleo_server.gpu.backends import CagraBackend
+    from teleo_server.index.base import Bitmask, DenseQuery
+
+    rng = np.random.default_rng(3)
+    rows = unit(rng, 20_000, 64).astype(np.float32)
+    backend = CagraBackend(64)
+    backend.add(list(rows))
+    for q in unit(rng, 10, 64).astype(np.float32):
+        few = rng.random(20_000) < 0.01
+        got, _ = backend.search(DenseQuery(q), 10, Bitmask(few))
+        want, _ = dense.dense_topk(rows.astype(np.float16), q, 10, mask=few)
+        assert got.tolist() == want.tolist()
+    assert backend._graph is None  # never built: every search went to the scan
+    backend.search(DenseQuery(rows[0]), 10, Bitmask(rng.random(20_000) < 0.5))
+    assert backend._graph is not None

@@ -394,3 +394,43 @@ def test_bm25_scored_by_a_named_backend_ranks_as_its_reference():
     assert space.backend.n == space.field.doc_len.n
     with pytest.raises(InvalidArgument, match=r"'sparse\.resident' is not a registered bm25 index backend"):
         make_retriever(PipelineSettings(spaces={"E6_lexical": {"index": "sparse.resident"}}))
+
+
+def test_the_cagra_backend_sends_a_heavily_filtered_search_to_the_exact_scan():
+    """The routing of ``dense.cagra`` where cuVS cannot run: a filter admitting at most a tenth of
+    the rows (``CagraParams.exact_below``; removed rows count as filtered out) is searched by the
+    exact scan over the device rows, never by the graph; a wider one goes to the graph. The graph
+    here stands in for cuVS's and records what it is asked (``tests/test_kernels_cagra.py`` runs
+    the real one on a GPU with cuVS)."""
+    from teleo_server.gpu.backends import CagraBackend, ResidentDenseBackend
+    from teleo_server.gpu.cagra import CagraParams
+    from teleo_server.index.base import Bitmask, DenseQuery
+
+    class Graph:
+        def __init__(self):
+            self.asked = []
+
+        def __len__(self):
+            return 400
+
+        def search(self, vector, k, mask=None):
+            self.asked.append(int(mask.sum()))
+            return np.arange(k, dtype=np.int32), np.zeros(k, np.float32)
+
+    rng = np.random.default_rng(35)
+    rows = rng.standard_normal((400, 32)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    backend = CagraBackend.__new__(CagraBackend)  # cuVS refuses any runtime but CUDA
+    ResidentDenseBackend.__init__(backend, 32, runtime=_runtime())
+    backend.params, backend._graph = CagraParams(), Graph()
+    backend.add(list(rows))
+    backend.remove(np.arange(0, 400, 2))  # half removed: 200 live rows
+    q = rows[7]
+    few = np.zeros(400, bool)
+    few[1:120:3] = True  # 40 admitted, 20 of them live: 5% of the rows
+    got, scores = backend.search(DenseQuery(q), 5, Bitmask(few))
+    live_few = np.flatnonzero(few & (np.arange(400) % 2 == 1))
+    want = live_few[np.argsort(-(rows[live_few] @ q), kind="stable")[:5]]
+    assert got.tolist() == want.tolist() and backend._graph.asked == []
+    backend.search(DenseQuery(q), 5, Bitmask(np.arange(400) < 300))  # 150 live rows admitted: 37.5%
+    assert backend._graph.asked == [150]

@@ -26,7 +26,7 @@ from teleo_server.compute.backend import INSTALL_HINT
 from teleo_server.compute.errors import InternalValueError
 from teleo_server.errors import Unavailable
 from teleo_server.gpu import runtime
-from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available
+from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available, searches_exactly
 from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
 from teleo_server.heads import CodecSpec, SparseVector, TokenCodes
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
@@ -115,7 +115,9 @@ class ResidentDenseBackend:
 
 
 class CagraBackend(ResidentDenseBackend):
-    """CAGRA over the same rows; the graph is (re)built or extended lazily before a search."""
+    """CAGRA over the same rows; the graph is (re)built or extended lazily before a search. A
+    filter that admits at most ``params.exact_below`` of the rows (removed ones count as filtered
+    out) is searched by the exact scan over the admitted rows instead (see ``searches_exactly``)."""
 
     exact = False
 
@@ -130,11 +132,14 @@ class CagraBackend(ResidentDenseBackend):
     def search(self, query: DenseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        admitted = _admitted(self.live, filter)
+        if searches_exactly(int(admitted.sum()), self.n, self.params):
+            return super().search(query, k, filter)
         if self._graph is None:  # built and extended from the device rows
             self._graph = CagraIndex.build(self.matrix.matrix, self.params)
         elif len(self._graph) < self.n:
             self._graph.extend(self.matrix.matrix[len(self._graph):])
-        ids, scores = self._graph.search(query.vector, k, mask=_admitted(self.live, filter))
+        ids, scores = self._graph.search(query.vector, k, mask=admitted)
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
 

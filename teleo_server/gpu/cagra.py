@@ -48,6 +48,15 @@ class CagraParams:
     itopk_size: int = 64             # main recall / latency knob; must be >= k
     search_width: int = 1
     extend_chunk: int | None = None
+    # a filter that admits at most this share of the rows is searched by the exact scan instead:
+    # CAGRA's recall collapses under heavy filters (cuVS issue #252 recommends pre-filtered brute
+    # force once 90% or more of the vectors are filtered out), and the scan reads only those rows
+    exact_below: float = 0.1
+
+
+def searches_exactly(admitted: int, n: int, params: CagraParams) -> bool:
+    """Whether a search whose filter admits ``admitted`` of ``n`` rows goes to the exact scan."""
+    return admitted <= params.exact_below * n
 
 
 class CagraIndex:
@@ -147,4 +156,4 @@ class CagraIndex:
         return cls(cagra.load(str(path)), params, cupy.ascontiguousarray(cupy.asarray(dataset, dtype=cupy.float16)))
 
 
-__all__ = ["CagraIndex", "CagraParams", "cagra_available"]
+__all__ = ["CagraIndex", "CagraParams", "cagra_available", "searches_exactly"]
