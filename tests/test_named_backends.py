@@ -434,3 +434,20 @@ def test_the_cagra_backend_sends_a_heavily_filtered_search_to_the_exact_scan():
     assert got.tolist() == want.tolist() and backend._graph.asked == []
     backend.search(DenseQuery(q), 5, Bitmask(np.arange(400) < 300))  # 150 live rows admitted: 37.5%
     assert backend._graph.asked == [150]
+
+
+@pytest.mark.parametrize("space, name", [("E1_semantic", "dense.resident"), ("E13_splade", "sparse.resident"),
+                                         ("E6_lexical", "bm25.resident"), ("E12_late", "tokens.resident")])
+def test_a_device_backend_without_its_runtime_stops_the_retriever_at_start(space, name):
+    """On ``backend = "numpy"`` a named device backend keeps its rows on the GPU: with no CuPy or
+    no device that is said when the retriever is made, naming the setting and what to install,
+    not at the first write or query."""
+    from teleo_server.gpu import runtime
+
+    ok, _ = runtime.get("cuda").status()
+    if ok:
+        pytest.skip("a CUDA device is present: the backend can be made")
+    with pytest.raises(InvalidArgument, match=rf"pipeline\.spaces\.{space}\.index '{name}': a GPU-resident index "
+                                              r"needs the cuda runtime, but .*install the GPU extra"):
+        make_retriever(PipelineSettings(spaces={space: {"index": name}}), "numpy")
+    assert make_retriever(PipelineSettings(spaces={space: {"index": name}}), "emulated").spaces[space].config.index == name

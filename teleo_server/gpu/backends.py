@@ -43,12 +43,26 @@ def _admitted(live: LiveRows, filter: RowFilter | None) -> np.ndarray:
     return mask if filter is None else mask & filter.bits(mask.size)
 
 
+def _missing(name: str) -> str | None:
+    """Why runtime ``name`` cannot run here (what to install), or None when it can."""
+    ok, why = runtime.get(name).status()
+    if ok:
+        return None
+    hint = INSTALL_HINT if name == "cuda" else "install a C++ compiler"
+    return f"a GPU-resident index needs the {name} runtime, but {why}; {hint}"
+
+
+def _cagra_missing(name: str) -> str | None:
+    if name != "cuda":
+        return f"CAGRA (cuVS) runs on a CUDA device only, not on the {name} runtime"
+    return _missing(name) or (None if cagra_available() else "CAGRA needs cuVS; install the GPU extra")
+
+
 def _runtime(name: str) -> str:
     """``name`` if that runtime can run here, else Unavailable naming what is missing."""
-    ok, why = runtime.get(name).status()
-    if not ok:
-        hint = INSTALL_HINT if name == "cuda" else "install a C++ compiler"
-        raise Unavailable(f"a GPU-resident index needs the {name} runtime, but {why}; {hint}")
+    why = _missing(name)
+    if why is not None:
+        raise Unavailable(why)
     return name
 
 
@@ -399,17 +413,20 @@ def register_all() -> None:
     and, where cuVS is installed, CAGRA."""
     register_backend("dense.resident", "dense", True,
                      lambda dim, ops=None, runtime="cuda", **kw: ResidentDenseBackend(dim, ops, runtime),
-                     "fp16 rows resident on the GPU, exact scan", device=True)
+                     "fp16 rows resident on the GPU, exact scan", device=True, unavailable=_missing)
     register_backend("sparse.resident", "sparse", True, lambda ops=None, **kw: ResidentSparseBackend(ops, **kw),
-                     "CSC postings resident on the GPU, SpMV", device=True)
+                     "CSC postings resident on the GPU, SpMV", device=True, unavailable=_missing)
     register_backend("bm25.resident", "bm25", True, lambda ops=None, **kw: ResidentBm25Backend(ops, **kw),
-                     "raw term frequencies resident on the GPU, BM25 weighed in the SpMV kernel", device=True)
+                     "raw term frequencies resident on the GPU, BM25 weighed in the SpMV kernel", device=True,
+                     unavailable=_missing)
     register_backend("tokens.resident", "tokens", True, lambda ops=None, **kw: ResidentTokenBackend(ops, **kw),
-                     "per-token vectors (float16 or codes) resident on the GPU, fused MaxSim", device=True)
+                     "per-token vectors (float16 or codes) resident on the GPU, fused MaxSim", device=True,
+                     unavailable=_missing)
     if cagra_available():
         register_backend("dense.cagra", "dense", False,
                          lambda dim, ops=None, runtime="cuda", **kw: CagraBackend(dim, ops, runtime=runtime),
-                         "cuVS CAGRA graph, bitset-filtered in graph (CUDA only)", device=True)
+                         "cuVS CAGRA graph, bitset-filtered in graph (CUDA only)", device=True,
+                         unavailable=_cagra_missing)
 
 
 register_all()

@@ -239,6 +239,9 @@ class BackendInfo:
     # its rows live on a device: the factory takes ``runtime`` ("cuda", or "emulated": the kernels
     # on the CPU emulation), the runtime whose memory holds them
     device: bool = False
+    # for a device backend: runtime name -> None when it can be made on that runtime, else why not
+    # (checked when a server starts, not at its first write or query)
+    unavailable: Callable[[str], str | None] | None = None
 
 
 KINDS = ("dense", "sparse", "bm25", "tokens")
@@ -251,12 +254,13 @@ _providers_loaded = False
 
 
 def register_backend(name: str, kind: str, exact: bool, factory: Callable[..., VectorIndex],
-                     description: str = "", device: bool = False) -> None:
+                     description: str = "", device: bool = False,
+                     unavailable: Callable[[str], str | None] | None = None) -> None:
     if name in _BACKENDS:
         raise ValueError(f"index backend {name!r} is registered twice")
     if kind not in KINDS:
         raise ValueError(f"index backend {name!r}: unknown kind {kind!r}")
-    _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description, device)
+    _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description, device, unavailable)
 
 
 def backends(kind: str | None = None) -> dict[str, BackendInfo]:
@@ -283,13 +287,27 @@ def registered(name: str, kind: str) -> str:
     return name
 
 
+def _runtime_for(ops: Any) -> str:
+    """The device runtime a retriever on compute backend ``ops`` keeps device rows on: the kernels'
+    CPU emulation under ``emulated``, CUDA otherwise."""
+    return "emulated" if ops is not None and ops.name == "emulated" else "cuda"
+
+
 def make_for(name: str, ops: Any, **options: Any) -> VectorIndex:
     """Backend ``name`` for a retriever whose compute backend is ``ops``: one that keeps its rows on
-    a device is made on the runtime that backend runs (the kernels' CPU emulation under
-    ``emulated``, CUDA otherwise)."""
+    a device is made on the runtime that backend runs (see ``_runtime_for``)."""
     if backends()[name].device:
-        options["runtime"] = "emulated" if ops.name == "emulated" else "cuda"
+        options["runtime"] = _runtime_for(ops)
     return make_backend(name, ops=ops, **options)
+
+
+def unavailable_for(name: str, ops: Any) -> str | None:
+    """Why backend ``name`` cannot be made for a retriever on compute backend ``ops`` (a device
+    backend without its runtime: no CuPy or no device, no cuVS), or None when it can."""
+    info = backends()[name]
+    if not info.device or info.unavailable is None:
+        return None
+    return info.unavailable(_runtime_for(ops))
 
 
 def make_backend(name: str, **options: Any) -> VectorIndex:
@@ -323,4 +341,5 @@ __all__ = [
     "registered",
     "render",
     "runs_beside",
+    "unavailable_for",
 ]

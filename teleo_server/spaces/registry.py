@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from teleo_server.config import invalid_configuration
 from teleo_server.errors import InvalidArgument
+from teleo_server.index.base import unavailable_for
 from teleo_server.index.catalog import Catalog
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import Space
@@ -74,6 +75,10 @@ def build_spaces(settings: PipelineSettings, catalog: Catalog, ops: Any = None) 
         except ValidationError as exc:
             raise invalid_configuration(exc, ("pipeline", "spaces", name)) from exc
         spaces[name].ops = ops
+        named = getattr(spaces[name].config, "index", "")
+        why = unavailable_for(named, ops) if named else None
+        if why is not None:  # at start, not at the first write or query
+            raise InvalidArgument(f"invalid configuration:\n  pipeline.spaces.{name}.index {named!r}: {why}")
     for space in spaces.values():
         space.attach(spaces)
     return spaces
