@@ -124,7 +124,7 @@ class ResidentDenseBackend:
         """Scores of the device rows (fp16, as a search reads them): the host keeps no copy."""
         ids = np.asarray(ids, dtype=np.int64)
         out = self.matrix.scores(np.asarray(query.vector, np.float32), ids)
-        out[~self.live.host_mask()[ids]] = np.nan
+        out[~self.live.alive(ids)] = np.nan
         return out
 
 
@@ -201,7 +201,7 @@ class ResidentSparseBackend:
         ids = np.asarray(ids, dtype=np.int64)
         s = rt.to_host(self.index.scores(rt.xp.asarray(np.asarray(query.ids, np.int32)),
                                          rt.xp.asarray(np.asarray(query.weights, np.float32))))[ids]
-        return np.where((s > 0) & self.live.host_mask()[ids], s, np.nan).astype(np.float32)
+        return np.where((s > 0) & self.live.alive(ids), s, np.nan).astype(np.float32)
 
     @_on_runtime
     def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
@@ -270,7 +270,7 @@ class ResidentBm25Backend:
     @_on_runtime
     def remove(self, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
-        rows = np.unique(rows[self.live.host_mask()[rows]]) if rows.size else rows
+        rows = np.unique(rows[self.live.alive(rows)]) if rows.size else rows
         lengths = self._lengths[rows].astype(np.float64)
         self._len_sum -= float(lengths.sum())
         self._counted -= int((lengths > 0).sum()) if self.sparse else rows.size

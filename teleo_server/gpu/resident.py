@@ -129,6 +129,11 @@ class LiveRows:
     def host_mask(self) -> np.ndarray:
         return self._host[: self.n_rows].copy()
 
+    def alive(self, rows: np.ndarray) -> np.ndarray:
+        """Host bool (len(rows),): whether each of ``rows`` (each in [0, n_rows)) is live, read
+        without copying the whole mask."""
+        return self._host[np.asarray(rows, dtype=np.int64)]
+
     def device_mask(self) -> Any:
         """device array bool (n_rows,), device: the live rows, unpacked from the bitset there."""
         xp = self._rt.xp
@@ -317,7 +322,7 @@ class ResidentTokenStore:
         else:
             out = maxsim_codes_device(q, offsets, stored, self.bits, self._levels, xp.asarray(cand))
         out = self._rt.to_host(out)
-        out[~self.live.host_mask()[cand]] = np.nan
+        out[~self.live.alive(cand)] = np.nan
         return out
 
 
@@ -370,7 +375,7 @@ class ResidentDenseMatrix:
             return _host_topk(self._rt, *topk_device(scores, k))
         rows = distinct(np.asarray(candidates, dtype=np.int64))
         rows = rows[(rows >= 0) & (rows < self._rows)]
-        rows = rows[self.live.host_mask()[rows]]
+        rows = rows[self.live.alive(rows)]
         scores = dense_scores_device(self.matrix, query, rows=xp.asarray(rows.astype(np.int32)), dim=dim)
         pos, vals = _host_topk(self._rt, *topk_device(scores, k))
         return rows[pos].astype(np.int32), vals
