@@ -75,7 +75,7 @@ def measure(size: int, backend: str, profiles: list[str], n_queries: int, repeat
     retriever = inproc.make(with_index(settings, index), backend=compute)
     _, build_s = inproc.build(retriever, ((memory_of(corpus, i), corpus.embedding(i)) for i in range(size)))
     inproc.warm_up(retriever, queries.texts[0], queries.embedding(0), profiles)
-    out: dict = {"build_s": build_s, "profiles": {}}
+    out: dict = {"build_s": build_s, "profiles": {}, "device_bytes_per_memory": device_bytes(retriever, size)}
     for profile in profiles:
         walls: list[float] = []
         answers: list[list[str]] = []
@@ -94,6 +94,17 @@ def measure(size: int, backend: str, profiles: list[str], n_queries: int, repeat
             "stage_p50_ms": {k: float(np.percentile(v, 50)) for k, v in stages.items()},
             "answers": answers,
         }
+    return out
+
+
+def device_bytes(retriever, size: int) -> dict[str, float]:
+    """Device bytes a memory takes in each space served by a named resident backend (its rows,
+    offsets and live bitset, as held after the build; the capacity not yet used excluded)."""
+    out = {}
+    for name, space in retriever.spaces.items():
+        held = getattr(getattr(space, "backend", None), "device_bytes", None)
+        if getattr(space.config, "index", "") and held is not None:
+            out[name] = held / size
     return out
 
 
@@ -133,6 +144,7 @@ def main() -> int:
                 same_set = float(np.mean([set(a) == set(x) for a, x in zip(ref, r["answers"])]))
                 row = {"size": size, "profile": profile, "backend": b, "device": device_name(b),
                        "build_s": results[b]["build_s"], "top10_same_order": same_order,
+                       "device_bytes_per_memory": results[b]["device_bytes_per_memory"],
                        "top10_same_set": same_set, "versus": backends[0],
                        "settings": with_index(args.settings, split(b)[1]),
                        **{k: v for k, v in r.items() if k != "answers"}}

@@ -93,6 +93,11 @@ class ResidentDenseBackend:
     def n(self) -> int:
         return self.live.n_rows
 
+    @property
+    def device_bytes(self) -> int:
+        """Device memory its rows take (capacity not yet used excluded)."""
+        return self.matrix.nbytes + self.live.nbytes
+
     @_on_runtime
     def add(self, vectors: list[Any]) -> np.ndarray:
         rows = np.asarray(vectors, dtype=np.float32).reshape(-1, self.matrix.dim)
@@ -173,6 +178,10 @@ class ResidentSparseBackend:
     def n(self) -> int:
         return self.live.n_rows
 
+    @property
+    def device_bytes(self) -> int:
+        return self.index.nbytes + self.live.nbytes
+
     @_on_runtime
     def add(self, vectors: list[SparseVector]) -> np.ndarray:
         ids = self.live.append(len(vectors))
@@ -244,6 +253,10 @@ class ResidentBm25Backend:
 
     def avgdl(self) -> float:
         return max(self._len_sum / max(self._counted, 1), 1e-6)
+
+    @property
+    def device_bytes(self) -> int:
+        return self.index.nbytes + self.live.nbytes + 4 * self.n  # and each row's length
 
     @_on_runtime
     def add(self, vectors: list[SparseVector]) -> np.ndarray:
@@ -358,6 +371,10 @@ class ResidentTokenBackend:
     @property
     def n(self) -> int:
         return self.live.n_rows
+
+    @property
+    def device_bytes(self) -> int:
+        return self.store.nbytes + self.live.nbytes
 
     def _stored(self, tokens: Any) -> np.ndarray:
         """One row's tokens in the store's form: (T, width) float16 or codes."""

@@ -122,6 +122,11 @@ class LiveRows:
         packed = pack_mask(self._host[: ((self.n_rows + 31) // 32) * 32])
         self._words[xp.asarray(touched)] = xp.asarray(packed[touched])
 
+    @property
+    def nbytes(self) -> int:
+        """Device bytes of the live bitset (its rows' words)."""
+        return 4 * ((self.n_rows + 31) // 32)
+
     def words(self) -> Any:
         """device array uint32 (ceil(n_rows / 32),), device: the live bitset."""
         return self._words[: (self.n_rows + 31) // 32]
@@ -157,6 +162,11 @@ class ResidentSparseIndex:
         self.max_segments = max_segments
         self.merge_fraction = merge_fraction
         self.segments: list[tuple[Any, Any, Any]] = []
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes of every segment's offsets, row ids and values."""
+        return sum(int(a.nbytes) for seg in self.segments for a in seg)
 
     def append(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
         """Add postings of new rows: a CSC over this vocabulary with global row ids.
@@ -347,6 +357,11 @@ class ResidentDenseMatrix:
         self._matrix = _grow(xp, self._matrix, self._rows + rows.shape[0])
         self._matrix[self._rows : self._rows + rows.shape[0]] = xp.asarray(rows, dtype=xp.float16)
         self._rows += rows.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes of the rows held (capacity not yet used excluded)."""
+        return self._rows * self.dim * self._matrix.dtype.itemsize
 
     @property
     def matrix(self) -> Any:
