@@ -93,6 +93,39 @@ __device__ __forceinline__ void spmv_load_plan(long long* s_off, long long* s_st
     }
 }
 
+// Every (term, posting) of the plan, grid-stride: adds the term's weight times the posting's value
+// (``value(p, row)``, float64) to the row's score. The plan must be in shared memory already.
+template <typename Value>
+__device__ __forceinline__ void spmv_scatter_all(const long long* s_off, const long long* s_start, const float* s_w,
+                                                 int n_terms, const int* __restrict__ indices,
+                                                 double* __restrict__ scores, const Value& value) {
+    const long long total = s_off[n_terms];
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;
+         j += (long long)gridDim.x * blockDim.x) {
+        const int t = spmv_term_of(s_off, n_terms, j);
+        const long long p = s_start[t] + (j - s_off[t]);
+        const int row = indices[p];
+        atomicAdd(&scores[row], (double)s_w[t] * value(p, row));
+    }
+}
+
+// The stored value as it is (a BM25 impact, a SPLADE weight).
+struct SpmvStored {
+    const float* data;
+    __device__ __forceinline__ double operator()(long long p, int) const { return (double)data[p]; }
+};
+
+// BM25's term-frequency part of a raw frequency, in float64, with the row's length.
+struct SpmvBm25 {
+    const float* tf;
+    const float* doc_len;
+    double k1, b, avgdl;
+    __device__ __forceinline__ double operator()(long long p, int row) const {
+        const double f = (double)tf[p];
+        return f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * (double)doc_len[row] / avgdl));
+    }
+};
+
 extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
 spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
              const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
@@ -102,13 +135,7 @@ spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
     __shared__ float s_w[SPMV_MAX_TERMS];
     spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
     __syncthreads();
-    const long long total = s_off[n_terms];
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;
-         j += (long long)gridDim.x * blockDim.x) {
-        const int t = spmv_term_of(s_off, n_terms, j);
-        const long long p = s_start[t] + (j - s_off[t]);
-        atomicAdd(&scores[indices[p]], (double)s_w[t] * (double)data[p]);
-    }
+    spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, SpmvStored{data});
 }
 
 extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
@@ -121,14 +148,5 @@ spmv_bm25_scatter(const int* __restrict__ indices, const float* __restrict__ tf,
     __shared__ float s_w[SPMV_MAX_TERMS];
     spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
     __syncthreads();
-    const long long total = s_off[n_terms];
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total;
-         j += (long long)gridDim.x * blockDim.x) {
-        const int t = spmv_term_of(s_off, n_terms, j);
-        const long long p = s_start[t] + (j - s_off[t]);
-        const int row = indices[p];
-        const double f = (double)tf[p];
-        const double part = f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * (double)doc_len[row] / avgdl));
-        atomicAdd(&scores[row], (double)s_w[t] * part);
-    }
+    spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, SpmvBm25{tf, doc_len, k1, b, avgdl});
 }
