@@ -30,6 +30,7 @@ from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available, sea
 from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
 from teleo_server.heads import CodecSpec, SparseVector, TokenCodes
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
+from teleo_server.index.columns import Column
 from teleo_server.index.tokens import RAW_BITS, TokenCodec
 
 
@@ -239,7 +240,7 @@ class ResidentBm25Backend:
         self.runtime = _runtime(runtime)
         self.k1, self.b, self.sparse = float(k1), float(b), bool(sparse)
         self.live, self.index, self._doc_len = self._make()
-        self._lengths = np.zeros(0, np.float32)  # host: each row's length, for the average
+        self._lengths = Column(np.float32)  # host: each row's length, for the average (grows in place)
         self._len_sum, self._counted = 0.0, 0
 
     @_on_runtime
@@ -275,7 +276,7 @@ class ResidentBm25Backend:
             indptr = np.zeros(int(terms.max()) + 2, dtype=np.int64)
             np.cumsum(np.bincount(terms, minlength=indptr.size - 1), out=indptr[1:])
             self.index.append(indptr, rows[order].astype(np.int32), tf[order])
-        self._lengths = np.concatenate([self._lengths, lengths])
+        self._lengths.extend(lengths)
         self._len_sum += float(lengths.astype(np.float64).sum())
         self._counted += int((lengths > 0).sum()) if self.sparse else len(vectors)
         return ids
@@ -284,7 +285,7 @@ class ResidentBm25Backend:
     def remove(self, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         rows = np.unique(rows[self.live.alive(rows)]) if rows.size else rows
-        lengths = self._lengths[rows].astype(np.float64)
+        lengths = self._lengths.view[rows].astype(np.float64)
         self._len_sum -= float(lengths.sum())
         self._counted -= int((lengths > 0).sum()) if self.sparse else rows.size
         self.live.delete(rows)
@@ -361,7 +362,7 @@ class ResidentTokenBackend:
         bits = self.codec.bits if self.codec is not None else RAW_BITS
         levels = self.codec.levels if bits != RAW_BITS else None
         self.live, self.store = self._make(width, bits, levels)
-        self._lengths = np.zeros(0, np.int64)
+        self._lengths = Column(np.int64)  # tokens a row holds (grows in place)
 
     @_on_runtime
     def _make(self, dim: int, bits: int, levels: np.ndarray | None) -> tuple[LiveRows, ResidentTokenStore]:
@@ -396,7 +397,7 @@ class ResidentTokenBackend:
         lengths = np.array([r.shape[0] for r in rows], dtype=np.int64)
         dtype = np.float16 if self.codec is None else self.codec.dtype
         self.store.append(lengths, np.concatenate(rows or [np.zeros((0, self.store.width), dtype)]))
-        self._lengths = np.concatenate([self._lengths, lengths])
+        self._lengths.extend(lengths)
         return ids
 
     @_on_runtime
@@ -407,7 +408,7 @@ class ResidentTokenBackend:
     def score(self, ids: np.ndarray, query: TokenQuery) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         out = np.full(ids.size, np.nan, dtype=np.float32)
-        has = (self._lengths[ids] > 0) if ids.size else np.zeros(0, bool)
+        has = (self._lengths.view[ids] > 0) if ids.size else np.zeros(0, bool)
         q = np.asarray(query.tokens, np.float32)
         if self.codec is not None and q.size:
             q = self.codec.transform(q)
