@@ -189,10 +189,11 @@ class ResidentSparseBackend:
         rows = np.concatenate([np.full(v.size, r, np.int64) for r, v in zip(ids, vectors)] or [np.zeros(0, np.int64)])
         terms = np.concatenate([np.asarray(v.ids, np.int64) for v in vectors] or [np.zeros(0, np.int64)])
         vals = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors] or [np.zeros(0, np.float32)])
-        order = np.lexsort((rows, terms))
-        indptr = np.zeros(self.index.vocab + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms, minlength=self.index.vocab), out=indptr[1:])
-        self.index.append(indptr, rows[order].astype(np.int32), vals[order])
+        if terms.size:  # a segment over the terms it holds, not the whole vocabulary: a write's offsets are few
+            order = np.lexsort((rows, terms))
+            indptr = np.zeros(int(terms.max()) + 2, dtype=np.int64)
+            np.cumsum(np.bincount(terms, minlength=indptr.size - 1), out=indptr[1:])
+            self.index.append(indptr, rows[order].astype(np.int32), vals[order])
         return ids
 
     @_on_runtime
