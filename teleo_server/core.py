@@ -1267,7 +1267,10 @@ class MemoryCore:
         indexes and added as stored (one no longer stored stays out). A later write that indexed
         one meanwhile has taken it off the list, so an older read never replaces it. Returns how
         many were indexed; one that fails again stays listed for the next round."""
-        batch = sorted(self._unindexed)[:REPLAY_BATCH]
+        # the list is read and changed on the index thread only
+        batch = await self._on_index(lambda: sorted(self._unindexed)[:REPLAY_BATCH])
+        if not batch:
+            return 0
         found = await self._on_store(self.store.indexable, batch)
         try:
             version: str | None = self.embedder.model_version
