@@ -298,8 +298,12 @@ class MemoryCore:
         a retry pending for them is not needed any more (what they are now is in the indexes)."""
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
             self._unindexed.update(ids)
+            try:  # what the failure left undone is listed: the indexes are not suspect for it
+                exc.teleo_listed = True  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
             raise
         self._unindexed.difference_update(ids)
 
@@ -311,10 +315,13 @@ class MemoryCore:
             return await asyncio.get_running_loop().run_in_executor(self._index_ex, fn, *args)
         except TeleoError:
             raise  # a caller's mistake or a refusal: nothing was left half done
-        except Exception:
+        except Exception as exc:
             # an index call failed unexpectedly and may have left the indexes short of the store:
-            # no snapshot is written at stop, so the next start rebuilds them from the store
-            self._index_suspect = True
+            # no snapshot is written at stop, so the next start rebuilds them from the store; unless
+            # the call listed what it left undone (_indexing): those memories are indexed again
+            # (_index_again), and no snapshot is written while any waits
+            if not getattr(exc, "teleo_listed", False):
+                self._index_suspect = True
             raise
 
     async def stored_forms(self, sets: list[EmbeddingSet]) -> list[EmbeddingSet]:
@@ -563,6 +570,8 @@ class MemoryCore:
             why = "the indexes were never loaded"
         elif self._index_suspect:
             why = "an index call failed during this run"
+        elif self._unindexed:
+            why = "writes whose indexing failed are not indexed yet"
         elif version is None:
             why = "the embedding model's version is unknown"
         elif self._recode:
@@ -1310,6 +1319,15 @@ class MemoryCore:
         log.info("index.retried", indexed=done, still_pending=len(self._unindexed))
         return done
 
+    async def _index_pending(self) -> None:
+        """Before a stop's snapshot: index again every write whose indexing failed, while rounds
+        make progress (a snapshot is written only once none waits)."""
+        try:
+            while self._unindexed and await self._index_again():
+                pass
+        except Exception as exc:  # noqa: BLE001 - the stop goes on; the snapshot is then skipped
+            log.warning("index.retry_failed", error=f"{type(exc).__name__}: {exc}"[:200])
+
     async def maintain(self) -> bool:
         """One round of the retriever's upkeep (compaction, calibration, goals), beside reads: its
         short steps queue on the index thread like any call, and the clustering runs on a worker
@@ -1354,6 +1372,7 @@ class MemoryCore:
             version: str | None = self.embedder.model_version  # what the indexed vectors were made by
         except Unavailable:
             version = None
+        await self._index_pending()
         await self.embedder.close()
         self._index_ex.shutdown(wait=True)
         self._store_ex.shutdown(wait=True)
