@@ -613,7 +613,7 @@ class MemoryCore:
         it. Returns whether one was written."""
         now = time.monotonic()
         if (self.snapshot_plan is None or share <= 0 or not self.loaded_from or self._index_suspect or self._recode
-                or self._pending_writes or self._checkpoint_writer is not None or now - self._last_checkpoint < seconds
+                or self._unindexed or self._pending_writes or self._checkpoint_writer is not None or now - self._last_checkpoint < seconds
                 or now - self._checkpoint_looked < min(seconds, CHECKPOINT_LOOK_SECONDS)):
             return False
         since = self._snapshot_change if self._snapshot_change is not None else self._journal_start
