@@ -291,6 +291,11 @@ class MemoryCore:
         finally:
             self._pending_writes -= 1
 
+    @property
+    def unindexed(self) -> int:
+        """Stored memories whose indexing failed and that wait to be indexed again (a metric)."""
+        return len(self._unindexed)
+
     @contextlib.contextmanager
     def _indexing(self, ids: list[str]) -> Iterator[None]:
         """Around an index call (on the index thread) that indexes or removes the stored state of

@@ -87,6 +87,8 @@ class Metrics:
         """Read retrieve streams in flight, the indexes and the embedder of ``core``."""
         Gauge("teleo_retrieve_streams_in_flight", "Retrieve streams open now.",
               registry=self.registry).set_function(lambda: core.in_flight)
+        Gauge("teleo_index_writes_unindexed", "Stored memories whose indexing failed, waiting for the next "
+              "upkeep round to index them again.", registry=self.registry).set_function(lambda: core.unindexed)
         self.registry.register(_IndexCollector(core.retriever))
         self.registry.register(_LoadCollector(core))
         self.registry.register(_ResilienceCollector(core))

@@ -270,3 +270,24 @@ def test_checkpoints_are_counted_with_how_long_they_held_the_index_thread(tmp_pa
         assert 0 < wrote <= held  # on the index thread, the hold is the write and a little more
     finally:
         srv.stop()
+
+
+def test_writes_whose_indexing_failed_are_counted_until_upkeep_indexes_them(server, stub, auth):
+    port, core = server.app.metrics_port, server.app.core
+    retriever = core.retriever
+    add = retriever.add
+
+    def broken(memory, emb):
+        raise RuntimeError("an index that fails halfway")
+
+    assert _value(_scrape(port), "teleo_index_writes_unindexed") == 0
+    retriever.add = broken
+    try:
+        with pytest.raises(grpc.RpcError):
+            stub.Store(pb.StoreRequest(memory=pb.MemoryInput(content="The failover runbook lives in ops/failover.md.",
+                                                             namespace="metrics-retry")), metadata=auth, timeout=60)
+    finally:
+        retriever.add = add
+    assert _value(_scrape(port), "teleo_index_writes_unindexed") == 1
+    asyncio.run_coroutine_threadsafe(core.maintain(), server.loop).result(60)
+    assert _value(_scrape(port), "teleo_index_writes_unindexed") == 0
