@@ -498,21 +498,38 @@ class MemoryCore:
         counted = [memory_id for memory_id, counters in changes if counters]
         for start in range(0, len(full), REPLAY_BATCH):
             batch = full[start:start + REPLAY_BATCH]
-            found = self.store.indexable(batch)
-            self.retriever.remove(batch)
-            for memory, emb in found:
-                if version is not None and emb.model_version != version:
-                    continue  # another model's vectors: reembed_stale embeds it again
-                emb, recode = self._indexable(emb, self._retag)
-                if recode:
-                    self._recode.add(memory.id)
-                self.retriever.add(memory, emb)
+            self._index_stored(batch, self.store.indexable(batch), version)
         for start in range(0, len(counted), REPLAY_BATCH):
             for memory in self.store.get(counted[start:start + REPLAY_BATCH]).values():
                 self.retriever.update(memory)
         if full:
             self.retriever.settle()
         return len(full), len(counted)
+
+    def _index_stored(self, ids: list[str], found: list[tuple[Memory, EmbeddingSet]], version: str | None,
+                      failed: Callable[[Memory, Exception], None] | None = None) -> list[Memory]:
+        """Take memories ``ids`` out of the indexes and index those of them the store holds
+        (``found``, from ``store.indexable``) as a rebuild would: vectors of another model than
+        ``version`` are left for ``reembed_stale``, codes another codec made are re-derived later.
+        A memory whose indexing fails is passed to ``failed`` and the others go on; without it the
+        error is raised. Returns the memories indexed."""
+        self.retriever.remove(ids)
+        done = []
+        for memory, emb in found:
+            if version is not None and emb.model_version != version:
+                continue  # another model's vectors: reembed_stale embeds it again
+            emb, recode = self._indexable(emb, self._retag)
+            if recode:
+                self._recode.add(memory.id)
+            try:
+                self.retriever.add(memory, emb)
+            except Exception as exc:
+                if failed is None:
+                    raise
+                failed(memory, exc)
+                continue
+            done.append(memory)
+        return done
 
     def _catch_up(self, version: str | None) -> bool:
         """Before a snapshot says the indexes hold the database up to now: index the memories the
@@ -1296,29 +1313,19 @@ class MemoryCore:
             if not todo:
                 return 0
             touched = self._partitions(todo)
-            self.retriever.remove(todo)
-            stored = {memory.id for memory, _ in found}
-            self._unindexed.difference_update(i for i in todo if i not in stored)  # deleted meanwhile
-            done = 0
-            for memory, emb in found:
-                if memory.id not in todo:
-                    continue
-                if version is not None and emb.model_version != version:
-                    self._unindexed.discard(memory.id)  # another model's vectors: reembed_stale embeds it again
-                    continue
-                emb, recode = self._indexable(emb, self._retag)
-                try:
-                    self.retriever.add(memory, emb)
-                except Exception as exc:  # noqa: BLE001 - it stays listed; the others go on
-                    log.warning("index.retry_failed", memory_id=memory.id, error=f"{type(exc).__name__}: {exc}"[:200])
-                    continue
-                if recode:
-                    self._recode.add(memory.id)
-                self._unindexed.discard(memory.id)
-                touched.add((memory.namespace, memory.access_level))
-                done += 1
+            still: set[str] = set()
+
+            def failed(memory: Memory, exc: Exception) -> None:  # it stays listed; the others go on
+                still.add(memory.id)
+                log.warning("index.retry_failed", memory_id=memory.id, error=f"{type(exc).__name__}: {exc}"[:200])
+
+            listed = set(todo)
+            done = self._index_stored(todo, [(m, e) for m, e in found if m.id in listed], version, failed)
+            # indexed, deleted meanwhile, or left to reembed_stale (another model's vectors)
+            self._unindexed.difference_update(listed - still)
+            touched.update((m.namespace, m.access_level) for m in done)
             self.results.written(touched)
-            return done
+            return len(done)
 
         done = await self._on_index(apply)
         log.info("index.retried", indexed=done, still_pending=len(self._unindexed))

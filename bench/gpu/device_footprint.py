@@ -24,10 +24,10 @@ sys.path.insert(0, str(REPO))
 
 from bench.eval.corpora import load_all  # noqa: E402
 from bench.eval.multilingual.run import environment  # noqa: E402
+from bench.gpu.pipeline_latency import with_index  # noqa: E402
 from bench.harness import teleo_inproc as inproc  # noqa: E402
 
-NAMED = {"E1_semantic": "dense.resident", "E13_splade": "sparse.resident", "E6_lexical": "bm25.resident",
-         "E12_late": "tokens.resident"}
+RESIDENT = "dense.resident+sparse.resident+bm25.resident+tokens.resident"
 
 
 def main() -> int:
@@ -38,16 +38,18 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "device_footprint.json")
     args = ap.parse_args()
     (part,) = load_all(args.data, args.cache, 2, ("scifact",))["scifact"]
-    r = inproc.make({"spaces": {s: {"index": n} for s, n in NAMED.items()}}, backend=args.backend)
+    settings = with_index({}, RESIDENT)
+    named = {space: cfg["index"] for space, cfg in settings["spaces"].items()}
+    r = inproc.make(settings, backend=args.backend)
     t0 = time.perf_counter()
     inproc.build(r, part.items)
     build_s = time.perf_counter() - t0
     q, emb = part.queries["test"][0]
     inproc.run_query(r, q.text, emb, "teleological", 10)  # every named backend made and filled
     n = len(r.catalog)
-    per = {s: r.spaces[s].backend.device_bytes / n for s in NAMED}
+    per = {s: r.spaces[s].backend.device_bytes / n for s in named}
     report = {"environment": environment(), "backend": args.backend, "memories": n,
-              "chunks": int(r.catalog.n_chunks), "build_s": round(build_s, 1), "backends": NAMED,
+              "chunks": int(r.catalog.n_chunks), "build_s": round(build_s, 1), "backends": named,
               "device_bytes_per_memory": {s: round(v, 1) for s, v in per.items()},
               "total_kib_per_memory": round(sum(per.values()) / 1024, 2)}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available, sea
 from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
 from teleo_server.heads import CodecSpec, SparseVector, TokenCodes
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
+from teleo_server.index.backends import RowLengths
 from teleo_server.index.columns import Column
 from teleo_server.index.tokens import RAW_BITS, TokenCodec
 
@@ -163,7 +164,25 @@ class CagraBackend(ResidentDenseBackend):
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
 
+def _segment(vectors: list[SparseVector], first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Rows ``first``, ``first + 1``, ... holding ``vectors`` as one term-major CSC segment over the
+    terms they hold (not the whole vocabulary: a write's offsets are few): indptr int64, row ids
+    int32, values float32; None when they hold no term."""
+    terms = np.concatenate([np.asarray(v.ids, np.int64) for v in vectors] or [np.zeros(0, np.int64)])
+    if not terms.size:
+        return None
+    rows = np.repeat(np.arange(first, first + len(vectors), dtype=np.int64), [v.size for v in vectors])
+    vals = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors])
+    order = np.lexsort((rows, terms))
+    indptr = np.zeros(int(terms.max()) + 2, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=indptr.size - 1), out=indptr[1:])
+    return indptr, rows[order].astype(np.int32), vals[order]
+
+
 class ResidentSparseBackend:
+    """Sparse vectors as CSC segments on the device (``ResidentSparseIndex``), scored by SpMV; the
+    rows a query reaches are picked out on the device, so only they cross the bus."""
+
     kind, exact = "sparse", True
 
     def __init__(self, ops: Any = None, vocab: int = 30522, runtime: str = "cuda", **_: Any) -> None:
@@ -183,17 +202,21 @@ class ResidentSparseBackend:
     def device_bytes(self) -> int:
         return self.index.nbytes + self.live.nbytes
 
+    def _scorer(self) -> Callable[[Any, Any], Any]:
+        """(device term ids, device weights) -> device float32 scores of every row."""
+        return self.index.scores
+
+    def _device_scores(self, query: SparseQuery) -> Any:
+        rt = runtime.current()
+        return self._scorer()(rt.xp.asarray(np.asarray(query.ids, np.int32)),
+                              rt.xp.asarray(np.asarray(query.weights, np.float32)))
+
     @_on_runtime
     def add(self, vectors: list[SparseVector]) -> np.ndarray:
         ids = self.live.append(len(vectors))
-        rows = np.concatenate([np.full(v.size, r, np.int64) for r, v in zip(ids, vectors)] or [np.zeros(0, np.int64)])
-        terms = np.concatenate([np.asarray(v.ids, np.int64) for v in vectors] or [np.zeros(0, np.int64)])
-        vals = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors] or [np.zeros(0, np.float32)])
-        if terms.size:  # a segment over the terms it holds, not the whole vocabulary: a write's offsets are few
-            order = np.lexsort((rows, terms))
-            indptr = np.zeros(int(terms.max()) + 2, dtype=np.int64)
-            np.cumsum(np.bincount(terms, minlength=indptr.size - 1), out=indptr[1:])
-            self.index.append(indptr, rows[order].astype(np.int32), vals[order])
+        segment = _segment(vectors, int(ids[0])) if ids.size else None
+        if segment is not None:
+            self.index.append(*segment)
         return ids
 
     @_on_runtime
@@ -203,103 +226,12 @@ class ResidentSparseBackend:
     @_on_runtime
     def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
         mask = None if filter is None else filter.bits(self.n)
-        ids, scores = self.index.search(query.ids, query.weights, k, mask=mask)
+        ids, scores = self.index.search(query.ids, query.weights, k, mask=mask, scorer=self._scorer())
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
     @_on_runtime
-    def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
-        rt = runtime.current()
-        ids = np.asarray(ids, dtype=np.int64)
-        s = rt.to_host(self.index.scores(rt.xp.asarray(np.asarray(query.ids, np.int32)),
-                                         rt.xp.asarray(np.asarray(query.weights, np.float32))))[ids]
-        return np.where((s > 0) & self.live.alive(ids), s, np.nan).astype(np.float32)
-
-    @_on_runtime
-    def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
-        """The live rows the query scores above 0 and their scores, picked out on the device: only
-        those cross the bus, not a score for every row."""
-        rt = runtime.current()
-        scores = self.index.scores(rt.xp.asarray(np.asarray(query.ids, np.int32)),
-                                   rt.xp.asarray(np.asarray(query.weights, np.float32)))
-        return _device_reached(rt, scores, self.live)
-
-    @_on_runtime
-    def reach(self, query: SparseQuery) -> int:
-        return self.index.postings_count(query.ids)
-
-
-class ResidentBm25Backend:
-    """Okapi BM25 on the device (the ``bm25`` kind): raw term frequencies as CSC segments, each
-    row's length in device memory, every posting weighed in the kernel with the average length of
-    the live rows at the query's moment, so a write appends its own postings and re-weighs nothing.
-    The in-process ``bm25.numpy`` is its reference."""
-
-    kind, exact = "bm25", True
-
-    def __init__(self, ops: Any = None, k1: float = 0.9, b: float = 0.4, sparse: bool = False,
-                 runtime: str = "cuda", **_: Any) -> None:
-        self.runtime = _runtime(runtime)
-        self.k1, self.b, self.sparse = float(k1), float(b), bool(sparse)
-        self.live, self.index, self._doc_len = self._make()
-        self._lengths = Column(np.float32)  # host: each row's length, for the average (grows in place)
-        self._len_sum, self._counted = 0.0, 0
-
-    @_on_runtime
-    def _make(self) -> tuple[LiveRows, ResidentSparseIndex, Any]:
-        live = LiveRows()
-        return live, ResidentSparseIndex(0, live), runtime.current().xp.zeros(0, dtype=np.float32)
-
-    @property
-    def n(self) -> int:
-        return self.live.n_rows
-
-    def avgdl(self) -> float:
-        return max(self._len_sum / max(self._counted, 1), 1e-6)
-
-    @property
-    def device_bytes(self) -> int:
-        return self.index.nbytes + self.live.nbytes + 4 * self.n  # and each row's length
-
-    @_on_runtime
-    def add(self, vectors: list[SparseVector]) -> np.ndarray:
-        xp = runtime.current().xp
-        first = self.n
-        lengths = np.array([float(np.asarray(v.weights, np.float32).sum()) for v in vectors], dtype=np.float32)
-        rows = np.concatenate([np.full(v.size, first + i, np.int64) for i, v in enumerate(vectors)]
-                              or [np.zeros(0, np.int64)])
-        terms = np.concatenate([np.asarray(v.ids, np.int64) for v in vectors] or [np.zeros(0, np.int64)])
-        tf = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors] or [np.zeros(0, np.float32)])
-        ids = self.live.append(len(vectors))
-        self._doc_len = _grow_vector(xp, self._doc_len, self.n)
-        self._doc_len[first:self.n] = xp.asarray(lengths)
-        if terms.size:  # a segment over the terms it holds (the vocabulary grows with the corpus)
-            order = np.lexsort((rows, terms))
-            indptr = np.zeros(int(terms.max()) + 2, dtype=np.int64)
-            np.cumsum(np.bincount(terms, minlength=indptr.size - 1), out=indptr[1:])
-            self.index.append(indptr, rows[order].astype(np.int32), tf[order])
-        self._lengths.extend(lengths)
-        self._len_sum += float(lengths.astype(np.float64).sum())
-        self._counted += int((lengths > 0).sum()) if self.sparse else len(vectors)
-        return ids
-
-    @_on_runtime
-    def remove(self, rows: np.ndarray) -> None:
-        rows = np.asarray(rows, dtype=np.int64)
-        rows = np.unique(rows[self.live.alive(rows)]) if rows.size else rows
-        lengths = self._lengths.view[rows].astype(np.float64)
-        self._len_sum -= float(lengths.sum())
-        self._counted -= int((lengths > 0).sum()) if self.sparse else rows.size
-        self.live.delete(rows)
-
-    def _scorer(self) -> Callable[[Any, Any], Any]:
-        avgdl = self.avgdl()
-        return lambda ids, w: self.index.bm25_scores(ids, w, self._doc_len, self.k1, self.b, avgdl)
-
-    @_on_runtime
     def every_score(self, query: SparseQuery) -> np.ndarray:
-        rt = runtime.current()
-        s = rt.to_host(self._scorer()(rt.xp.asarray(np.asarray(query.ids, np.int32)),
-                                      rt.xp.asarray(np.asarray(query.weights, np.float32))))
+        s = runtime.current().to_host(self._device_scores(query))
         return np.where((s > 0) & self.live.host_mask(), s, np.float32(0.0)).astype(np.float32)
 
     def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
@@ -308,20 +240,58 @@ class ResidentBm25Backend:
 
     @_on_runtime
     def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
-        rt = runtime.current()
-        scores = self._scorer()(rt.xp.asarray(np.asarray(query.ids, np.int32)),
-                                rt.xp.asarray(np.asarray(query.weights, np.float32)))
-        return _device_reached(rt, scores, self.live)
+        """The live rows the query scores above 0 and their scores, picked out on the device: only
+        those cross the bus, not a score for every row."""
+        return _device_reached(runtime.current(), self._device_scores(query), self.live)
 
     @_on_runtime
     def reach(self, query: SparseQuery) -> int:
         return self.index.postings_count(query.ids)
 
+
+class ResidentBm25Backend(ResidentSparseBackend):
+    """Okapi BM25 on the device (the ``bm25`` kind): raw term frequencies as CSC segments, each
+    row's length in device memory, every posting weighed in the kernel with the average length of
+    the live rows at the query's moment (:class:`~teleo_server.index.backends.RowLengths`), so a
+    write appends its own postings and re-weighs nothing. The in-process ``bm25.numpy`` is its
+    reference."""
+
+    kind = "bm25"
+
+    def __init__(self, ops: Any = None, k1: float = 0.9, b: float = 0.4, sparse: bool = False,
+                 runtime: str = "cuda", **_: Any) -> None:
+        super().__init__(ops, vocab=0, runtime=runtime)  # the vocabulary grows with the corpus
+        self.k1, self.b = float(k1), float(b)
+        self.lengths = RowLengths(bool(sparse))
+        self._doc_len = self._zeros()  # each row's length, on the device
+
     @_on_runtime
-    def search(self, query: SparseQuery, k: int, filter: RowFilter | None = None) -> tuple[np.ndarray, np.ndarray]:
-        mask = None if filter is None else filter.bits(self.n)
-        ids, scores = self.index.search(query.ids, query.weights, k, mask=mask, scorer=self._scorer())
-        return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+    def _zeros(self) -> Any:
+        return runtime.current().xp.zeros(0, dtype=np.float32)
+
+    @property
+    def device_bytes(self) -> int:
+        return super().device_bytes + 4 * self.n  # and each row's length
+
+    def _scorer(self) -> Callable[[Any, Any], Any]:
+        avgdl = self.lengths.average()
+        return lambda ids, w: self.index.bm25_scores(ids, w, self._doc_len, self.k1, self.b, avgdl)
+
+    @_on_runtime
+    def add(self, vectors: list[SparseVector]) -> np.ndarray:
+        first = self.n
+        ids = super().add(vectors)
+        lengths = self.lengths.extend(vectors)
+        self._doc_len = _grow_vector(runtime.current().xp, self._doc_len, self.n)
+        self._doc_len[first:self.n] = runtime.current().xp.asarray(lengths)
+        return ids
+
+    @_on_runtime
+    def remove(self, rows: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = np.unique(rows[self.live.alive(rows)]) if rows.size else rows
+        self.lengths.forget(rows)
+        super().remove(rows)
 
 
 def _device_reached(rt: Any, scores: Any, live: LiveRows) -> tuple[np.ndarray, np.ndarray]:

@@ -154,53 +154,70 @@ class SparseBackend:
         return np.where((s > 0) & self.removed.kept(ids), s, np.nan).astype(np.float32)
 
 
+class RowLengths:
+    """Each row's length (the sum of its term frequencies) and their average over the live rows
+    (``sparse``: over the live rows with a term): what a BM25 index that weighs its postings at
+    query time keeps beside them."""
+
+    def __init__(self, sparse: bool = False) -> None:
+        self.sparse = sparse
+        self.of = Column(np.float32)  # by row, removed rows included
+        self._sum, self._counted = 0.0, 0
+
+    def extend(self, vectors: list[SparseVector]) -> np.ndarray:
+        """Append the lengths of the next rows; returns them float32."""
+        lengths = np.array([float(np.asarray(v.weights, np.float32).sum()) for v in vectors], dtype=np.float32)
+        self.of.extend(lengths)
+        self._sum += float(lengths.astype(np.float64).sum())
+        self._counted += int((lengths > 0).sum()) if self.sparse else lengths.size
+        return lengths
+
+    def forget(self, rows: np.ndarray) -> None:
+        """Leave removed rows (distinct, each live until now) out of the average."""
+        lengths = self.of.view[rows].astype(np.float64)
+        self._sum -= float(lengths.sum())
+        self._counted -= int((lengths > 0).sum()) if self.sparse else rows.size
+
+    def average(self) -> float:
+        return max(self._sum / max(self._counted, 1), 1e-6)
+
+
 class Bm25Backend:
     """Okapi BM25 over rows of raw term frequencies, weighed at query time (the ``bm25`` kind of
-    :mod:`teleo_server.index.base`): a row's length is the sum of its frequencies, and the average
-    length is that of the live rows (``sparse``: of the live rows with a term), so a write that
-    moves it re-weighs nothing. The reference of ``bm25.resident``."""
+    :mod:`teleo_server.index.base`) with the live rows' average length (:class:`RowLengths`), so a
+    write that moves it re-weighs nothing. The reference of ``bm25.resident``."""
 
     kind = "bm25"
     exact = True
 
     def __init__(self, ops: Any = None, k1: float = 0.9, b: float = 0.4, sparse: bool = False, **_: Any) -> None:
-        self.k1, self.b, self.sparse = float(k1), float(b), bool(sparse)
+        self.k1, self.b = float(k1), float(b)
         self.index = SparseIndex(values="float32", row_major=False)
-        self.lengths = Column(np.float32)
+        self.lengths = RowLengths(bool(sparse))
         self.removed = Removed()
-        self._len_sum, self._counted = 0.0, 0
 
     @property
     def n(self) -> int:
-        return self.lengths.n
-
-    def avgdl(self) -> float:
-        return max(self._len_sum / max(self._counted, 1), 1e-6)
+        return self.lengths.of.n
 
     def add(self, vectors: list[SparseVector]) -> np.ndarray:
         start = self.n
         for i, v in enumerate(vectors):
-            tf = np.asarray(v.weights, dtype=np.float32)
-            self.index.add(start + i, np.asarray(v.ids, dtype=np.int64), tf)
-            length = float(tf.sum())
-            self.lengths.append(length)
-            self._len_sum += length
-            self._counted += int(length > 0 or not self.sparse)
+            self.index.add(start + i, np.asarray(v.ids, dtype=np.int64), np.asarray(v.weights, dtype=np.float32))
+        self.lengths.extend(vectors)
         self.index.grow_rows(self.n)
         return np.arange(start, self.n, dtype=np.int64)
 
     def remove(self, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
-        rows = rows[self.removed.kept(rows)]
-        lengths = self.lengths.view[rows].astype(np.float64)
-        self._len_sum -= float(lengths.sum())
-        self._counted -= int((lengths > 0).sum()) if self.sparse else rows.size
+        rows = np.unique(rows[self.removed.kept(rows)])
+        self.lengths.forget(rows)
         self.removed.remove(rows, self.n)
 
     def _reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
         """Rows (ascending, live) the query's terms occur in and their BM25 float32."""
         which, rows, tf = self.index.postings(np.asarray(query.ids, np.int64))
-        part = bm25_part(tf, self.lengths.view[rows], self.k1, self.b, self.avgdl())
+        part = bm25_part(tf, self.lengths.of.view[rows], self.k1, self.b, self.lengths.average())
         part *= np.asarray(query.weights, np.float32).astype(np.float64)[which]
         rows, at = np.unique(rows, return_inverse=True)
         sums = np.bincount(at, weights=part, minlength=rows.size).astype(np.float32)
@@ -292,4 +309,4 @@ register_backend("tokens.numpy", "tokens", True, lambda ops, dim=None, **kw: Tok
                  "packed per-token vectors, MaxSim")
 
 
-__all__ = ["Bm25Backend", "DenseBackend", "Removed", "SparseBackend", "TokenBackend"]
+__all__ = ["Bm25Backend", "DenseBackend", "Removed", "RowLengths", "SparseBackend", "TokenBackend"]

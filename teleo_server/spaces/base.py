@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from teleo_server.domain import EmbeddingSet, Memory
+from teleo_server.index.base import registered
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, segment_max
 from teleo_server.index.sparse import SparseIndex
@@ -169,7 +170,7 @@ class Space:
         return segment_max(np.asarray(values, dtype=np.float32), counts)
 
 
-__all__ = ["NamedBackend", "QueryContext", "Space", "SpaceSettings", "SparseScoredSpace", "lookup"]
+__all__ = ["IndexName", "NamedBackend", "QueryContext", "Space", "SpaceSettings", "SparseScoredSpace", "lookup"]
 
 
 class SparseScoredSpace(Space):
@@ -237,6 +238,12 @@ def lookup(reached: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> np.ndar
 
 
 
+def IndexName(kind: str) -> Any:  # noqa: N802 - a type, used as one in the settings
+    """The type of a space's ``index`` setting: "" (its built-in index) or the name of a registered
+    backend of ``kind``; another name is refused with the registered ones (``index.base.registered``)."""
+    return Annotated[str, AfterValidator(lambda v: registered(v, kind))]
+
+
 class NamedBackend:
     """For a space whose ``index`` setting may name a registered backend that serves it beside its
     built-in index: ``backend`` is made on first use under ``_sync`` (the lock a write holds while
@@ -256,6 +263,19 @@ class NamedBackend:
                     self.backend = make()
                 backend = self.backend
         return backend
+
+    def _extend_named(self, rows: int, vectors: Callable[[int], list[Any]]) -> None:
+        """Bring the named backend, when one is made, up to ``rows`` rows: ``vectors(n)`` gives the
+        rows past its ``n``, in order. Called with ``_sync`` held; when it fails, the backend is
+        dropped (made again from the built-in rows on next use) and the error raised."""
+        named = self.backend if self.config.index else None
+        if named is None or named.n >= rows:
+            return
+        try:
+            named.add(vectors(named.n))
+        except BaseException:
+            self.backend = None
+            raise
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

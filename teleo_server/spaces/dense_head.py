@@ -7,7 +7,7 @@ import threading
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from teleo_server.compute.sets import distinct_first
 from teleo_server.domain import EmbeddingSet, Memory
@@ -15,11 +15,13 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.index.backends import DenseBackend
-from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, make_for, registered, runs_beside
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, make_for, runs_beside
 from teleo_server.index.dense import DenseIndex
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import NamedBackend, QueryContext, Space, SpaceSettings
+from teleo_server.spaces.base import IndexName, NamedBackend, QueryContext, Space, SpaceSettings
 
+
+DenseIndexName = IndexName("dense")  # the ``index`` setting
 
 class DenseHeadSettings(SpaceSettings):
     exact_threshold: int = Field(50_000, ge=1)   # HNSW above this many live chunks searched, exact below
@@ -40,12 +42,7 @@ class DenseHeadSettings(SpaceSettings):
     # device memory and scans them with the CUDA kernel, "dense.cagra" searches a cuVS graph. The
     # built-in index is kept beside a named one: the scores of given rows, the memories' vectors
     # (Compare, purposes, the graph space, implied updates) and snapshots read it
-    index: str = ""
-
-    @field_validator("index")
-    @classmethod
-    def _registered(cls, v: str) -> str:
-        return registered(v, "dense")
+    index: DenseIndexName = ""
 
 
 class DenseHeadSpace(NamedBackend, Space):

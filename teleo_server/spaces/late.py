@@ -6,18 +6,20 @@ import threading
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.domain import EmbeddingSet, Memory
-from teleo_server.index.base import TokenQuery, VectorIndex, make_for, registered
+from teleo_server.index.base import TokenQuery, VectorIndex, make_for
 from teleo_server.index.catalog import Catalog
 from teleo_server.heads import MAX_POOL, MAX_POOL_KEEP, TokenCodes, get_head
 from teleo_server.index.tokens import TokenCodec, TokenStore
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import NamedBackend, QueryContext, Space, SpaceSettings
+from teleo_server.spaces.base import IndexName, NamedBackend, QueryContext, Space, SpaceSettings
 from teleo_server.spaces.registry import register
 
+
+TokensIndexName = IndexName("tokens")  # the ``index`` setting
 
 class LateSettings(SpaceSettings):
     # seeded orthogonal rotation of the tokens to this width (None: the model's width)
@@ -33,12 +35,7 @@ class LateSettings(SpaceSettings):
     # with the MaxSim code kernel. The built-in store is kept beside a named one (similarity,
     # snapshots, and the rows a named one is made again from), and the named one is given the
     # store's codes as they are, so the two score alike
-    index: str = ""
-
-    @field_validator("index")
-    @classmethod
-    def _registered(cls, v: str) -> str:
-        return registered(v, "tokens")
+    index: TokensIndexName = ""
 
 
 @register
@@ -70,13 +67,7 @@ class LateInteractionSpace(NamedBackend, Space):
         with self._sync:
             for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
                 self.store.add(chunk_row, v)
-            named = self.backend if self.config.index else None
-            if named is not None and named.n < self.store.n:
-                try:  # every new chunk row, in order: one without tokens as an empty one
-                    named.add(self._stored(named.n, self.store.n))
-                except BaseException:
-                    self.backend = None  # made again from the built-in rows on next use
-                    raise
+            self._extend_named(self.store.n, lambda n: self._stored(n, self.store.n))
 
     def _stored(self, lo: int, hi: int) -> list[Any]:
         """Chunk rows [lo, hi) as the built-in store keeps them: each row's codes (``TokenCodes``

@@ -8,20 +8,22 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.heads import SparseVector
-from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reached, registered
+from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reached
 from teleo_server.index.bm25 import Bm25Field
 from teleo_server.index.catalog import Catalog, Column
 from teleo_server.index.terms import TermTable
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import NamedBackend, QueryContext, SpaceSettings, SparseScoredSpace
+from teleo_server.spaces.base import IndexName, NamedBackend, QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
 from teleo_server.spaces.text import STOPWORDS
 
+
+Bm25IndexName = IndexName("bm25")  # the ``index`` setting
 
 class LexicalSettings(SpaceSettings):
     k1: float = Field(0.9, gt=0)             # BM25 term-frequency saturation
@@ -35,12 +37,7 @@ class LexicalSettings(SpaceSettings):
     # an average up to 0.5% old). The built-in field stays beside it: the statistics (IDF), the
     # scores of a caller who may read only some memories (N, df and avgdl over those), keywords
     # and similarity read it, and a named one is made again from its postings
-    index: str = ""
-
-    @field_validator("index")
-    @classmethod
-    def _registered(cls, v: str) -> str:
-        return registered(v, "bm25")
+    index: Bm25IndexName = ""
 
 
 @register
@@ -90,16 +87,14 @@ class LexicalSpace(NamedBackend, SparseScoredSpace):
         counts = Counter(self.terms_of(memory.content))
         with self._sync:
             ids = self.field.add(row, counts)
-            named = self.backend if self.config.index else None
-            if named is not None:
-                empty = SparseVector.of(np.zeros(0), np.zeros(0))
-                # the frequencies as the field's postings keep them (float16), as a remake reads them
+
+            def rows(n: int) -> list[SparseVector]:
+                """Rows the field skipped (none of its terms) as empty ones, then this one, with the
+                frequencies as the field's postings keep them (float16), as a remake reads them."""
                 tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts)).astype(np.float16)
-                try:  # rows the field skipped (none of its terms) as empty ones, then this one
-                    named.add([empty] * (row - named.n) + [SparseVector.of(ids, tf)])
-                except BaseException:
-                    self.backend = None  # made again from the memories' texts on next use
-                    raise
+                return [SparseVector.of(np.zeros(0), np.zeros(0))] * (row - n) + [SparseVector.of(ids, tf)]
+
+            self._extend_named(row + 1, rows)
 
     def _resync(self) -> VectorIndex:
         """A named backend made again from every row the field holds, read off the field's

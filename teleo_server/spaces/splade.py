@@ -6,7 +6,7 @@ import threading
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from teleo_server.compute.sets import distinct_inverse, group_max
 from teleo_server.domain import EmbeddingSet, Memory
@@ -14,13 +14,15 @@ from teleo_server.heads import SparseVector, get_head
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, fold_rows
 from teleo_server.index.backends import SparseBackend
-from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reach, reached, registered
+from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reach, reached
 from teleo_server.index.sparse import SparseIndex
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import NamedBackend, QueryContext, SpaceSettings, SparseScoredSpace
+from teleo_server.spaces.base import IndexName, NamedBackend, QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
 
+
+SparseIndexName = IndexName("sparse")  # the ``index`` setting
 
 class SpladeSettings(SpaceSettings):
     merge_fraction: float = Field(0.1, gt=0)  # delta merged into the CSC past this share of entries
@@ -37,12 +39,7 @@ class SpladeSettings(SpaceSettings):
     # with the SpMV kernel. The built-in index is kept beside a named one (similarity, snapshots,
     # and the rows a named one is made again from); a named one is given the weights as the
     # built-in index keeps them (int8 codes decoded, by default), so the two score alike
-    index: str = ""
-
-    @field_validator("index")
-    @classmethod
-    def _registered(cls, v: str) -> str:
-        return registered(v, "sparse")
+    index: SparseIndexName = ""
 
 
 @register
@@ -78,14 +75,9 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
                     added[chunk_row] = SparseVector.of(ids, self.index.as_stored(weights))
             if chunk_rows.size:
                 self.index.grow_rows(int(chunk_rows[-1]) + 1)
-            named = self.backend if self.config.index else None
-            if named is not None and named.n < self.index.n_rows:
-                empty = SparseVector.of(np.zeros(0), np.zeros(0))
-                try:  # every new row, in order: a chunk without SPLADE terms as an empty one
-                    named.add([added.get(r, empty) for r in range(named.n, self.index.n_rows)])
-                except BaseException:
-                    self.backend = None  # made again from the built-in rows on next use
-                    raise
+            empty = SparseVector.of(np.zeros(0), np.zeros(0))  # a chunk without SPLADE terms
+            self._extend_named(self.index.n_rows,
+                               lambda n: [added.get(r, empty) for r in range(n, self.index.n_rows)])
 
     def _named(self) -> VectorIndex:
         """A new, empty instance of the backend ``index`` names."""
