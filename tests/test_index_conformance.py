@@ -217,6 +217,23 @@ def test_every_kind_has_an_exact_reference_backend():
     assert kinds == {"dense", "sparse", "bm25", "tokens"}
 
 
+def test_each_kind_has_one_exact_device_default_and_a_host_retriever_none():
+    from teleo_server.index.base import register_backend, serving
+
+    defaults = {b.kind: b.name for b in backends().values() if b.device_default}
+    assert defaults == {"dense": "dense.resident", "sparse": "sparse.resident", "bm25": "bm25.resident",
+                        "tokens": "tokens.resident"}
+    assert all(backends()[name].exact and backends()[name].device for name in defaults.values())
+    assert serving("", "dense", "cuda") == serving("", "dense", "emulated") == "dense.resident"
+    assert serving("", "dense", None) == ""  # a host retriever: the built-in index
+    assert serving("dense.numpy", "dense", "cuda") == "dense.numpy"  # a setting is kept, on a device too
+    with pytest.raises(ValueError, match="the dense kind has a device default already"):
+        register_backend("dense.second", "dense", True, lambda **kw: None, device=True, device_default=True)
+    with pytest.raises(ValueError, match="only a device backend can be the default on a device"):
+        register_backend("dense.host_default", "dense", True, lambda **kw: None, device_default=True)
+    assert "dense.second" not in backends() and "dense.host_default" not in backends()
+
+
 def _catalog(rng: np.random.Generator) -> Catalog:
     cat = Catalog()
     for i in range(400):

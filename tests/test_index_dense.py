@@ -146,7 +146,7 @@ def test_the_semantic_space_takes_the_graph_for_unfiltered_searches_on_the_host_
     space = SemanticSpace(settings, Catalog())
     space.make_backend(32)
     assert space.index is not None and space.index.unfiltered_threshold == 1000
-    space.ops = type("DeviceOps", (), {"name": "cupy"})()
+    space.runtime = "cuda"  # a retriever that keeps device rows (its spaces' built-in rows stay on the host)
     space.make_backend(32)
     assert space.index.unfiltered_threshold == 5000  # a device scans every row faster than a walk
 

@@ -1,7 +1,12 @@
 """Spaces searched or scored through a registered backend named in their settings
-(``[pipeline.spaces.E1_semantic] index = "dense.resident"``): the rows live in device memory (on a
-GPU when there is one, else under the CPU emulation of the kernels), the pipeline ranks as with the
-built-in index, and writes, deletes, compaction and a snapshot's state keep the two in step."""
+(``[pipeline.spaces.E1_semantic] index = "dense.resident"``), or served by the device defaults on a
+device retriever: the rows live in device memory (on a GPU when there is one, else under the CPU
+emulation of the kernels), the pipeline ranks as with the built-in index on the host, and writes,
+deletes, compaction and a snapshot's state keep the two in step.
+
+A device retriever keeps every such space on the device (``bm25.resident`` included, which weighs
+BM25 exactly at query time), so the host retriever it is compared with names ``bm25.numpy``, the
+exact reference, for its BM25 space."""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from teleo_server.pipeline.types import Query, StageReport
 from teleo_server.query import Overrides
 
 DEVICE = "cupy" if cupy_status()[0] else "emulated"
-HOST = {"spaces": {"E1_semantic": {"values": "float32"}}}
+HOST = {"spaces": {"E1_semantic": {"values": "float32"}, "E6_lexical": {"index": "bm25.numpy"}}}
 NAMED = {"spaces": {"E1_semantic": {"values": "float32", "index": "dense.resident"}}}
 
 
@@ -40,7 +45,7 @@ def test_the_named_backend_searches_and_ranks_as_the_built_in_index():
 
     c = make_corpus(CorpusSpec(n=300, seed=11))
     queries = make_queries(c, 12, seed=12)
-    host, named = inproc.make(HOST, backend=DEVICE), inproc.make(NAMED, backend=DEVICE)
+    host, named = inproc.make(HOST, backend="numpy"), inproc.make(NAMED, backend=DEVICE)
     for r in (host, named):
         inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
     space = named.spaces["E1_semantic"]
@@ -57,7 +62,7 @@ def test_the_named_backend_searches_and_ranks_as_the_built_in_index():
 def test_deletes_compaction_and_a_read_state_keep_the_rows_in_step():
     c = make_corpus(CorpusSpec(n=240, seed=13))
     queries = make_queries(c, 10, seed=14)
-    host, named = inproc.make(HOST, backend=DEVICE), inproc.make(NAMED, backend=DEVICE)
+    host, named = inproc.make(HOST, backend="numpy"), inproc.make(NAMED, backend=DEVICE)
     ids = [memory_of(c, i).id for i in range(len(c))]
     for r in (host, named):
         inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
@@ -80,6 +85,35 @@ def test_deletes_compaction_and_a_read_state_keep_the_rows_in_step():
         r.add(memory_of(c, 0), c.embedding(0))
     assert space.backend.n == space.index.n
     assert _answers(named, queries, "hybrid") == _answers(host, queries, "hybrid")
+
+
+def test_a_device_retriever_keeps_each_space_on_the_device_unless_its_setting_names_a_host_backend():
+    """On a device every space an index backend can serve is served by its kind's device default;
+    the host-side work runs on the NumPy scorers (no host array goes to the device per call); a
+    space whose ``index`` names a host backend stays on the host; a host retriever names none."""
+    defaults = {"E1_semantic": "dense.resident", "E13_splade": "sparse.resident", "E6_lexical": "bm25.resident",
+                "E12_late": "tokens.resident"}
+    device = make_retriever(PipelineSettings(), DEVICE)
+    assert {n: s.named for n, s in device.spaces.items() if getattr(s, "named", "")} == defaults
+    assert device.ops.name == "numpy" and device.runtime == ("cuda" if DEVICE == "cupy" else "emulated")
+    host = make_retriever(PipelineSettings(), "numpy")
+    assert not any(getattr(s, "named", "") for s in host.spaces.values()) and host.runtime is None
+    pinned = make_retriever(PipelineSettings(spaces={"E1_semantic": {"index": "dense.numpy"}}), DEVICE)
+    assert pinned.spaces["E1_semantic"].named == "dense.numpy" and pinned.spaces["E13_splade"].named == "sparse.resident"
+
+    c = make_corpus(CorpusSpec(n=60, seed=41))
+    q = make_queries(c, 1, seed=42)
+    for r in (device, pinned):
+        inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
+    query = Query(text=q.texts[0], embedding=q.embedding(0), principal=inproc.PRINCIPAL, top_k=10, profile="teleological")
+    details = {e.stage: e.detail for e in device.retrieve(query) if isinstance(e, StageReport)}
+    assert "index=dense.resident" in details["dense"] and details["late_interaction"].endswith("index=tokens.resident")
+    from teleo_server.gpu.backends import ResidentBm25Backend, ResidentDenseBackend, ResidentSparseBackend
+
+    assert isinstance(device.spaces["E6_lexical"].backend, ResidentBm25Backend)
+    assert isinstance(device.spaces["E13_splade"].backend, ResidentSparseBackend)
+    assert not isinstance(pinned.spaces["E1_semantic"].backend, ResidentDenseBackend)
+    assert _answers(pinned, q, "teleological") == _answers(device, q, "teleological")
 
 
 def test_a_failing_write_to_the_named_backend_leaves_both_in_step(monkeypatch):
@@ -138,7 +172,7 @@ def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index(val
     c = make_corpus(CorpusSpec(n=200, seed=19))
     queries = make_queries(c, 10, seed=20)
     splade = {"values": values}
-    host = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}, "E13_splade": splade}}, backend=DEVICE)
+    host = inproc.make({"spaces": {**HOST["spaces"], "E13_splade": splade}}, backend="numpy")
     named = inproc.make({"spaces": {"E1_semantic": {"values": "float32"},
                                     "E13_splade": {**splade, "index": "sparse.resident"}}}, backend=DEVICE)
     for r in (host, named):
@@ -271,7 +305,7 @@ def test_the_late_interaction_space_scored_by_a_named_backend_reranks_as_the_bui
 
     c = make_corpus(CorpusSpec(n=220, seed=25))
     queries = make_queries(c, 10, seed=26)
-    host, named = inproc.make(HOST, backend=DEVICE), inproc.make(LATE, backend=DEVICE)
+    host, named = inproc.make(HOST, backend="numpy"), inproc.make(LATE, backend=DEVICE)
     ids = [memory_of(c, i).id for i in range(len(c))]
     for r in (host, named):
         inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(160)))
@@ -342,9 +376,8 @@ def test_bm25_scored_by_a_named_backend_ranks_as_its_reference():
 
     c = make_corpus(CorpusSpec(n=260, seed=33))
     queries = make_queries(c, 12, seed=34)
-    field = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}}}, backend=DEVICE)
-    host = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}, "E6_lexical": {"index": "bm25.numpy"}}},
-                       backend=DEVICE)
+    field = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}}}, backend="numpy")
+    host = inproc.make(HOST, backend="numpy")
     named = inproc.make({"spaces": {"E1_semantic": {"values": "float32"}, "E6_lexical": {"index": "bm25.resident"}}},
                         backend=DEVICE)
     ids = [memory_of(c, i).id for i in range(len(c))]
@@ -450,4 +483,4 @@ def test_a_device_backend_without_its_runtime_stops_the_retriever_at_start(space
     with pytest.raises(InvalidArgument, match=rf"pipeline\.spaces\.{space}\.index '{name}': a GPU-resident index "
                                               r"needs the cuda runtime, but .*install the GPU extra"):
         make_retriever(PipelineSettings(spaces={space: {"index": name}}), "numpy")
-    assert make_retriever(PipelineSettings(spaces={space: {"index": name}}), "emulated").spaces[space].config.index == name
+    assert make_retriever(PipelineSettings(spaces={space: {"index": name}}), "emulated").spaces[space].named == name

@@ -1,5 +1,5 @@
-"""Device memory a memory takes with every resident index backend named: SciFact's abstracts
-stored with ``dense.resident``, ``sparse.resident``, ``bm25.resident`` and ``tokens.resident``
+"""Device memory a memory takes on a device retriever: SciFact's abstracts stored with the device
+defaults (``dense.resident``, ``sparse.resident``, ``bm25.resident`` and ``tokens.resident``)
 serving their spaces, and each backend's device bytes (rows, offsets, values and live bitset as
 held once the load ends; capacity not yet used excluded) divided by the memories.
 
@@ -24,10 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.eval.corpora import load_all  # noqa: E402
 from bench.eval.multilingual.run import environment  # noqa: E402
-from bench.gpu.pipeline_latency import with_index  # noqa: E402
 from bench.harness import teleo_inproc as inproc  # noqa: E402
-
-RESIDENT = "dense.resident+sparse.resident+bm25.resident+tokens.resident"
 
 
 def main() -> int:
@@ -38,14 +35,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "device_footprint.json")
     args = ap.parse_args()
     (part,) = load_all(args.data, args.cache, 2, ("scifact",))["scifact"]
-    settings = with_index({}, RESIDENT)
-    named = {space: cfg["index"] for space, cfg in settings["spaces"].items()}
-    r = inproc.make(settings, backend=args.backend)
+    r = inproc.make({}, backend=args.backend)
+    named = {name: space.named for name, space in r.spaces.items() if getattr(space, "named", "")}
     t0 = time.perf_counter()
     inproc.build(r, part.items)
     build_s = time.perf_counter() - t0
     q, emb = part.queries["test"][0]
-    inproc.run_query(r, q.text, emb, "teleological", 10)  # every named backend made and filled
+    inproc.run_query(r, q.text, emb, "teleological", 10)  # every device backend made and filled
     n = len(r.catalog)
     per = {s: r.spaces[s].backend.device_bytes / n for s in named}
     report = {"environment": environment(), "backend": args.backend, "memories": n,

@@ -122,8 +122,8 @@ def _factory(backend: str) -> Callable[[], Ops]:
 def ops(name: str) -> Ops:
     """The scorers of one backend (``name`` is resolved first, so ``auto`` is accepted).
 
-    The CuPy scorers take host arrays, keep the index arrays they are given resident on the
-    device, and return host arrays.
+    The CuPy scorers take host arrays, copy them to the device for the call and return host
+    arrays (a retriever's indexes keep their device rows in the resident backends instead).
     """
     return _factory(resolve(name))()
 

@@ -402,15 +402,17 @@ def register_all() -> None:
     and, where cuVS is installed, CAGRA."""
     register_backend("dense.resident", "dense", True,
                      lambda dim, ops=None, runtime="cuda", **kw: ResidentDenseBackend(dim, ops, runtime),
-                     "fp16 rows resident on the GPU, exact scan", device=True, unavailable=_missing)
+                     "fp16 rows resident on the GPU, exact scan", device=True, unavailable=_missing,
+                     device_default=True)
     register_backend("sparse.resident", "sparse", True, lambda ops=None, **kw: ResidentSparseBackend(ops, **kw),
-                     "CSC postings resident on the GPU, SpMV", device=True, unavailable=_missing)
+                     "CSC postings resident on the GPU, SpMV", device=True, unavailable=_missing,
+                     device_default=True)
     register_backend("bm25.resident", "bm25", True, lambda ops=None, **kw: ResidentBm25Backend(ops, **kw),
                      "raw term frequencies resident on the GPU, BM25 weighed in the SpMV kernel", device=True,
-                     unavailable=_missing)
+                     unavailable=_missing, device_default=True)
     register_backend("tokens.resident", "tokens", True, lambda ops=None, **kw: ResidentTokenBackend(ops, **kw),
                      "per-token vectors (float16 or codes) resident on the GPU, fused MaxSim", device=True,
-                     unavailable=_missing)
+                     unavailable=_missing, device_default=True)
     if cagra_available():
         register_backend("dense.cagra", "dense", False,
                          lambda dim, ops=None, runtime="cuda", **kw: CagraBackend(dim, ops, runtime=runtime),

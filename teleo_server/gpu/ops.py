@@ -1,20 +1,20 @@
-"""The device backend behind :func:`teleo_server.compute.backend.ops`: host arrays in and out.
+"""The device scorers behind :func:`teleo_server.compute.backend.ops`: host arrays in and out.
 
-Importing this module registers it twice: as ``cupy`` (a CUDA device) and as ``emulated`` (the
-same code and kernels on the CPU emulation of :mod:`teleo_server.gpu.emulator`, for tests). Every executor checks its host
-arguments before touching the device and raises what the NumPy reference raises for the same
-bad input (see :mod:`teleo_server.compute.errors`).
+Importing this module registers them twice: as ``cupy`` (a CUDA device) and as ``emulated`` (the
+same code and kernels on the CPU emulation of :mod:`teleo_server.gpu.emulator`, for tests). Every
+executor checks its host arguments before touching the device and raises what the NumPy reference
+raises for the same bad input (see :mod:`teleo_server.compute.errors`).
 
-Index arrays (CSC postings, token store, dense matrix) are mirrored to the device the first time
-a given host array is seen and reused while that host array lives, so a query moves only itself,
-its mask and its top-k across the bus. Host arrays handed in as an index are treated as
-immutable; code that appends should use :mod:`teleo_server.gpu.resident` instead.
+Each call copies the arrays it is given to the device: these executors check each kernel against
+its reference (the kernel tests, ``bench/gpu``) and serve one-off calls. A retriever on a device
+never hands them its index arrays: its indexes keep their rows in device memory
+(:mod:`teleo_server.gpu.backends`, over :mod:`teleo_server.gpu.resident`) and its host-side work
+runs on the NumPy scorers (``pipeline.ops``).
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 import weakref
 from typing import Any
 
@@ -34,63 +34,9 @@ from teleo_server.gpu.spmv import spmv_scores_device
 from teleo_server.gpu.topk import topk_device
 
 
-class DeviceMirror:
-    """Device copies of host arrays, kept per host buffer and dropped when it is collected.
-
-    The indexes grow by appending rows to buffers with spare room (a view of the first n rows is
-    what they hand over), so the copy is kept per buffer and start, not per view: when a longer view
-    of the same buffer comes, only the rows appended since cross the bus, into a device buffer with
-    room to grow. A buffer the index replaces (a merge, a compaction, growth past its room) is a
-    new key, uploaded whole once. Host rows are never rewritten in place once handed over.
-    """
-
-    def __init__(self) -> None:
-        # key -> (rows uploaded, device buffer with room for more rows)
-        self._entries: dict[tuple, tuple[int, Any]] = {}
-        self._lock = threading.Lock()
-        self.uploaded_bytes = 0  # host-to-device bytes so far (tests and metrics read it)
-
-    def get(self, host: np.ndarray, dtype: Any) -> Any:
-        """Device copy of ``host`` cast to ``dtype``, C-contiguous: rows already on the device are
-        not sent again."""
-        rt = runtime.current()
-        dtype = np.dtype(dtype)
-        if not isinstance(host, np.ndarray) or host.ndim == 0 or not host.flags.c_contiguous:
-            return self._upload(rt, host, dtype)
-        base = host
-        while isinstance(base.base, np.ndarray):
-            base = base.base
-        key = (id(base), host.__array_interface__["data"][0], host.shape[1:], host.dtype.str, dtype.str, rt.name)
-        n = int(host.shape[0])
-        with self._lock:
-            hit = self._entries.get(key)
-        if hit is not None and hit[0] == n:
-            return hit[1][:n]
-        if hit is not None and hit[0] < n:
-            done, dev = hit
-            if n > dev.shape[0]:  # room for half as many rows again, the rows already there copied on the device
-                grown = rt.xp.empty((max(n, dev.shape[0] * 3 // 2),) + host.shape[1:], dtype=dtype)
-                grown[:done] = dev[:done]
-                dev = grown
-            dev[done:n] = self._upload(rt, host[done:n], dtype)
-        else:
-            dev = self._upload(rt, host, dtype)
-            if hit is None:
-                weakref.finalize(base, self._entries.pop, key, None)
-        with self._lock:
-            self._entries[key] = (n, dev)
-        return dev[:n]
-
-    def _upload(self, rt: Any, host: Any, dtype: np.dtype) -> Any:
-        arr = np.ascontiguousarray(host, dtype=dtype)
-        self.uploaded_bytes += arr.nbytes
-        return rt.xp.array(arr)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-_mirror = DeviceMirror()
+def _upload(host: Any, dtype: Any) -> Any:
+    """A device copy of host array ``host`` as ``dtype``, C-contiguous."""
+    return runtime.current().xp.asarray(np.ascontiguousarray(host, dtype=dtype))
 
 
 def _host_topk(ids: Any, scores: Any, count: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +76,8 @@ def _check_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_ro
 
 
 def _device_index(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> tuple[Any, Any, Any]:
-    """A checked host index, mirrored on the device."""
-    return _mirror.get(indptr, np.int64), _mirror.get(indices, np.int32), _mirror.get(data, np.float32)
+    """A checked host index, copied to the device."""
+    return _upload(indptr, np.int64), _upload(indices, np.int32), _upload(data, np.float32)
 
 
 _bounds_cache: dict[int, int] = {}
@@ -210,8 +156,8 @@ def maxsim(query_tokens, doc_offsets, doc_tokens, candidates) -> np.ndarray:
     xp = runtime.current().xp
     out = maxsim_device(
         xp.asarray(q),
-        _mirror.get(doc_offsets, np.int64),
-        _mirror.get(doc_tokens, np.float16),
+        _upload(doc_offsets, np.int64),
+        _upload(doc_tokens, np.float16),
         xp.asarray(cand.astype(np.int32)),
     )
     return runtime.current().to_host(out)
@@ -228,7 +174,7 @@ def maxsim_codes(query_tokens, doc_offsets, codes, bits, levels, candidates) -> 
     if cand.size == 0 or q.shape[0] == 0:
         return np.zeros(cand.shape[0], dtype=np.float32)
     rt = runtime.current()
-    out = maxsim_codes_device(rt.xp.asarray(q), _mirror.get(doc_offsets, np.int64), _mirror.get(codes, np.uint8), int(bits),
+    out = maxsim_codes_device(rt.xp.asarray(q), _upload(doc_offsets, np.int64), _upload(codes, np.uint8), int(bits),
                               rt.xp.asarray(np.asarray(levels, dtype=np.float32)), rt.xp.asarray(cand.astype(np.int32)))
     return rt.to_host(out)
 
@@ -253,7 +199,7 @@ def dense_topk(matrix, query, k, candidates=None, mask=None, *, dim=None) -> tup
             return np.empty(0, np.int32), np.empty(0, np.float32)
     xp = runtime.current().xp
     dtype = np.float32 if matrix.dtype == np.float32 else np.float16
-    d_matrix = _mirror.get(matrix, dtype)
+    d_matrix = _upload(matrix, dtype)
     if rows is None:
         scores = dense_scores_device(d_matrix, query, mask=_device_mask(mask), dim=d)
         return _host_topk(*topk_device(scores, k))
@@ -309,5 +255,5 @@ register("cupy", cupy_ops)
 register("emulated", emulated_ops)
 
 
-__all__ = ["DeviceMirror", "cupy_ops", "dense_topk", "emulated_ops", "maxsim", "maxsim_codes", "spmv_scores", "spmv_topk",
+__all__ = ["cupy_ops", "dense_topk", "emulated_ops", "maxsim", "maxsim_codes", "spmv_scores", "spmv_topk",
            "topk"]

@@ -242,6 +242,9 @@ class BackendInfo:
     # for a device backend: runtime name -> None when it can be made on that runtime, else why not
     # (checked when a server starts, not at its first write or query)
     unavailable: Callable[[str], str | None] | None = None
+    # the backend of its kind that serves a space whose ``index`` setting is empty when the
+    # retriever runs on a device (``backend = "cupy"``): at most one per kind
+    device_default: bool = False
 
 
 KINDS = ("dense", "sparse", "bm25", "tokens")
@@ -255,12 +258,16 @@ _providers_loaded = False
 
 def register_backend(name: str, kind: str, exact: bool, factory: Callable[..., VectorIndex],
                      description: str = "", device: bool = False,
-                     unavailable: Callable[[str], str | None] | None = None) -> None:
+                     unavailable: Callable[[str], str | None] | None = None, device_default: bool = False) -> None:
     if name in _BACKENDS:
         raise ValueError(f"index backend {name!r} is registered twice")
     if kind not in KINDS:
         raise ValueError(f"index backend {name!r}: unknown kind {kind!r}")
-    _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description, device, unavailable)
+    if device_default and not device:
+        raise ValueError(f"index backend {name!r}: only a device backend can be the default on a device")
+    if device_default and any(b.device_default and b.kind == kind for b in _BACKENDS.values()):
+        raise ValueError(f"index backend {name!r}: the {kind} kind has a device default already")
+    _BACKENDS[name] = BackendInfo(name, kind, exact, factory, description, device, unavailable, device_default)
 
 
 def backends(kind: str | None = None) -> dict[str, BackendInfo]:
@@ -287,27 +294,32 @@ def registered(name: str, kind: str) -> str:
     return name
 
 
-def _runtime_for(ops: Any) -> str:
-    """The device runtime a retriever on compute backend ``ops`` keeps device rows on: the kernels'
-    CPU emulation under ``emulated``, CUDA otherwise."""
-    return "emulated" if ops is not None and ops.name == "emulated" else "cuda"
+def serving(setting: str, kind: str, runtime: str | None) -> str:
+    """The backend that serves a space whose ``index`` setting is ``setting``, for a retriever whose
+    device rows live on ``runtime`` (None: a host retriever): the setting when it names one; else,
+    on a device, the kind's device default (``device_default``); else "" (the space's built-in
+    index)."""
+    if setting or runtime is None:
+        return setting
+    return next((b.name for b in backends(kind).values() if b.device_default), "")
 
 
-def make_for(name: str, ops: Any, **options: Any) -> VectorIndex:
-    """Backend ``name`` for a retriever whose compute backend is ``ops``: one that keeps its rows on
-    a device is made on the runtime that backend runs (see ``_runtime_for``)."""
+def make_for(name: str, ops: Any, runtime: str | None = None, **options: Any) -> VectorIndex:
+    """Backend ``name`` for a retriever whose host scorers are ``ops`` and whose device rows live on
+    ``runtime``: a backend that keeps its rows on a device is made there (on CUDA when the retriever
+    has no device runtime of its own, a host retriever naming a device backend)."""
     if backends()[name].device:
-        options["runtime"] = _runtime_for(ops)
+        options["runtime"] = runtime or "cuda"
     return make_backend(name, ops=ops, **options)
 
 
-def unavailable_for(name: str, ops: Any) -> str | None:
-    """Why backend ``name`` cannot be made for a retriever on compute backend ``ops`` (a device
-    backend without its runtime: no CuPy or no device, no cuVS), or None when it can."""
+def unavailable_for(name: str, runtime: str | None = None) -> str | None:
+    """Why backend ``name`` cannot be made for a retriever whose device rows live on ``runtime``
+    (a device backend without its runtime: no CuPy or no device, no cuVS), or None when it can."""
     info = backends()[name]
     if not info.device or info.unavailable is None:
         return None
-    return info.unavailable(_runtime_for(ops))
+    return info.unavailable(runtime or "cuda")
 
 
 def make_backend(name: str, **options: Any) -> VectorIndex:
@@ -341,5 +353,6 @@ __all__ = [
     "registered",
     "render",
     "runs_beside",
+    "serving",
     "unavailable_for",
 ]

@@ -100,10 +100,7 @@ class DenseIndex:
     def matrix(self) -> np.ndarray:
         """The stored rows (n, dim) in ``values``' dtype, host (int8 rows are codes: see
         :meth:`vectors` for float32 rows); rows of removed chunks are still present (masked by
-        ``alive``).
-
-        The same view object is returned until rows are added, so a device backend that mirrors
-        host arrays by identity uploads the matrix once, not per query.
+        ``alive``). The same view object is returned until rows are added.
         """
         return self._view(self._m, self.dim)
 

@@ -233,7 +233,7 @@ class TokenStore:
 
     @property
     def offsets(self) -> np.ndarray:
-        # stable view objects between writes: device backends mirror host arrays by identity
+        # one view object between writes, made once a write rather than at every read
         if self._offsets_view is None or self._offsets_view.shape[0] != self.n + 1 or self._offsets_view.base is not self._offsets:
             self._offsets_view = self._offsets[: self.n + 1]
         return self._offsets_view

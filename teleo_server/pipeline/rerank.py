@@ -62,7 +62,7 @@ def late_interaction(state: State) -> str:
     c.score = (lo + blended * (hi - lo)).astype(np.float32) if hi > lo else c.score
     state.cands = c
     dim = feats.shape[1]
-    named = getattr(state.spaces[name].config, "index", "")
+    named = getattr(state.spaces[name], "named", "")
     return f"weight={w:g} depth={depth} token_dim={dim}" + (f" index={named}" if named else "")
 
 

@@ -27,7 +27,7 @@ from teleo_server.pipeline.compare import compare_rows, space_alignment
 from teleo_server.pipeline.explain import explanation
 from teleo_server.pipeline import profiles
 from teleo_server.pipeline.fusion import no_fusion, ranks
-from teleo_server.pipeline.ops import resolve_ops
+from teleo_server.pipeline.ops import device_runtime, resolve_ops
 from teleo_server.pipeline.relevance import relevance
 from teleo_server.pipeline.resilience import Breakers
 from teleo_server.pipeline_settings import PipelineSettings
@@ -139,8 +139,9 @@ class TeleologicalRetriever:
         self.settings = settings
         self._backend = backend
         self.ops = resolve_ops(backend)
+        self.runtime = device_runtime(backend)  # where device rows live (None: every index on the host)
         self.catalog = Catalog()
-        self.spaces = build_spaces(settings, self.catalog, self.ops)
+        self.spaces = build_spaces(settings, self.catalog, self.ops, self.runtime)
         self.purpose = PurposeIndex(settings.goals)
         self.breakers = Breakers(settings.breaker_threshold, settings.breaker_reset_s)
         # each chunk row's character span within its memory's content

@@ -12,7 +12,8 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from teleo_server.domain import EmbeddingSet, Memory
-from teleo_server.index.base import registered
+from teleo_server.compute.backend import ops as compute_ops
+from teleo_server.index.base import make_for, registered
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, segment_max
 from teleo_server.index.sparse import SparseIndex
@@ -81,7 +82,9 @@ class Space:
         self.settings = settings
         self.catalog = catalog
         self.config: Any = self.Settings.model_validate(settings.space(self.name))
-        self.ops: Any = None  # the retriever's compute backend, set by build_spaces
+        self.ops: Any = None  # the retriever's host scorers, set by build_spaces
+        # where the retriever keeps device rows ("cuda", "emulated"; None: on the host), set by build_spaces
+        self.runtime: str | None = None
 
     @property
     def code(self) -> str:
@@ -248,11 +251,23 @@ class NamedBackend:
     """For a space whose ``index`` setting may name a registered backend that serves it beside its
     built-in index: ``backend`` is made on first use under ``_sync`` (the lock a write holds while
     it adds to both), and a named one, whose rows may be device memory, is not pickled: it is made
-    again from the built-in rows on first use after the state is read."""
+    again from the built-in rows on first use after the state is read.
 
+    ``named`` is the backend that serves the space (``build_spaces`` sets it): the ``index``
+    setting, or, on a retriever that keeps its rows on a device, the device default of the
+    space's ``index_kind`` (``index.base.serving``); "" for the built-in index alone."""
+
+    index_kind: ClassVar[str] = ""
+    named: str = ""
     backend: Any
     config: Any
+    ops: Any
+    runtime: str | None
     _sync: threading.Lock
+
+    def _make_named(self, **options: Any) -> Any:
+        """A new, empty instance of the backend ``named`` names, on the retriever's runtime."""
+        return make_for(self.named, self.ops or compute_ops("numpy"), self.runtime, **options)
 
     def _serving(self, make: Callable[[], Any]) -> Any:
         """``backend``, made by ``make()`` under the lock when there is none yet."""
@@ -268,7 +283,7 @@ class NamedBackend:
         """Bring the named backend, when one is made, up to ``rows`` rows: ``vectors(n)`` gives the
         rows past its ``n``, in order. Called with ``_sync`` held; when it fails, the backend is
         dropped (made again from the built-in rows on next use) and the error raised."""
-        named = self.backend if self.config.index else None
+        named = self.backend if self.named else None
         if named is None or named.n >= rows:
             return
         try:
@@ -280,7 +295,7 @@ class NamedBackend:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["_sync"]
-        if self.config.index:
+        if self.named:
             state["backend"] = None
         return state
 

@@ -15,7 +15,7 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.index.backends import DenseBackend
-from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, make_for, runs_beside
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, runs_beside
 from teleo_server.index.dense import DenseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import IndexName, NamedBackend, QueryContext, Space, SpaceSettings
@@ -58,6 +58,8 @@ class DenseHeadSpace(NamedBackend, Space):
     ``truncations`` (Matryoshka dims kept beside the full vectors) is () unless a subclass says so.
     """
 
+    index_kind = "dense"  # the kind of backend that serves it (the ``index`` setting)
+
     recall = True
     needs_embedding = True
     Settings = DenseHeadSettings
@@ -80,17 +82,14 @@ class DenseHeadSpace(NamedBackend, Space):
         its rows on a device."""
         s = self.config
         ops = self.ops or compute_ops("numpy")
-        values = s.values if s.values != "auto" else ("int8" if ops.name == "numpy" else "float32")
+        # on a device the built-in rows are what a device backend is made again from: kept exact
+        values = s.values if s.values != "auto" else ("int8" if self.runtime is None else "float32")
         # a device scans every row in microseconds: the graph only past exact_threshold there
-        unfiltered = s.unfiltered_threshold if ops.name == "numpy" else s.exact_threshold
+        unfiltered = s.unfiltered_threshold if self.runtime is None else s.exact_threshold
         self.index = DenseIndex(dim, self.truncations(), s.exact_threshold, s.hnsw_m,
                                 s.hnsw_ef_construction, s.hnsw_ef_search, s.matryoshka_oversample, values, unfiltered)
         self.host = DenseBackend(dim, ops, index=self.index)
-        return self._named(dim) if s.index else self.host
-
-    def _named(self, dim: int) -> VectorIndex:
-        """A new, empty instance of the backend ``index`` names."""
-        return make_for(self.config.index, self.ops or compute_ops("numpy"), dim=dim)
+        return self._make_named(dim=dim) if self.named else self.host
 
     def _ensure(self, dim: int) -> VectorIndex:
         return self._serving(lambda: self.make_backend(dim) if self.index is None else self._resync())
@@ -101,7 +100,7 @@ class DenseHeadSpace(NamedBackend, Space):
         backend failed, and after a snapshot is read (a device's memory is not in it). Called with
         ``_sync`` held."""
         assert self.index is not None
-        named = self._named(self.index.dim)
+        named = self._make_named(dim=self.index.dim)
         if self.index.n:
             named.add(list(self.index.vectors(slice(0, self.index.n))))
             dead = np.flatnonzero(~self.index.alive[: self.index.n])
@@ -131,7 +130,7 @@ class DenseHeadSpace(NamedBackend, Space):
                     raise
                 if named[0] != got[0]:
                     self.backend = None
-                    raise RuntimeError(f"{self.config.index} rows out of step with the chunk rows ({named[0]} != {got[0]})")
+                    raise RuntimeError(f"{self.named} rows out of step with the chunk rows ({named[0]} != {got[0]})")
         if got[0] != chunk_rows[0]:
             raise RuntimeError(f"dense rows out of step with chunk rows ({got[0]} != {chunk_rows[0]})")
 
@@ -150,7 +149,7 @@ class DenseHeadSpace(NamedBackend, Space):
         if self.index is not None:
             with self._sync:
                 self.index.compact(keep_chunks)
-                if self.config.index:
+                if self.named:
                     self.backend = None  # if the rebuild fails, the next use makes it again
                     self._resync()
 
@@ -185,8 +184,8 @@ class DenseHeadSpace(NamedBackend, Space):
         built-in index's ("hnsw" | "exact", the dimension it first scanned at), or the named
         backend's name and the dimension asked for."""
         assert self.index is not None
-        if self.config.index:
-            return self.config.index, dim or self.index.dim
+        if self.named:
+            return self.named, dim or self.index.dim
         return self.index.last_scan
 
     def _several_chunks(self) -> bool:

@@ -8,9 +8,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.domain import EmbeddingSet, Memory
-from teleo_server.index.base import TokenQuery, VectorIndex, make_for
+from teleo_server.index.base import TokenQuery, VectorIndex
 from teleo_server.index.catalog import Catalog
 from teleo_server.heads import MAX_POOL, MAX_POOL_KEEP, TokenCodes, get_head
 from teleo_server.index.tokens import TokenCodec, TokenStore
@@ -44,6 +43,8 @@ class LateInteractionSpace(NamedBackend, Space):
 
     Not a recall space: MaxSim over a whole corpus is too slow for the hot path, so it reranks.
     """
+
+    index_kind = "tokens"  # the kind of backend that serves it (the ``index`` setting)
 
     name = "E12_late"
     needs_embedding = True
@@ -82,8 +83,7 @@ class LateInteractionSpace(NamedBackend, Space):
         """A named backend made again from every chunk row of the built-in store, as its codes:
         after a compaction, a write the named one failed, or a snapshot read (which holds no device
         memory). Called with ``_sync`` held."""
-        named = make_for(self.config.index, self.ops or compute_ops("numpy"), dim=get_head(self.head).dim,
-                         codec=self.storage_codec().spec)
+        named = self._make_named(dim=get_head(self.head).dim, codec=self.storage_codec().spec)
         if self.store.n:
             named.add(self._stored(0, self.store.n))
         self.backend = named
@@ -99,7 +99,7 @@ class LateInteractionSpace(NamedBackend, Space):
         """Whether scoring two halves of a rerank window side by side can pay: on the host, where
         MaxSim's products release the interpreter lock; not through a named backend (one kernel
         launch on a device scores the whole window)."""
-        return not self.config.index
+        return not self.named
 
     def settle(self) -> None:
         self.store.fit()
@@ -109,7 +109,7 @@ class LateInteractionSpace(NamedBackend, Space):
         if v is None or v.size == 0 or self.store.n_tokens == 0:
             return None
         # a named backend is given the model's tokens and rotates them as its codec does
-        return np.asarray(v, np.float32) if self.config.index else self.store.transform(v)
+        return np.asarray(v, np.float32) if self.named else self.store.transform(v)
 
     def score(self, ctx: QueryContext, feats: Any, rows: np.ndarray) -> np.ndarray:
         return self.score_with_chunks(ctx.ops, feats, rows)[0]
@@ -131,7 +131,7 @@ class LateInteractionSpace(NamedBackend, Space):
         """Normalised MaxSim float32 (C,) of memory rows (best chunk) and that chunk's index."""
         store = self.store
         n_q = max(feats.shape[0], 1)
-        named = self._serving(self._resync) if self.config.index else None
+        named = self._serving(self._resync) if self.named else None
 
         def chunk_scores(chunks: np.ndarray) -> np.ndarray:
             inside = chunks < store.n

@@ -10,10 +10,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.domain import EmbeddingSet, Memory
 from teleo_server.heads import SparseVector
-from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reached
+from teleo_server.index.base import SparseQuery, VectorIndex, every_score, reached
 from teleo_server.index.bm25 import Bm25Field
 from teleo_server.index.catalog import Catalog, Column
 from teleo_server.index.terms import TermTable
@@ -43,6 +42,8 @@ class LexicalSettings(SpaceSettings):
 @register
 class LexicalSpace(NamedBackend, SparseScoredSpace):
     """Doc-side values are BM25's term-frequency part; the query side carries the IDF."""
+
+    index_kind = "bm25"  # the kind of backend that serves it (the ``index`` setting)
 
     name = "E6_lexical"
     recall = True
@@ -102,7 +103,7 @@ class LexicalSpace(NamedBackend, SparseScoredSpace):
         a compaction, a write the named one failed, or a snapshot read (which holds no device
         memory). Called with ``_sync`` held."""
         cfg = self.config
-        named = make_for(cfg.index, self.ops or compute_ops("numpy"), k1=cfg.k1, b=cfg.b)
+        named = self._make_named(k1=cfg.k1, b=cfg.b)
         n = self.field.doc_len.n
         if n:
             terms, rows, tf = self.field.index.postings(np.arange(len(self.field.vocab), dtype=np.int64))
@@ -123,7 +124,7 @@ class LexicalSpace(NamedBackend, SparseScoredSpace):
         with self._sync:
             for row in rows.tolist():
                 self.field.remove(row, set(self.terms_of(self.catalog.content(row))))
-            named = self.backend if self.config.index else None
+            named = self.backend if self.named else None
             if named is not None:
                 named.remove(rows[rows < named.n])
 
@@ -135,7 +136,7 @@ class LexicalSpace(NamedBackend, SparseScoredSpace):
     def _named(self, ctx: QueryContext) -> VectorIndex | None:
         """The named backend when there is one and the caller may read every memory (its statistics
         are the whole corpus's); None: the built-in field scores."""
-        if not self.config.index or not ctx.sees_all:
+        if not self.named or not ctx.sees_all:
             return None
         return self._serving(self._resync)
 

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from teleo_server.config import invalid_configuration
 from teleo_server.errors import InvalidArgument
-from teleo_server.index.base import unavailable_for
+from teleo_server.index.base import serving, unavailable_for
 from teleo_server.index.catalog import Catalog
 from teleo_server.pipeline_settings import PipelineSettings
-from teleo_server.spaces.base import Space
+from teleo_server.spaces.base import NamedBackend, Space
 
 _REGISTRY: dict[str, type[Space]] = {}
 _NOT_SPACES = {"base", "dense_head", "fielded", "registry", "text"}
@@ -61,8 +61,12 @@ def space_classes() -> dict[str, type[Space]]:
     return dict(_ordered)
 
 
-def build_spaces(settings: PipelineSettings, catalog: Catalog, ops: Any = None) -> dict[str, Space]:
-    """One instance of every registered space; ``ops`` is the compute backend their indexes use."""
+def build_spaces(settings: PipelineSettings, catalog: Catalog, ops: Any = None,
+                 runtime: str | None = None) -> dict[str, Space]:
+    """One instance of every registered space; ``ops`` are the host scorers their indexes use and
+    ``runtime`` where the retriever keeps device rows (None: on the host). A space that can be
+    served by an index backend is given the one that serves it (``NamedBackend.named``): the one its
+    ``index`` setting names, else on a device the device default of its kind."""
     classes = space_classes()
     for name in settings.spaces:
         if name not in classes:
@@ -71,14 +75,18 @@ def build_spaces(settings: PipelineSettings, catalog: Catalog, ops: Any = None) 
     spaces: dict[str, Space] = {}
     for name, cls in classes.items():
         try:
-            spaces[name] = cls(settings, catalog)
+            spaces[name] = space = cls(settings, catalog)
         except ValidationError as exc:
             raise invalid_configuration(exc, ("pipeline", "spaces", name)) from exc
-        spaces[name].ops = ops
-        named = getattr(spaces[name].config, "index", "")
-        why = unavailable_for(named, ops) if named else None
+        space.ops, space.runtime = ops, runtime
+        if not isinstance(space, NamedBackend):
+            continue
+        setting = space.config.index
+        space.named = serving(setting, space.index_kind, runtime)
+        why = unavailable_for(space.named, runtime) if space.named else None
         if why is not None:  # at start, not at the first write or query
-            raise InvalidArgument(f"invalid configuration:\n  pipeline.spaces.{name}.index {named!r}: {why}")
+            where = f"pipeline.spaces.{name}.index {setting!r}" if setting else f"pipeline.spaces.{name} on a device"
+            raise InvalidArgument(f"invalid configuration:\n  {where}: {why}")
     for space in spaces.values():
         space.attach(spaces)
     return spaces

@@ -14,9 +14,8 @@ from teleo_server.heads import SparseVector, get_head
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, fold_rows
 from teleo_server.index.backends import SparseBackend
-from teleo_server.index.base import SparseQuery, VectorIndex, every_score, make_for, reach, reached
+from teleo_server.index.base import SparseQuery, VectorIndex, every_score, reach, reached
 from teleo_server.index.sparse import SparseIndex
-from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import IndexName, NamedBackend, QueryContext, SpaceSettings, SparseScoredSpace
 from teleo_server.spaces.registry import register
@@ -46,6 +45,8 @@ class SpladeSettings(SpaceSettings):
 class SpladeSpace(NamedBackend, SparseScoredSpace):
     """Chunk-level inverted index over the model's vocabulary; a memory scores as its best chunk."""
 
+    index_kind = "sparse"  # the kind of backend that serves it (the ``index`` setting)
+
     name = "E13_splade"
     recall = True
     needs_embedding = True
@@ -71,7 +72,7 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
                     keep = weights >= floor
                     ids, weights = ids[keep], weights[keep]
                 self.index.add(chunk_row, ids, weights)
-                if self.config.index:  # the weights as the built-in index keeps them (its codes)
+                if self.named:  # the weights as the built-in index keeps them (its codes)
                     added[chunk_row] = SparseVector.of(ids, self.index.as_stored(weights))
             if chunk_rows.size:
                 self.index.grow_rows(int(chunk_rows[-1]) + 1)
@@ -81,7 +82,7 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
 
     def _named(self) -> VectorIndex:
         """A new, empty instance of the backend ``index`` names."""
-        return make_for(self.config.index, self.ops or compute_ops("numpy"), vocab=get_head(self.head).dim or 2**31)
+        return self._make_named(vocab=get_head(self.head).dim or 2**31)
 
     def _resync(self) -> VectorIndex:
         """A named backend made again from every row of the built-in index, as it scores them (its
@@ -112,7 +113,7 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
     def _backend(self, ctx: QueryContext) -> VectorIndex:
         """The index interface the scores go through (made on first use, with the query's ops):
         the built-in index, or the backend ``index`` names, given the built-in index's rows."""
-        return self._serving(lambda: self._resync() if self.config.index else SparseBackend(self.ops or ctx.ops, index=self.index))
+        return self._serving(lambda: self._resync() if self.named else SparseBackend(self.ops or ctx.ops, index=self.index))
 
     def all_scores(self, ctx: QueryContext, feats: Any) -> np.ndarray:
         """Best-chunk SPLADE score of every memory row, float32 (n_rows,)."""
