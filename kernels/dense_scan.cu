@@ -30,6 +30,17 @@
 //         dense_scan_vec8: the same loads for wider prefixes, query in shared memory.
 //         dense_scan_scalar: any dim / D; lanes load one half each.
 //         dense_scan_f32: float32 matrix, any dim / D; lanes load one float each.
+//
+// Batched scan (dense_scan_batch_vec8 / _scalar / _f32): nq queries against the same matrix,
+// each row read once for all of them (a scan at 1M rows is bound by reading the matrix, so nq
+// concurrent queries cost about one). Queries q float32 (nq, dim) row-major, each prepared as
+// above; masks uint32 (nq, words) row bitsets, one per query (words = ceil(N / 32)), ignored when
+// has_mask == 0; out float32 (nq, N), out[b * N + r]. A row no query admits is not read (NaN for
+// each). Every score is the one the single-query kernel of the same path gives, bit for bit: each
+// lane adds the same products in the same order and the warp reduces them the same way.
+// 1 <= nq <= DENSE_MAX_BATCH. Dynamic shared memory: ceil(nq / 8) * 8 * dim * 4 bytes (the
+// queries, padded with zeros to a group of DENSE_BATCH_GROUP, whose dot products a lane keeps in
+// registers).
 
 #define DENSE_THREADS 256
 #define DENSE_MAX_DIM 8192
@@ -188,3 +199,93 @@ dense_scan_f32(const float* __restrict__ m, long long n_out, int width, int dim,
                float* __restrict__ out) {
     dense_body<float, false>(m, n_out, width, dim, q, rows, has_rows, mask, has_mask, renorm, out);
 }
+
+// ---- batched scan ------------------------------------------------------------------------------
+
+#define DENSE_BATCH_GROUP 8
+#define DENSE_MAX_BATCH 64
+
+template <typename T, bool VEC8>
+__device__ __forceinline__ void dense_batch_body(const T* __restrict__ m, long long n, int width, int dim,
+                                                 const float* __restrict__ q, int nq,
+                                                 const unsigned int* __restrict__ mask, long long words,
+                                                 int has_mask, int renorm, float* __restrict__ out) {
+    extern __shared__ float s_q[];
+    const int padded = (nq + DENSE_BATCH_GROUP - 1) / DENSE_BATCH_GROUP * DENSE_BATCH_GROUP;
+    for (int i = threadIdx.x; i < padded * dim; i += blockDim.x) s_q[i] = i < nq * dim ? q[i] : 0.0f;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+    for (long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < n; r += warps) {
+        unsigned long long admit = 0ull;  // bit b: query b reads this row (warp-uniform)
+        for (int b = 0; b < nq; ++b) {
+            if (!has_mask || ((mask[b * words + (r >> 5)] >> (r & 31)) & 1u)) admit |= 1ull << b;
+        }
+        if (admit == 0ull) {
+            for (int b = lane; b < nq; b += 32) out[b * n + r] = __int_as_float(0x7FC00000);
+            continue;
+        }
+        const T* row = m + r * (long long)width;
+        for (int b0 = 0; b0 < nq; b0 += DENSE_BATCH_GROUP) {
+            float dot[DENSE_BATCH_GROUP];
+#pragma unroll
+            for (int j = 0; j < DENSE_BATCH_GROUP; ++j) dot[j] = 0.0f;
+            float nrm = 0.0f;
+            const float* qg = s_q + b0 * dim;
+            if constexpr (VEC8) {
+                const uint4* row8 = reinterpret_cast<const uint4*>(row);
+                for (int v = lane; v < (dim >> 3); v += 32) {
+                    const uint4 pack = row8[v];
+                    const unsigned int w4[4] = {pack.x, pack.y, pack.z, pack.w};
+#pragma unroll
+                    for (int h = 0; h < 4; ++h) {
+                        const float a = dense_h2f((unsigned short)(w4[h] & 0xFFFFu));
+                        const float c = dense_h2f((unsigned short)(w4[h] >> 16));
+                        const int d = (v << 3) + 2 * h;
+#pragma unroll
+                        for (int j = 0; j < DENSE_BATCH_GROUP; ++j) {
+                            dot[j] = fmaf(a, qg[j * dim + d], dot[j]);
+                            dot[j] = fmaf(c, qg[j * dim + d + 1], dot[j]);
+                        }
+                        nrm = fmaf(a, a, nrm);
+                        nrm = fmaf(c, c, nrm);
+                    }
+                }
+            } else {
+                for (int d = lane; d < dim; d += 32) {
+                    const float a = dense_to_f(row[d]);
+#pragma unroll
+                    for (int j = 0; j < DENSE_BATCH_GROUP; ++j) dot[j] = fmaf(a, qg[j * dim + d], dot[j]);
+                    nrm = fmaf(a, a, nrm);
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+                for (int j = 0; j < DENSE_BATCH_GROUP; ++j) dot[j] += __shfl_xor_sync(0xFFFFFFFFu, dot[j], o);
+                nrm += __shfl_xor_sync(0xFFFFFFFFu, nrm, o);
+            }
+            if (lane == 0) {
+#pragma unroll
+                for (int j = 0; j < DENSE_BATCH_GROUP; ++j) {
+                    const int b = b0 + j;
+                    if (b >= nq) break;
+                    if ((admit >> b) & 1ull) dense_write(dot[j], nrm, renorm, &out[b * n + r]);
+                    else out[b * n + r] = __int_as_float(0x7FC00000);
+                }
+            }
+        }
+    }
+}
+
+#define DENSE_BATCH_ENTRY(NAME, T, VEC8)                                                          \
+    extern "C" __global__ void __launch_bounds__(DENSE_THREADS)                                  \
+    NAME(const T* __restrict__ m, long long n, int width, int dim, const float* __restrict__ q,   \
+         int nq, const unsigned int* __restrict__ mask, long long words, int has_mask, int renorm, \
+         float* __restrict__ out) {                                                              \
+        dense_batch_body<T, VEC8>(m, n, width, dim, q, nq, mask, words, has_mask, renorm, out);   \
+    }
+
+DENSE_BATCH_ENTRY(dense_scan_batch_vec8, unsigned short, true)
+DENSE_BATCH_ENTRY(dense_scan_batch_scalar, unsigned short, false)
+DENSE_BATCH_ENTRY(dense_scan_batch_f32, float, false)

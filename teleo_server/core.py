@@ -58,6 +58,19 @@ _WARM_UP_PRINCIPAL = Principal(agent_id="teleo-warm-up", token_id="", read_names
                                default_namespace="")
 
 _DONE = object()
+
+
+@dataclass(slots=True)
+class _Retrieval:
+    """A retrieval waiting for the index thread (``MemoryCore._run_retrievals``): its query, where
+    its events go (``deliver``: an event, or the exception that ended it), whether its caller has
+    gone, and what to do once it has run (``finished``: always called, once)."""
+
+    query: Query
+    deliver: Callable[[Any], None]
+    cancelled: threading.Event
+    finished: Callable[[], None]
+
 # retrieval usage counters are written together at most this long after the retrieval
 USAGE_FLUSH_SECONDS = 0.5
 # memories read from the store at a time when a start brings a snapshot's indexes up to date
@@ -209,6 +222,11 @@ class MemoryCore:
         self.retriever = retriever
         self._store_ex = ThreadPoolExecutor(1, thread_name_prefix="teleo-store")
         self._index_ex = worker_pool("teleo-index", worker_nice)
+        # retrievals waiting for the index thread, taken from it in groups (_run_retrievals)
+        self._waiting: list[_Retrieval] = []
+        self._waiting_lock = threading.Lock()
+        self._taking = False  # a _run_retrievals job is queued on the index thread
+        self.retrieval_groups: Counter[int] = Counter()  # group size -> groups run (read by /metrics)
         self.admission = admission or Admission()
         self.embedder_ready = False
         self._background: set[asyncio.Task] = set()
@@ -1159,20 +1177,15 @@ class MemoryCore:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         cancelled = threading.Event()
+        fut: asyncio.Future[None] = loop.create_future()
 
-        def produce() -> None:
-            try:
-                for ev in self.retriever.retrieve(query):
-                    if cancelled.is_set():
-                        return
-                    loop.call_soon_threadsafe(queue.put_nowait, ev)
-            except BaseException as exc:  # delivered to the consumer, which re-raises
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
-            finally:
-                loop.call_soon_threadsafe(ticket.computed)
-                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+        def finished() -> None:
+            loop.call_soon_threadsafe(ticket.computed)
+            loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
 
-        fut = loop.run_in_executor(self._index_ex, produce)
+        self._queue_retrieval(_Retrieval(query, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev),
+                                         cancelled, finished))
         returned: list[str] = []
         unservable: list[tuple[str, str]] = []
         outcome = Outcome(corpus_size=0)
@@ -1210,6 +1223,73 @@ class MemoryCore:
             if returned:
                 self._count_retrieved(returned)
             await asyncio.shield(fut)
+
+    def _queue_retrieval(self, job: _Retrieval) -> None:
+        """Queue a retrieval for the index thread; a job that takes the waiting ones is queued
+        there unless one already is."""
+        with self._waiting_lock:
+            self._waiting.append(job)
+            if self._taking:
+                return
+            self._taking = True
+        try:
+            self._index_ex.submit(self._run_retrievals)
+        except BaseException as exc:  # the index thread is shut down: the server is stopping
+            with self._waiting_lock:
+                taken, self._waiting, self._taking = self._waiting, [], False
+            for waiting in taken:
+                waiting.deliver(Unavailable(f"the server is stopping ({exc})"))
+                waiting.finished()
+
+    def _run_retrievals(self) -> None:
+        """On the index thread: the retrievals waiting, at most ``retrieval_group`` of them (the
+        pipeline setting), run as one group (``retrieve_together``: work their stages can share,
+        the dense search on a device backend, is done for all of them at once), one after
+        another, each one's events handed to its caller as they come. Retrievals still waiting go
+        to a job queued behind whatever else the index thread was given meanwhile (writes)."""
+        limit = max(1, int(getattr(getattr(self.retriever, "settings", None), "retrieval_group", 1)))
+        with self._waiting_lock:
+            group, self._waiting = self._waiting[:limit], self._waiting[limit:]
+            more = bool(self._waiting)
+            self._taking = more
+        if more:
+            self._index_ex.submit(self._run_retrievals)
+        live = [job for job in group if not job.cancelled.is_set()]
+        for job in group:
+            if job.cancelled.is_set():
+                job.finished()
+        if not live:
+            return
+        self.retrieval_groups[len(live)] += 1
+        together = getattr(self.retriever, "retrieve_together", None)
+        runs: list[Any] | None = None
+        if together is not None and len(live) > 1:
+            try:
+                runs = together([job.query for job in live])
+            except Exception as exc:  # each retrieval runs alone, and meets the failure there if it lasts
+                log.warning("retrieve.group_failed", retrievals=len(live), error=str(exc))
+        if runs is None:
+            runs = [self.retriever.retrieve(job.query) for job in live]
+        for job, events in zip(live, runs):
+            self._deliver(job, events)
+
+    @staticmethod
+    def _deliver(job: _Retrieval, events: Iterator[Any]) -> None:
+        """Hand a retrieval's events to its caller until it ends or the caller goes."""
+        try:
+            for ev in events:
+                if job.cancelled.is_set():
+                    return
+                job.deliver(ev)
+        except BaseException as exc:  # delivered to the consumer, which re-raises
+            job.deliver(exc)
+        finally:
+            try:
+                close = getattr(events, "close", None)
+                if close is not None:
+                    close()  # a retrieval left early waits for its background work here
+            finally:
+                job.finished()
 
     async def _quarantine(self, unservable: list[tuple[str, str]]) -> None:
         try:

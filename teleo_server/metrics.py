@@ -423,6 +423,13 @@ class _ResilienceCollector(Collector):
         yield CounterMetricFamily("teleo_result_cache_hits", "Retrievals answered from the result cache.", value=cache.hits)
         yield CounterMetricFamily("teleo_result_cache_misses", "Cacheable retrievals that were not in the result cache.",
                                   value=cache.misses)
+        groups = CounterMetricFamily(
+            "teleo_retrieval_groups", "Groups of retrievals the index thread took from its queue at once, by "
+            "size (pipeline.retrieval_group at most): the work their stages can share, the dense search on a "
+            "device, done for the group in one pass.", labels=["size"])
+        for size, n in sorted(self._core.retrieval_groups.items()):
+            groups.add_metric([str(size)], n)
+        yield groups
 
 
 class _CacheCollector(Collector):

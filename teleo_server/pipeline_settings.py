@@ -259,6 +259,11 @@ class PipelineSettings(BaseModel):
     # the retrieval starts and runs beside the stages before it (sparse recall); off: every stage's
     # work in order on the retrieval's thread (pipeline/stages.py, ``Stage.prefetch``)
     prefetch: bool = True
+    # retrievals waiting for the index thread at once run as one group of at most this many, one
+    # after another, with the work their stages can share done for all of them first (on a device,
+    # the dense search: one scan of the rows for the group; pipeline/stages.py, ``Stage.together``;
+    # the dense stage reports ``batch=``); 1: each alone. Server-wide: a request's overrides leave it
+    retrieval_group: int = Field(16, ge=1, le=64)
     # a large MaxSim window (the rerank's, or single_space:E12_late's pool) is scored in two halves
     # side by side on a second thread (host backend; pipeline/rerank.py); off: the whole window on
     # the retrieval's thread

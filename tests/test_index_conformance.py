@@ -20,8 +20,8 @@ from teleo_server.compute.backend import cupy_status, ops
 from teleo_server.gpu import emulator
 from teleo_server.domain import AccessLevel, MemoryType
 from teleo_server.heads import SparseVector
-from teleo_server.index.base import (Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, every_score, make_backend,
-                                     reach, reached, runs_beside)
+from teleo_server.index.base import (Bitmask, DenseQuery, Expression, SparseQuery, TokenQuery, backends, batches,
+                                     every_score, make_backend, reach, reached, runs_beside, search_many)
 from teleo_server.index.catalog import Catalog
 from teleo_server.query import Filters
 
@@ -210,6 +210,32 @@ def test_a_search_said_to_run_beside_others_answers_the_same_from_several_thread
         assert claimed == ["none", "half", "one_percent", "one_row", "short_mask"]
     elif name in ("dense.numpy", "sparse.numpy", "bm25.numpy", "tokens.numpy"):
         assert claimed == []
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_several_queries_searched_at_once_answer_as_one_search_each(name):
+    """``search_many`` (the backend's own, or one search each): every query under its own filter
+    (a Matryoshka prefix among them, for a dense backend) gets exactly the rows and scores its own
+    search gives, whatever else shares the batch."""
+    info = backends()[name]
+    rng = np.random.default_rng(hash(info.kind) % 2**32)
+    data = _data(info.kind, rng)
+    backend = _build(name, data)
+    queries = _queries(info.kind, np.random.default_rng(2), data)
+    if info.kind == "dense":
+        queries += [DenseQuery(q.vector, dim=16) for q in queries[:3]]
+    masks = list(_filters(np.random.default_rng(1)).values())
+    filters = [None if masks[i % len(masks)] is None else Bitmask(masks[i % len(masks)]) for i in range(len(queries))]
+    for k in (1, 10, 100):
+        together = search_many(backend, queries, k, filters)
+        assert len(together) == len(queries)
+        for (ids, scores), q, f in zip(together, queries, filters):
+            want_ids, want_scores = backend.search(q, k, f)
+            np.testing.assert_array_equal(ids, want_ids, err_msg=f"{name} k={k}")
+            np.testing.assert_array_equal(scores, want_scores, err_msg=f"{name} k={k}")
+            assert ids.dtype == np.int64 and scores.dtype == np.float32
+    # the device scan reads its rows once for the batch; the others search one query at a time
+    assert batches(backend) == (name == "dense.resident")
 
 
 def test_every_kind_has_an_exact_reference_backend():

@@ -196,6 +196,43 @@ def test_dense_device_paths(width, dim, device):
     np.testing.assert_allclose(got, dense.dense_scores(m, q, dim=dim), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("width,dim,dtype,nq", [(384, None, np.float16, 13), (384, 128, np.float16, 8), (256, None, np.float16, 1),
+                                                (100, None, np.float16, 9), (96, 37, np.float16, 3),
+                                                (64, None, np.float32, 11), (1024, None, np.float16, 5)])
+def test_dense_batch_scores_each_query_as_the_single_scan_does_bit_for_bit(width, dim, dtype, nq, device):
+    """One launch for ``nq`` queries, each under its own row mask (all, half, a few rows, none):
+    every score is the single-query kernel's, bit for bit, on the vectorised (16-byte loads),
+    scalar and float32 paths, with and without a Matryoshka prefix; masked rows are NaN."""
+    xp = device.xp
+    from teleo_server.gpu.dense import batch_size, dense_scores_batch_device, dense_scores_device
+
+    rng = np.random.default_rng(width + nq)
+    n = 1000
+    m = rng.standard_normal((n, width))
+    m = (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(dtype)
+    m[17] = 0  # a zero row: renormalised to 0 over a prefix
+    qs = rng.standard_normal((nq, width)).astype(np.float32)
+    masks = np.ones((nq, n), bool)
+    masks[1::4] = rng.random((len(range(1, nq, 4)), n)) < 0.5
+    masks[2::4] = False
+    masks[2::4, [0, 31, 32, 999]] = True
+    masks[3::4] = False  # a query that admits nothing
+    masks[:, 500:520] = False  # rows no query admits
+    packed = np.stack([pack_mask(row) for row in masks])
+    d_m = xp.asarray(m)
+    got = device.to_host(dense_scores_batch_device(d_m, qs, masks=xp.asarray(packed), dim=dim))
+    assert got.shape == (nq, n)
+    for b in range(nq):
+        want = device.to_host(dense_scores_device(d_m, qs[b], mask=xp.asarray(packed[b]), dim=dim))
+        np.testing.assert_array_equal(got[b].view(np.uint32)[masks[b]], want.view(np.uint32)[masks[b]])
+        assert np.isnan(got[b][~masks[b]]).all() and np.isnan(want[~masks[b]]).all()
+    unmasked = device.to_host(dense_scores_batch_device(d_m, qs, dim=dim))
+    np.testing.assert_allclose(unmasked, np.stack([dense.dense_scores(m, q, dim=dim) for q in qs]), rtol=1e-4, atol=1e-4)
+    assert batch_size(384) == 32 and batch_size(1024) == 8 and batch_size(2048) == 0
+    with pytest.raises(Exception, match="at most 8 queries of 1024 dims"):
+        dense_scores_batch_device(xp.asarray(np.zeros((4, 1024), np.float16)), np.zeros((9, 1024), np.float32))
+
+
 def test_resident_indexes_append_delete_compact(device):
     from teleo_server.gpu.resident import DeviceExecutor, LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
 

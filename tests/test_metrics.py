@@ -129,6 +129,8 @@ def test_rpcs_are_counted_and_timed_by_method_and_status_code(traffic):
         assert _delta(before, after, "teleo_rpc_requests_total", **labels) == n, (method, code)
         assert _delta(before, after, "teleo_rpc_duration_seconds_count", **labels) == n, (method, code)
     assert _delta(before, after, "teleo_rpc_duration_seconds_sum", service=service, method="Retrieve", code="OK") > 0
+    # retrievals one after another: each taken from the index thread's queue alone
+    assert _delta(before, after, "teleo_retrieval_groups_total", size="1") >= 2
 
 
 def test_retrieve_stages_are_observed_per_profile(traffic):

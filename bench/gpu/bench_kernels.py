@@ -334,6 +334,20 @@ def bench_dense(backend, n, timer, emit, rng, k=100):
         emit({"kernel": "dense_scan", "backend": backend, "n": n, "variant": "peer cupy.matmul fp16 (no top-k)",
               "dim": DENSE_DIM, "bytes": n * (DENSE_DIM * 2 + 2), "correct": True},
              timer(lambda: cupy.matmul(matrix, q16)))
+        # Concurrent queries in one launch (a group of retrievals, pipeline.retrieval_group): the
+        # rows read once for all of them, against one scan each; scores must be the single scan's bits.
+        from teleo_server.gpu.dense import dense_scores_batch_device, dense_scores_device
+
+        for batch in (8, 16, 32):
+            qs = cupy.asarray(h_matrix[rng.choice(n, batch, replace=False)].astype(np.float32))
+            together = dense_scores_batch_device(matrix, qs)
+            ok = all(bool((together[b] == dense_scores_device(matrix, qs[b])).all()) for b in range(batch))
+            emit({"kernel": "dense_scan", "backend": backend, "n": n, "variant": f"batch of {batch} queries, one launch",
+                  "dim": DENSE_DIM, "batch": batch, "bytes": n * (DENSE_DIM * 2 + 4 * batch), "correct": ok},
+                 timer(lambda: dense_scores_batch_device(matrix, qs)))
+            emit({"kernel": "dense_scan", "backend": backend, "n": n, "variant": f"batch of {batch} queries, one launch each",
+                  "dim": DENSE_DIM, "batch": batch, "bytes": batch * n * (DENSE_DIM * 2 + 4), "correct": True},
+                 timer(lambda: [dense_scores_device(matrix, qs[b]) for b in range(batch)]))
     del matrix
     free_device()
 

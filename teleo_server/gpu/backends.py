@@ -127,6 +127,29 @@ class ResidentDenseBackend:
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
     @_on_runtime
+    def search_many(self, queries: list[DenseQuery], k: int,
+                    filters: list[RowFilter | None]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` of several queries at once: those of one width (full, or one Matryoshka
+        prefix) are scanned in one launch per ``gpu.dense.batch_size`` of them, the matrix read
+        once for all (the first pass of a prefix, whose candidates are rescored one query at a
+        time); the same rows and scores as one search each."""
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(queries)
+        by_dim: dict[int | None, list[int]] = {}
+        for i, q in enumerate(queries):
+            by_dim.setdefault(q.dim if q.dim and q.dim < self.matrix.dim else None, []).append(i)
+        alive = self.live.host_mask() if any(f is not None for f in filters) else None
+        for dim, at in by_dim.items():
+            admitted = [None if filters[i] is None else alive & filters[i].bits(alive.size) for i in at]
+            fetch = k if dim is None else k * FIRST_PASS_OVERSAMPLE
+            found = self.matrix.search_many(np.stack([np.asarray(queries[i].vector, np.float32) for i in at]), fetch,
+                                            admitted, dim=dim)
+            for i, (ids, scores) in zip(at, found):
+                if dim is not None:  # rescored at full width, as search does
+                    ids, scores = self.matrix.search(queries[i].vector, k, candidates=np.asarray(ids, np.int64))
+                out[i] = (np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32))
+        return [o for o in out if o is not None]
+
+    @_on_runtime
     def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:
         """Scores of the device rows (fp16, as a search reads them): the host keeps no copy."""
         ids = np.asarray(ids, dtype=np.int64)
@@ -162,6 +185,10 @@ class CagraBackend(ResidentDenseBackend):
             self._graph.extend(self.matrix.matrix[len(self._graph):])
         ids, scores = self._graph.search(query.vector, k, mask=admitted)
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+
+    # one search each (the graph, or the exact scan under a heavy filter), not the batched exact
+    # scan of the resident rows: index.base.search_many then asks search for each query
+    search_many = None  # type: ignore[assignment]
 
 
 def _segment(vectors: list[SparseVector], first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -13,6 +13,10 @@ from teleo_server.gpu.topk import topk_device
 
 _THREADS = 256
 MAX_DIM = 8192  # DENSE_MAX_DIM in the kernel
+MAX_BATCH = 64  # DENSE_MAX_BATCH: queries one batched launch scores
+_BATCH_GROUP = 8  # DENSE_BATCH_GROUP: the queries a lane keeps dot products of at once
+# the widest prefix a batched launch takes: one group of queries in the default shared memory
+MAX_BATCH_DIM = 48 * 1024 // (4 * _BATCH_GROUP)
 _REGISTER_QUERY = (256, 512, 1024)  # prefixes whose query slice fits a lane's registers
 
 
@@ -111,6 +115,80 @@ def dense_scores_device(
     return out
 
 
+def batch_size(dim: int) -> int:
+    """How many queries of prefix ``dim`` one batched launch scores (its shared memory holds them
+    within the default 48 KB), a multiple of 8; 0 past ``MAX_BATCH_DIM``."""
+    fit = 48 * 1024 // (4 * int(dim)) // _BATCH_GROUP * _BATCH_GROUP
+    return min(MAX_BATCH, fit)
+
+
+def dense_scores_batch_device(matrix: Any, queries: Any, *, masks: Any | None = None, dim: int | None = None) -> Any:
+    """Inner products of each of several queries with every matrix row, the matrix read once for
+    all of them, without synchronising: row ``b`` of the result is what :func:`dense_scores_device`
+    gives query ``b`` under mask row ``b``, bit for bit.
+
+    Parameters
+    ----------
+    matrix : device array float16 (or float32), shape (N, D), device, C-contiguous
+    queries : array-like float, shape (B, D), host or device; 1 <= B <= ``batch_size(dim)``
+    masks : device array uint32, shape (B, ceil(N / 32)), device, optional
+        One row bitset per query; a clear bit scores NaN for that query.
+    dim : int, optional
+        Matryoshka prefix (every query's), at most ``MAX_BATCH_DIM``.
+
+    Returns
+    -------
+    device array float32, shape (B, N), device
+
+    Raises
+    ------
+    teleo_server.compute.errors.InvalidValue
+        A query not D long, or ``dim`` outside ``[1, D]``.
+    teleo_server.compute.errors.InternalTypeError, InternalValueError
+        A device array not as described, no query, more than ``batch_size(dim)`` of them, or
+        ``dim`` above ``MAX_BATCH_DIM``.
+    """
+    rt = runtime.current()
+    xp = rt.xp
+    if not rt.is_array(matrix) or matrix.dtype not in (np.float16, np.float32):
+        raise InternalTypeError("matrix must be a float16 or float32 device array")
+    _checks.device_array("matrix", matrix, matrix.dtype, 2)
+    n, width = (int(s) for s in matrix.shape)
+    qs = xp.asarray(queries, dtype=xp.float32)
+    if qs.ndim != 2 or qs.shape[0] == 0:
+        raise InternalValueError(f"queries must be (B, {width}) with B >= 1, got shape {tuple(qs.shape)}")
+    check_query(int(qs.shape[1]), width, dim)
+    d = width if dim is None else int(dim)
+    if d > MAX_BATCH_DIM:
+        raise InternalValueError(f"a batched scan reads at most {MAX_BATCH_DIM} dims, got {d}; scan each query")
+    nq = int(qs.shape[0])
+    if nq > batch_size(d):
+        raise InternalValueError(f"at most {batch_size(d)} queries of {d} dims in one batched scan, got {nq}")
+    words = (n + 31) // 32
+    if masks is not None:
+        _checks.device_array("masks", masks, np.uint32, 2, (nq, words))
+    prepared = xp.stack([_prefix_query(qs[b], width, d)[0] for b in range(nq)])
+    renorm = d < width
+    out = xp.empty((nq, n), dtype=xp.float32)
+    if n == 0:
+        return out
+    if matrix.dtype == np.float32:
+        name = "dense_scan_batch_f32"
+    elif d % 8 == 0 and width % 8 == 0 and rt.address(matrix) % 16 == 0:
+        name = "dense_scan_batch_vec8"
+    else:
+        name = "dense_scan_batch_scalar"
+    kernel = rt.function("dense_scan", name)
+    padded = (nq + _BATCH_GROUP - 1) // _BATCH_GROUP * _BATCH_GROUP
+    warps_per_block = _THREADS // 32
+    grid = (max(1, min((n + warps_per_block - 1) // warps_per_block, rt.sm_count() * 8)),)
+    dummy = xp.zeros(1, dtype=xp.uint32)
+    args = (matrix, np.int64(n), np.int32(width), np.int32(d), xp.ascontiguousarray(prepared), np.int32(nq),
+            masks if masks is not None else dummy, np.int64(words), np.int32(masks is not None), np.int32(renorm), out)
+    kernel(grid, (_THREADS,), args, shared_mem=padded * d * 4)
+    return out
+
+
 def dense_topk_device(
     matrix: Any,
     query: Any,
@@ -133,4 +211,5 @@ def dense_topk_device(
     return ids, vals, count
 
 
-__all__ = ["MAX_DIM", "dense_scores_device", "dense_topk_device"]
+__all__ = ["MAX_BATCH", "MAX_BATCH_DIM", "MAX_DIM", "batch_size", "dense_scores_batch_device", "dense_scores_device",
+           "dense_topk_device"]

@@ -29,7 +29,7 @@ from teleo_server.compute.sets import distinct
 from teleo_server.compute.sparse import check_query
 from teleo_server.gpu import runtime
 from teleo_server.gpu._checks import pack_mask
-from teleo_server.gpu.dense import dense_scores_device
+from teleo_server.gpu.dense import batch_size, dense_scores_batch_device, dense_scores_device
 from teleo_server.gpu.maxsim import maxsim_codes_device, maxsim_device
 from teleo_server.gpu.spmv import bm25_accumulate, spmv_accumulate
 from teleo_server.gpu.topk import topk_device
@@ -394,6 +394,28 @@ class ResidentDenseMatrix:
         scores = dense_scores_device(self.matrix, query, rows=xp.asarray(rows.astype(np.int32)), dim=dim)
         pos, vals = _host_topk(self._rt, *topk_device(scores, k))
         return rows[pos].astype(np.int32), vals
+
+    def search_many(self, queries: np.ndarray, k: int, admitted: list[np.ndarray | None],
+                    dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` of each of ``queries`` (B, dim) under its own admitted rows (host bool
+        (n_rows,), None: every live row), the matrix read once per ``batch_size(dim)`` queries
+        (``dense_scores_batch_device``); the same rows and scores as one search each."""
+        xp = self._rt.xp
+        d = self.dim if dim is None else int(dim)
+        step = batch_size(d)
+        if step == 0 or self._rows == 0:
+            return [self.search(q, k, candidates=None if a is None else np.flatnonzero(a), dim=dim)
+                    for q, a in zip(queries, admitted)]
+        live = self.live.words()[: (self._rows + 31) // 32]
+        alive = self.live.host_mask() if any(a is not None for a in admitted) else None
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for lo in range(0, len(queries), step):
+            part = admitted[lo:lo + step]
+            words = xp.stack([live if a is None else xp.asarray(pack_mask(a[: self._rows] & alive)) for a in part])
+            scores = dense_scores_batch_device(self.matrix, np.asarray(queries[lo:lo + step], np.float32),
+                                               masks=words, dim=dim)
+            out.extend(_host_topk(self._rt, *topk_device(scores[b], k)) for b in range(len(part)))
+        return out
 
 
 __all__ = ["DeviceExecutor", "LiveRows", "ResidentDenseMatrix", "ResidentSparseIndex", "ResidentTokenStore"]

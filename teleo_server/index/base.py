@@ -187,6 +187,22 @@ class VectorIndex(Protocol):
     def score(self, ids: np.ndarray, query: Any) -> np.ndarray: ...
 
 
+def search_many(index: VectorIndex, queries: list[Any], k: int,
+                filters: list[RowFilter | None]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[index.search(q, k, f) for q, f in zip(queries, filters)]``: the backend's own
+    ``search_many(queries, k, filters)`` when it has one (a device scan that reads its rows once for
+    several queries), which must answer exactly as those searches do."""
+    own = getattr(index, "search_many", None)
+    if own is not None:
+        return list(own(queries, k, filters))
+    return [index.search(q, k, f) for q, f in zip(queries, filters)]
+
+
+def batches(index: VectorIndex) -> bool:
+    """Whether ``index`` answers :func:`search_many` in fewer passes than one search each."""
+    return getattr(index, "search_many", None) is not None
+
+
 def reached(index: VectorIndex, query: Any) -> tuple[np.ndarray, np.ndarray]:
     """Every row of ``index`` with a signal for ``query`` (not removed): rows int64 ascending and
     their scores float32. A backend that can list them from its own structures (an inverted
@@ -343,6 +359,7 @@ __all__ = [
     "TokenQuery",
     "VectorIndex",
     "backends",
+    "batches",
     "evaluate",
     "every_score",
     "make_backend",
@@ -353,6 +370,7 @@ __all__ = [
     "registered",
     "render",
     "runs_beside",
+    "search_many",
     "serving",
     "unavailable_for",
 ]

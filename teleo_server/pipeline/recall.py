@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -139,23 +142,52 @@ def keywords(state: State) -> str:
     return f"keywords={len(words)} known={searched}: " + " ".join(words[:12])
 
 
-def _dense_search(state: State) -> Callable[[], tuple[np.ndarray, tuple[str, int]]] | None:
-    """The dense stage's ANN search over the whole corpus as a call (None without a query vector):
-    it reads the query vector, the caller's mask and recall settings no stage changes. The call
-    returns the rows found and how the search went (HNSW or an exact pass, at which dimension)."""
+@dataclass(frozen=True, slots=True)
+class _DenseSearch:
+    """The dense stage's ANN search over the whole corpus, as a request: it reads the query vector,
+    the caller's mask and recall settings no stage changes. Called, it returns the rows found and
+    how the search went (HNSW or an exact pass, at which dimension)."""
+
+    space: Any
+    ctx: Any
+    vector: np.ndarray
+    k: int
+    dim: int | None
+
+    def __call__(self) -> tuple[np.ndarray, tuple[str, int]]:
+        rows, _ = self.space.search(self.ctx, self.vector, self.k, dim=self.dim)
+        return rows, self.space.last_scan(self.dim)
+
+
+def _dense_search(state: State) -> _DenseSearch | None:
+    """The dense stage's search for this retrieval (None without a query vector)."""
     name = state.role("dense")
     q = state.feature(name)
     if name is None or q is None:
         return None
     space, cfg = state.spaces[name], state.cfg
-    dim = space.dimension(cfg.dense_dimension or None)
-    k = state.arm(cfg.dense_candidates)
+    return _DenseSearch(space, state.ctx, q, state.arm(cfg.dense_candidates), space.dimension(cfg.dense_dimension or None))
 
-    def search() -> tuple[np.ndarray, tuple[str, int]]:
-        rows, _ = space.search(state.ctx, q, k, dim=dim)
-        return rows, space.last_scan(dim)
 
-    return search
+def _dense_together(states: list[State]) -> None:
+    """The dense searches of a group of retrievals whose space can search them together (its index
+    backend reads its rows once for several queries: ``index.base.batches``), one call per space;
+    the stage reports how many shared it (``batch=``)."""
+    asks: dict[int, list[tuple[State, _DenseSearch]]] = {}
+    for st in states:
+        search = _dense_search(st)
+        if search is not None and search.space.searches_together():
+            asks.setdefault(id(search.space), []).append((st, search))
+    for group in asks.values():
+        if len(group) < 2:
+            continue
+        space = group[0][1].space
+        found = space.search_many([(ask.ctx, ask.vector, ask.k, ask.dim) for _, ask in group])
+        for (st, ask), rows in zip(group, found):
+            done: Future = Future()
+            done.set_result((rows, space.last_scan(ask.dim)))
+            st.prefetches["dense"] = done
+            st.report["dense_batch"] = len(group)
 
 
 def _dense_prefetch(state: State) -> Callable[[], tuple[np.ndarray, tuple[str, int]]] | None:
@@ -168,7 +200,7 @@ def _dense_prefetch(state: State) -> Callable[[], tuple[np.ndarray, tuple[str, i
     return search
 
 
-@stage("dense", prefetch=_dense_prefetch)
+@stage("dense", prefetch=_dense_prefetch, together=_dense_together)
 def dense(state: State) -> str:
     """Dense ANN over the whole corpus joins the sparse candidates; every candidate then gets its
     exact full-dimension cosine (best chunk). An HNSW search starts with the retrieval, beside the
@@ -184,6 +216,7 @@ def dense(state: State) -> str:
         assert search is not None
         found_rows = search()
     rows, (kind, dim) = found_rows
+    batch = state.report.get("dense_batch", 0)
     space = state.spaces[name]
     index = space.index
     assert index is not None
@@ -195,7 +228,8 @@ def dense(state: State) -> str:
     c.set_space(name, scores, found)
     c.chunk = chunk
     recall = index.recall_by_dim.get(dim)
-    return f"dense_dimension={dim} index={kind}" + (f" measured_recall={recall:.3f}" if recall is not None else "")
+    return (f"dense_dimension={dim} index={kind}" + (f" measured_recall={recall:.3f}" if recall is not None else "")
+            + (f" batch={batch}" if batch > 1 else ""))
 
 
 def _space_top(state: State, name: str | None, k: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -131,6 +131,24 @@ def _primary_spaces(names: list[str], weights: dict[str, float], rank_mat: np.nd
     return [names[cols[b]] if ok else "" for b, ok in zip(best.tolist(), ranked.tolist())]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """A retrieval as :meth:`TeleologicalRetriever._plan` resolves it, before its first attempt."""
+
+    query: Query
+    prof: Any
+    fallback: str
+    cfg: PipelineSettings
+    stage_list: list
+    goals: GoalView
+
+
+def _raising(exc: BaseException) -> Iterator[Any]:
+    """Events of a retrieval that could not run: ``exc``, raised when they are read."""
+    raise exc
+    yield  # noqa: unreachable - makes this a generator
+
+
 class TeleologicalRetriever:
     """In-memory indexes over every registered space; the store stays the source of truth."""
 
@@ -352,6 +370,41 @@ class TeleologicalRetriever:
 
     # ---- reads ---------------------------------------------------------------------------------
     def retrieve(self, query: Query) -> Iterator[StageReport | Hit | Outcome]:
+        yield from self._run(self._plan(query))
+
+    def retrieve_together(self, queries: list[Query]) -> list[Iterator[StageReport | Hit | Outcome]]:
+        """The events of each of ``queries``, as :meth:`retrieve` gives them, for retrievals run one
+        after another with no write between them (the index thread takes them from its queue
+        together): work their stages can share (``Stage.together``: the dense search on a backend
+        that reads its rows once for several queries) is done for all of them first. A query that
+        cannot run raises, as with :meth:`retrieve`, when its events are read; a failure of the
+        shared work leaves each retrieval to do its own."""
+        planned: list[tuple[_Plan, State] | BaseException] = []
+        for query in queries:
+            try:
+                plan = self._plan(query)
+                planned.append((plan, self._state(query, plan.cfg, plan.goals, plan.prof.params, plan.fallback)))
+            except Exception as exc:  # raised when that query's events are read
+                planned.append(exc)
+        ready = [p for p in planned if not isinstance(p, BaseException)]
+        shared: dict[str, list[State]] = {}
+        for plan, state in ready:
+            disabled = set(plan.query.overrides.disable_stages)
+            for st in plan.stage_list:
+                if st.together is not None and st.name not in disabled:
+                    shared.setdefault(st.name, []).append(state)
+        for name, states in shared.items():
+            if len(states) > 1:
+                try:
+                    get_stage(name).together(states)  # type: ignore[misc]
+                except Exception as exc:  # each retrieval does its own, and meets the failure there if it lasts
+                    log.warning("retrieve.together_failed", stage=name, queries=len(states), error=str(exc))
+        return [_raising(p) if isinstance(p, BaseException) else self._run(*p) for p in planned]
+
+    def _plan(self, query: Query) -> "_Plan":
+        """What a retrieval of ``query`` runs: its profile (or the fallback one without an
+        embedding), settings, stages and the goals its caller may see; InvalidArgument for a
+        request that cannot run."""
         if query.top_k < 0:
             raise InvalidArgument("top_k must be >= 0 (0: the profile's default)", field="top_k")
         prof = profiles.profile(query.profile, self.settings)
@@ -367,11 +420,21 @@ class TeleologicalRetriever:
                 # caller may not read
                 raise InvalidArgument(f"no goal you may see is named {target[:64]!r} (goals are matched by id or "
                                       f"label; Stats counts them)", field=f"target_goals[{i}]")
+        return _Plan(query, prof, fallback, cfg, stage_list, goals)
+
+    def _run(self, plan: "_Plan", first: State | None = None) -> Iterator[StageReport | Hit | Outcome]:
+        """The attempts of a planned retrieval, the first on ``first`` when given (a state made
+        for it beforehand, whose shared work is done)."""
+        query, prof, fallback, cfg, stage_list, goals = (plan.query, plan.prof, plan.fallback, plan.cfg,
+                                                          plan.stage_list, plan.goals)
         attempt_query, force_route = query, ""
         background: list = []
         try:
             for attempt in range(1, cfg.max_attempts + 1):
-                state = self._state(attempt_query, cfg, goals, prof.params, fallback)
+                if attempt == 1 and first is not None:
+                    state = first
+                else:
+                    state = self._state(attempt_query, cfg, goals, prof.params, fallback)
                 state.background = background
                 if force_route:
                     state.report["force_route"] = force_route

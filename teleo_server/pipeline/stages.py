@@ -39,6 +39,11 @@ class Stage:
     returns a call (or None), which the retriever starts on a second thread so that it runs while
     the stages before this one do (``PipelineSettings.prefetch``); ``run`` takes its result with
     ``state.prefetched(name)``, None when nothing was started.
+    together: such work that retrievals run one after another can share (a device scan that reads
+    its rows once for several queries): given the states of a group of retrievals before any
+    stage runs (``Retriever.retrieve_together``), it does the work of those it can at once and
+    leaves each one's result where ``state.prefetched(name)`` finds it; a retrieval it leaves out
+    is served as usual.
     """
 
     name: str
@@ -46,6 +51,7 @@ class Stage:
     on_disabled: Callable[[State], None] | None = None
     needs_score: bool = False
     prefetch: Callable[[State], Callable[[], Any] | None] | None = None
+    together: Callable[[list[State]], None] | None = None
 
 
 _STAGES: dict[str, Stage] = {}
@@ -54,13 +60,14 @@ _discovered = False
 
 def stage(name: str, *, on_disabled: Callable[[State], None] | None = None, needs_score: bool = False,
           prefetch: Callable[[State], Callable[[], Any] | None] | None = None,
+          together: Callable[[list[State]], None] | None = None,
           ) -> Callable[[Callable[[State], str]], Callable[[State], str]]:
     """Register ``fn`` as the stage ``name``."""
 
     def register(fn: Callable[[State], str]) -> Callable[[State], str]:
         if not name or name in _STAGES:
             raise ValueError(f"stage name {name!r} is empty or registered twice")
-        _STAGES[name] = Stage(name, fn, on_disabled, needs_score, prefetch)
+        _STAGES[name] = Stage(name, fn, on_disabled, needs_score, prefetch, together)
         return fn
 
     return register

@@ -15,7 +15,7 @@ from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import fold_rows
 from teleo_server.compute.backend import ops as compute_ops
 from teleo_server.index.backends import DenseBackend
-from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, runs_beside
+from teleo_server.index.base import Bitmask, DenseQuery, VectorIndex, batches, runs_beside, search_many
 from teleo_server.index.dense import DenseIndex
 from teleo_server.pipeline_settings import PipelineSettings
 from teleo_server.spaces.base import IndexName, NamedBackend, QueryContext, Space, SpaceSettings
@@ -169,15 +169,39 @@ class DenseHeadSpace(NamedBackend, Space):
         """Top memory rows by best-chunk cosine; the chunk search over-fetches to cover folding."""
         assert self.index is not None
         backend = self._ensure(self.index.dim)
-        multi = self._several_chunks()
         chunks, scores = backend.search(DenseQuery(feats, dim), self._chunk_fetch(k), Bitmask(ctx.visible_chunks()))
+        return self._memories(chunks, scores, k)
+
+    def _memories(self, chunks: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` memory rows and scores of chunks found best first (a memory's best chunk)."""
         rows = self.catalog.chunk_mem[chunks].astype(np.int64)
-        if multi:
+        if self._several_chunks():
             # chunks arrive best first, so the first occurrence of each memory is its best chunk
             _, first = distinct_first(rows)
             first.sort()
             rows, scores = rows[first][:k], scores[first][:k]
         return rows, scores
+
+    def searches_together(self) -> bool:
+        """Whether :meth:`search_many` reads the index once for several queries (its backend
+        batches: ``index.base.batches``), rather than once each."""
+        return self.index is not None and batches(self._ensure(self.index.dim))
+
+    def search_many(self, asks: list[tuple[QueryContext, Any, int, int | None]]) -> list[np.ndarray]:
+        """The memory rows :meth:`search` finds for each ``(ctx, feats, k, dim)``, those that
+        fetch as many chunks asked of the backend at once (``index.base.search_many``)."""
+        assert self.index is not None
+        backend = self._ensure(self.index.dim)
+        out: list[np.ndarray] = [np.zeros(0, np.int64)] * len(asks)
+        by_fetch: dict[int, list[int]] = {}
+        for i, (_, _, k, _) in enumerate(asks):
+            by_fetch.setdefault(self._chunk_fetch(k), []).append(i)
+        for fetch, at in by_fetch.items():
+            found = search_many(backend, [DenseQuery(asks[i][1], asks[i][3]) for i in at], fetch,
+                                [Bitmask(asks[i][0].visible_chunks()) for i in at])
+            for i, (chunks, scores) in zip(at, found):
+                out[i] = self._memories(chunks, scores, asks[i][2])[0]
+        return out
 
     def last_scan(self, dim: int | None) -> tuple[str, int]:
         """How this thread's last :meth:`search` found its rows, for the dense stage's report: the
