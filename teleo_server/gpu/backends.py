@@ -116,14 +116,12 @@ class ResidentDenseBackend:
         """Exact top ``k`` at full width; with ``query.dim``, a first pass over that prefix fetches
         ``FIRST_PASS_OVERSAMPLE`` times as many, rescored at full width (the built-in index's
         Matryoshka search)."""
-        candidates = None if filter is None else np.flatnonzero(_admitted(self.live, filter))
+        admitted = None if filter is None else _admitted(self.live, filter)
         if query.dim and query.dim < self.matrix.dim:  # the first pass narrows the candidates
-            candidates, _ = self.matrix.search(query.vector, k * FIRST_PASS_OVERSAMPLE, candidates=candidates,
-                                               dim=query.dim)
-        if candidates is None:
-            ids, scores = self.matrix.search(query.vector, k)
+            first, _ = self.matrix.search(query.vector, k * FIRST_PASS_OVERSAMPLE, admitted=admitted, dim=query.dim)
+            ids, scores = self.matrix.search(query.vector, k, candidates=np.asarray(first, np.int64))
         else:
-            ids, scores = self.matrix.search(query.vector, k, candidates=np.asarray(candidates, np.int64))
+            ids, scores = self.matrix.search(query.vector, k, admitted=admitted)
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
     @_on_runtime

@@ -381,11 +381,17 @@ class ResidentDenseMatrix:
         out = dense_scores_device(self.matrix, query, rows=xp.asarray(each.astype(np.int32)))
         return self._rt.to_host(out)[at].astype(np.float32)
 
-    def search(self, query: np.ndarray, k: int, *, candidates: np.ndarray | None = None, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Best ``k`` live rows by inner product (prefix ``dim`` re-normalised), host arrays."""
+    def search(self, query: np.ndarray, k: int, *, candidates: np.ndarray | None = None,
+               admitted: np.ndarray | None = None, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Best ``k`` live rows by inner product (prefix ``dim`` re-normalised), host arrays: among
+        every live row, the live ones of host bool ``admitted`` (n_rows,) (sent as a bitset, n / 8
+        bytes, which the kernel reads before it reads a row), or the ``candidates`` row ids (a few:
+        a Matryoshka first pass's, rescored)."""
         xp = self._rt.xp
         words = self.live.words()[: (self._rows + 31) // 32]
         if candidates is None:
+            if admitted is not None:
+                words = xp.asarray(pack_mask(admitted[: self._rows] & self.live.host_mask()))
             scores = dense_scores_device(self.matrix, query, mask=words, dim=dim)
             return _host_topk(self._rt, *topk_device(scores, k))
         rows = distinct(np.asarray(candidates, dtype=np.int64))
@@ -404,8 +410,7 @@ class ResidentDenseMatrix:
         d = self.dim if dim is None else int(dim)
         step = batch_size(d)
         if step == 0 or self._rows == 0:
-            return [self.search(q, k, candidates=None if a is None else np.flatnonzero(a), dim=dim)
-                    for q, a in zip(queries, admitted)]
+            return [self.search(q, k, admitted=a, dim=dim) for q, a in zip(queries, admitted)]
         live = self.live.words()[: (self._rows + 31) // 32]
         alive = self.live.host_mask() if any(a is not None for a in admitted) else None
         out: list[tuple[np.ndarray, np.ndarray]] = []
