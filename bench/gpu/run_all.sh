@@ -47,9 +47,10 @@ bench_rc=${PIPESTATUS[0]}
 if "$PY" -c "import pydantic, pydantic_settings, stop_words, structlog" 2>/dev/null; then
     # dense.hnsw is a CPU backend (CI runs it); hnswlib ships no wheel, so a bare image may lack it.
     only=(); "$PY" -c "import hnswlib" 2>/dev/null || only=(-k "not hnsw")
-    # (and the semantic space searched by dense.resident inside the pipeline)
+    # (and the pipeline on the device: each space served by its resident backend, the device
+    # ranking as the host does, waiting retrievals grouped into one batched scan)
     "$PY" -m pytest --noconftest -p no:cacheprovider -q -rs "${only[@]}" tests/test_index_conformance.py \
-        tests/test_named_backends.py 2>&1 \
+        tests/test_named_backends.py tests/test_backend_agreement.py tests/test_retrieval_groups.py 2>&1 \
         | tee "$OUT/conformance.txt"
     conf_rc=${PIPESTATUS[0]}
     # the same float32 dense rows on both sides (by default the host keeps int8 rows), so the
