@@ -50,10 +50,13 @@ async def _run_waiting(core: MemoryCore, asked: list[Query]) -> list[list | Base
     core._index_ex.submit(held.wait)  # the index thread is busy: the retrievals wait together
 
     async def one(q: Query) -> list | BaseException:
+        ticket = core.admit(q.principal)
         try:
-            return [ev async for ev in core.retrieve(q, 0.0, "", core.admit(q.principal))]
+            return [ev async for ev in core.retrieve(q, 0.0, "", ticket)]
         except Exception as exc:
             return exc
+        finally:
+            ticket.close()
 
     tasks = [asyncio.create_task(one(q)) for q in asked]
     await asyncio.sleep(0.2)  # every one queued

@@ -11,7 +11,7 @@
 #   PIPELINE_SIZES=10000,100000 ...           # memories for the pipeline latency (default 10000)
 #
 # Writes: device.txt, gpu_tests.txt, bench.log, kernels.jsonl, kernels.md, conformance.txt,
-# pipeline.jsonl, pipeline.md.
+# pipeline.jsonl, pipeline.md, group_sizes.json.
 # Exit status: non-zero if a test failed or a benchmark case disagreed with the reference.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,6 +62,11 @@ if "$PY" -c "import pydantic, pydantic_settings, stop_words, structlog" 2>/dev/n
         --settings '{"spaces": {"E1_semantic": {"values": "float32"}}}' \
         --out "$OUT" 2>&1 | grep -v '\[info' | tee -a "$OUT/bench.log"
     pipe_rc=${PIPESTATUS[0]}
+    # concurrent callers through the server's queue: the groups they form and queries a second
+    "$PY" bench/gpu/group_sizes.py --backend cupy --size "${GROUP_SIZE:-10000}" --callers 1,16 --out "$OUT" 2>&1 \
+        | grep -v '\[info' | tee -a "$OUT/bench.log"
+    group_rc=${PIPESTATUS[0]}
+    [ "$group_rc" -eq 0 ] || pipe_rc=$group_rc
 else
     echo "pydantic, pydantic-settings, stop-words or structlog is missing: conformance suite and pipeline latency skipped" \
         | tee "$OUT/conformance.txt"
