@@ -26,6 +26,20 @@ RUNTIME_PARAMS = [
 ]
 
 
+# the backend the pipeline tests run the device code on: a GPU when there is one, else every kernel
+# under the CPU emulation
+DEVICE = "cupy" if cupy_status()[0] else "emulated"
+
+
+def require_device() -> None:
+    """Skip the calling test unless ``DEVICE`` can run here (no GPU, and no C++ compiler for the
+    emulation)."""
+    if DEVICE == "emulated":
+        ok, why = emulator.status()
+        if not ok:
+            pytest.skip(f"no device and no kernel emulation: {why}")
+
+
 def backend_ops(name: str) -> Ops:
     if name == "cupy":
         ok, why = cupy_status()

@@ -16,20 +16,18 @@ import pytest
 from bench.harness import teleo_inproc as inproc
 from bench.harness.synthetic import CorpusSpec, make_corpus, make_queries
 from bench.harness.workloads.scale import memory_of
-from teleo_server.compute.backend import cupy_status
-from teleo_server.gpu import emulator
 
 SETTINGS = {"spaces": {"E1_semantic": {"values": "float32"}}}
 HOST = {"spaces": {**SETTINGS["spaces"], "E6_lexical": {"index": "bm25.numpy"}}}  # exact BM25, as on the device
-DEVICE = "cupy" if cupy_status()[0] else "emulated"
+try:
+    from _backends import DEVICE, require_device
+except ImportError:  # tests/ imported as a package
+    from tests._backends import DEVICE, require_device
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    if DEVICE == "emulated":
-        ok, why = emulator.status()
-        if not ok:
-            pytest.skip(f"no device and no kernel emulation: {why}")
+    require_device()
     c = make_corpus(CorpusSpec(n=400, seed=3))
     retrievers = {}
     for backend in ("numpy", DEVICE):
@@ -53,10 +51,7 @@ def test_device_backend_sees_every_write_between_queries():
     """Memories stored between queries are found at once on the device too: each write appends to
     the device rows the spaces were first given (nothing is made again from the host rows), which
     stay in step with the host's built-in indexes."""
-    if DEVICE == "emulated":
-        ok, why = emulator.status()
-        if not ok:
-            pytest.skip(f"no device and no kernel emulation: {why}")
+    require_device()
     c = make_corpus(CorpusSpec(n=240, seed=5))
     queries = make_queries(c, 12, seed=6)
     retrievers = {"numpy": inproc.make(HOST, backend="numpy"), DEVICE: inproc.make(SETTINGS, backend=DEVICE)}

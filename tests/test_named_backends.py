@@ -16,24 +16,22 @@ import pytest
 from bench.harness import teleo_inproc as inproc
 from bench.harness.synthetic import CorpusSpec, make_corpus, make_queries
 from bench.harness.workloads.scale import memory_of
-from teleo_server.compute.backend import cupy_status
 from teleo_server.errors import InvalidArgument
-from teleo_server.gpu import emulator
 from teleo_server.pipeline import PipelineSettings, make_retriever
 from teleo_server.pipeline.types import Query, StageReport
 from teleo_server.query import Overrides
 
-DEVICE = "cupy" if cupy_status()[0] else "emulated"
+try:
+    from _backends import DEVICE, require_device
+except ImportError:  # tests/ imported as a package
+    from tests._backends import DEVICE, require_device
 HOST = {"spaces": {"E1_semantic": {"values": "float32"}, "E6_lexical": {"index": "bm25.numpy"}}}
 NAMED = {"spaces": {"E1_semantic": {"values": "float32", "index": "dense.resident"}}}
 
 
 @pytest.fixture(autouse=True)
 def _device_or_emulation():
-    if DEVICE == "emulated":
-        ok, why = emulator.status()
-        if not ok:
-            pytest.skip(f"no device and no kernel emulation: {why}")
+    require_device()
 
 
 def _answers(r, queries, profile: str) -> list[list[str]]:

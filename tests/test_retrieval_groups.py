@@ -13,22 +13,20 @@ import pytest
 from bench.harness import teleo_inproc as inproc
 from bench.harness.synthetic import CorpusSpec, make_corpus, make_queries
 from bench.harness.workloads.scale import memory_of
-from teleo_server.compute.backend import cupy_status
 from teleo_server.core import MemoryCore
 from teleo_server.errors import InvalidArgument
-from teleo_server.gpu import emulator
 from teleo_server.pipeline.types import Hit, Query, StageReport
 from teleo_server.store.sqlite import SQLiteStore
 
-DEVICE = "cupy" if cupy_status()[0] else "emulated"
+try:
+    from _backends import DEVICE, require_device
+except ImportError:  # tests/ imported as a package
+    from tests._backends import DEVICE, require_device
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    if DEVICE == "emulated":
-        ok, why = emulator.status()
-        if not ok:
-            pytest.skip(f"no device and no kernel emulation: {why}")
+    require_device()
     c = make_corpus(CorpusSpec(n=240, seed=51))
     return c, make_queries(c, 7, seed=52)
 

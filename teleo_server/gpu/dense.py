@@ -32,6 +32,20 @@ def _prefix_query(query: Any, width: int, dim: int) -> tuple[Any, bool]:
     return q, renorm
 
 
+def _matrix_shape(rt: Any, matrix: Any) -> tuple[int, int]:
+    """(N, D) of a checked float16 or float32 device matrix."""
+    if not rt.is_array(matrix) or matrix.dtype not in (np.float16, np.float32):
+        raise InternalTypeError("matrix must be a float16 or float32 device array")
+    _checks.device_array("matrix", matrix, matrix.dtype, 2)
+    return int(matrix.shape[0]), int(matrix.shape[1])
+
+
+def _vec8(rt: Any, matrix: Any, width: int, dim: int) -> bool:
+    """Whether the scan can load 8 halves (16 bytes) at a time: a float16 matrix, 16-byte aligned,
+    whose width and prefix are multiples of 8."""
+    return matrix.dtype == np.float16 and dim % 8 == 0 and width % 8 == 0 and rt.address(matrix) % 16 == 0
+
+
 def dense_scores_device(
     matrix: Any,
     query: Any,
@@ -67,11 +81,7 @@ def dense_scores_device(
     """
     rt = runtime.current()
     xp = rt.xp
-
-    if not rt.is_array(matrix) or matrix.dtype not in (np.float16, np.float32):
-        raise InternalTypeError("matrix must be a float16 or float32 device array")
-    _checks.device_array("matrix", matrix, matrix.dtype, 2)
-    n, width = (int(s) for s in matrix.shape)
+    n, width = _matrix_shape(rt, matrix)
     check_query(int(np.size(query)), width, dim)
     d = width if dim is None else int(dim)
     if d > MAX_DIM:
@@ -88,7 +98,7 @@ def dense_scores_device(
     shared = d * 4
     if matrix.dtype == np.float32:
         name = "dense_scan_f32"
-    elif d % 8 == 0 and width % 8 == 0 and rt.address(matrix) % 16 == 0:
+    elif _vec8(rt, matrix, width, d):
         name = next((f"dense_scan_reg{limit}" for limit in _REGISTER_QUERY if d <= limit), "dense_scan_vec8")
         if name != "dense_scan_vec8":
             shared = 0  # the query lives in registers
@@ -150,10 +160,7 @@ def dense_scores_batch_device(matrix: Any, queries: Any, *, masks: Any | None = 
     """
     rt = runtime.current()
     xp = rt.xp
-    if not rt.is_array(matrix) or matrix.dtype not in (np.float16, np.float32):
-        raise InternalTypeError("matrix must be a float16 or float32 device array")
-    _checks.device_array("matrix", matrix, matrix.dtype, 2)
-    n, width = (int(s) for s in matrix.shape)
+    n, width = _matrix_shape(rt, matrix)
     qs = xp.asarray(queries, dtype=xp.float32)
     if qs.ndim != 2 or qs.shape[0] == 0:
         raise InternalValueError(f"queries must be (B, {width}) with B >= 1, got shape {tuple(qs.shape)}")
@@ -174,7 +181,7 @@ def dense_scores_batch_device(matrix: Any, queries: Any, *, masks: Any | None = 
         return out
     if matrix.dtype == np.float32:
         name = "dense_scan_batch_f32"
-    elif d % 8 == 0 and width % 8 == 0 and rt.address(matrix) % 16 == 0:
+    elif _vec8(rt, matrix, width, d):
         name = "dense_scan_batch_vec8"
     else:
         name = "dense_scan_batch_scalar"
