@@ -1232,13 +1232,18 @@ class MemoryCore:
             if self._taking:
                 return
             self._taking = True
+        self._take_waiting()
+
+    def _take_waiting(self) -> None:
+        """Queue a :meth:`_run_retrievals` job on the index thread; when that thread is shut down
+        (the server is stopping), every waiting retrieval ends UNAVAILABLE instead of waiting."""
         try:
             self._index_ex.submit(self._run_retrievals)
-        except BaseException as exc:  # the index thread is shut down: the server is stopping
+        except BaseException as exc:
             with self._waiting_lock:
                 taken, self._waiting, self._taking = self._waiting, [], False
             for waiting in taken:
-                waiting.deliver(Unavailable(f"the server is stopping ({exc})"))
+                waiting.deliver(Unavailable(f"the server is stopping ({exc}); retry on another instance or later"))
                 waiting.finished()
 
     def _run_retrievals(self) -> None:
@@ -1253,7 +1258,7 @@ class MemoryCore:
             more = bool(self._waiting)
             self._taking = more
         if more:
-            self._index_ex.submit(self._run_retrievals)
+            self._take_waiting()
         live = [job for job in group if not job.cancelled.is_set()]
         for job in group:
             if job.cancelled.is_set():

@@ -107,3 +107,48 @@ def test_the_group_size_is_bounded_and_the_host_runs_each_search_alone(corpus, t
     assert core.retrieval_groups == {4: 1, 3: 1}
     # the built-in host index reads its rows once a query: nothing to share, nothing reported
     assert not any("batch=" in e.detail for events in got for e in events if isinstance(e, StageReport))
+
+
+def test_a_caller_that_leaves_does_not_hold_up_its_group_and_a_stopped_server_says_so(corpus, tmp_path):
+    """A caller that stops reading mid-stream gives its slots back and the rest of its group is
+    answered; once the index thread is shut down, a retrieval ends UNAVAILABLE instead of waiting."""
+    from teleo_server.errors import Unavailable
+
+    c, queries = corpus
+    r = _retriever(c, "numpy", 16)
+    core = _core(tmp_path, r)
+    asked = [_query(queries, j) for j in range(5)]
+
+    async def scenario():
+        held = threading.Event()
+        core._index_ex.submit(held.wait)
+
+        async def reader(q: Query, leave: bool) -> int:
+            ticket = core.admit(q.principal)
+            got = 0
+            try:
+                async for ev in core.retrieve(q, 0.0, "", ticket):
+                    got += isinstance(ev, Hit)
+                    if leave:
+                        break  # the stream is closed here
+            finally:
+                ticket.close()
+            return got
+
+        tasks = [asyncio.create_task(reader(q, leave=(i == 1))) for i, q in enumerate(asked)]
+        await asyncio.sleep(0.2)
+        held.set()
+        counts = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        assert core.admission.computing == 0 and core.admission.open == 0
+        core._index_ex.shutdown()
+        with pytest.raises(Unavailable, match="the server is stopping"):
+            async for _ in core.retrieve(asked[0], 0.0, "", core.admit(asked[0].principal)):
+                pass
+        return counts
+
+    try:
+        counts = asyncio.run(scenario())
+    finally:
+        _close(core)
+    assert counts[1] == 0 and all(n == 10 for i, n in enumerate(counts) if i != 1)
+    assert core.retrieval_groups == {5: 1}
