@@ -47,6 +47,28 @@ def test_device_backend_ranks_as_the_host_does(corpus, profile):
         assert answers[1] == answers[0], f"query {j}"
 
 
+def test_a_filtered_query_is_blended_on_the_device_as_on_the_host(corpus):
+    """Sparse recall on the device (every memory's BM25 and SPLADE scores blended and cut there)
+    scales each space by its best *admitted* memory, as the host does: under a filter the same
+    rows come out, and the stage says where it scored."""
+    from teleo_server.domain import MemoryType
+    from teleo_server.pipeline.types import Query, StageReport
+    from teleo_server.query import Filters, Overrides
+
+    c, queries, retrievers = corpus
+    device = retrievers[DEVICE]
+    few = Overrides(max_candidates=12)  # the blend's order decides which memories go on
+    for filters in (Filters(memory_types=(MemoryType.EPISODIC,)), Filters(event_start=1.7e9, event_end=1.7e9 + 9e6)):
+        for j in range(len(queries)):
+            answers = [inproc.run_query(r, queries.texts[j], queries.embedding(j), "hybrid", 10, filters=filters,
+                                        overrides=few).ids for r in retrievers.values()]
+            assert answers[0] and answers[1] == answers[0], (filters, j)
+    q = Query(text=queries.texts[0], embedding=queries.embedding(0), principal=inproc.PRINCIPAL, top_k=10,
+              profile="hybrid", filters=Filters(memory_types=(MemoryType.EPISODIC,)))
+    detail = {e.stage: e.detail for e in device.retrieve(q) if isinstance(e, StageReport)}["sparse_recall"]
+    assert detail.endswith("scored=on the device"), detail
+
+
 def test_device_backend_sees_every_write_between_queries():
     """Memories stored between queries are found at once on the device too: each write appends to
     the device rows the spaces were first given (nothing is made again from the host rows), which

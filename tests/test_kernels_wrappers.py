@@ -376,3 +376,45 @@ def test_resident_sparse_index_merges_small_writes_without_resorting_the_base(de
         append(10)
     assert len(index.segments) == 1 and index.segments[0][1].shape[0] == int((all_w > 0).sum())
     check()
+
+
+def test_sparse_recall_on_the_device_folds_blends_and_cuts_as_the_host_does(device):
+    """``gpu.recall``: chunk scores folded to their memories' best (several chunks a memory, some
+    memories without any), two spaces blended with each scaled by its best admitted row, the top k
+    among rows whose blend is above 0 (ties by row), and the candidates' scores read back: the
+    host stage's arithmetic, row for row."""
+    from teleo_server.compute.topk import topk as host_topk
+    from teleo_server.gpu import recall
+    from teleo_server.index.chunks import fold_rows
+
+    xp = device.xp
+    rng = np.random.default_rng(61)
+    n_rows = 500
+    chunk_mem = np.sort(rng.integers(0, n_rows, 1400)).astype(np.int32)  # 0..n chunks a memory
+    chunk_scores = np.where(rng.random(1400) < 0.3, rng.gamma(2.0, 1.0, 1400), 0).astype(np.float32)
+    got = device.to_host(recall.fold_chunks(device.name, xp.asarray(chunk_scores[:1300]), chunk_mem, n_rows, False))
+    want = np.maximum(fold_rows(np.concatenate([chunk_scores[:1300], np.zeros(100, np.float32)]), chunk_mem, n_rows), 0)
+    np.testing.assert_array_equal(got, want)  # the chunks the index does not hold yet score 0
+    one = rng.gamma(2.0, 1.0, n_rows).astype(np.float32)
+    np.testing.assert_array_equal(
+        device.to_host(recall.fold_chunks(device.name, xp.asarray(one), np.arange(n_rows, dtype=np.int32), n_rows, True)), one)
+
+    bm25 = np.where(rng.random(n_rows) < 0.4, rng.gamma(2.0, 2.0, n_rows), 0).astype(np.float32)
+    bm25[[3, 4]] = bm25[5] = 7.0  # ties
+    splade = want
+    for admitted in (np.ones(n_rows, bool), rng.random(n_rows) < 0.3):
+        for w in (0.0, 0.5, 0.8):
+            where = None if admitted.all() else admitted
+
+            def norm(x):
+                m = float((x if where is None else x * where).max(initial=0.0))
+                return x / m if m > 0 else x
+
+            blend = (1.0 - w) * norm(bm25) + w * norm(splade)
+            pos, _ = host_topk(blend, 40, mask=admitted & (blend > 0))
+            top = recall.blend_top(device.name, [(xp.asarray(bm25), 1.0 - w), (xp.asarray(splade), w)], admitted, 40)
+            np.testing.assert_array_equal(top, np.asarray(pos, np.int64), err_msg=f"w={w}")
+    rows = np.array([3, 10, 499, 0, 3])
+    np.testing.assert_array_equal(recall.gather(device.name, xp.asarray(bm25), rows),
+                                  np.where(bm25[rows] > 0, bm25[rows], np.nan).astype(np.float32))
+    assert recall.blend_top(device.name, [(xp.asarray(bm25), 1.0)], np.zeros(n_rows, bool), 10).size == 0

@@ -106,6 +106,7 @@ def test_a_device_retriever_keeps_each_space_on_the_device_unless_its_setting_na
     query = Query(text=q.texts[0], embedding=q.embedding(0), principal=inproc.PRINCIPAL, top_k=10, profile="teleological")
     details = {e.stage: e.detail for e in device.retrieve(query) if isinstance(e, StageReport)}
     assert "index=dense.resident" in details["dense"] and details["late_interaction"].endswith("index=tokens.resident")
+    assert details["sparse_recall"].endswith("scored=on the device")  # BM25 and SPLADE blended there
     from teleo_server.gpu.backends import ResidentBm25Backend, ResidentDenseBackend, ResidentSparseBackend
 
     assert isinstance(device.spaces["E6_lexical"].backend, ResidentBm25Backend)

@@ -255,6 +255,15 @@ class ResidentSparseBackend:
         return np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
     @_on_runtime
+    def device_scores(self, query: SparseQuery) -> Any:
+        """Every row's score as a device float32 (n,) array, 0 where removed or not reached: what
+        ``every_score`` gives, left on the device (sparse recall blends it there:
+        :mod:`teleo_server.gpu.recall`)."""
+        xp = runtime.current().xp
+        s = self._device_scores(query)
+        return xp.where((s > 0) & self.live.device_mask(), s, xp.float32(0.0)).astype(xp.float32)
+
+    @_on_runtime
     def every_score(self, query: SparseQuery) -> np.ndarray:
         s = runtime.current().to_host(self._device_scores(query))
         return np.where((s > 0) & self.live.host_mask(), s, np.float32(0.0)).astype(np.float32)

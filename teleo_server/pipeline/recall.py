@@ -45,43 +45,22 @@ def sparse_recall(state: State) -> str:
     """The lexical (BM25) and learned-sparse (SPLADE) spaces scored over the memories their query
     terms reach, blended by ``sparse_weight``; the top ``max_candidates`` by the blend, joined by
     the n-gram space's typo-robust top list, become the candidates. The cost follows the query
-    terms' postings, not the size of the corpus, until they reach a good share of it."""
+    terms' postings, not the size of the corpus, until they reach a good share of it. Where both
+    spaces keep this caller's scores on one device, they are blended and cut there and only the
+    top rows and the candidates' scores cross the bus."""
     ctx, cfg = state.ctx, state.cfg
     lex, spl, ngram = state.role("lexical"), state.role("learned_sparse"), state.role("ngram")
     lex_f, spl_f = state.feature(lex), state.feature(spl)
     # the n-gram space's query encoding is paid only when its list is wanted
     hdc_f = state.feature(ngram) if cfg.hdc_candidates > 0 else None
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
     w = cfg.sparse_weight if spl_f is not None else 0.0
-    n = ctx.catalog.n_rows
-    sparse = [(state.spaces[name], f) for name, f in ((lex, lex_f), (spl, spl_f)) if f is not None]
-    if sum(space.reach(ctx, f) for space, f in sparse) >= WHOLE_CORPUS_SHARE * n:
-        # the query terms' postings cover a good share of the memories (common words, SPLADE's
-        # expansions): one score per memory costs less than listing the rows they reach and
-        # joining the lists
-        full = [state.spaces[lex].all_scores(ctx, lex_f) if lex_f is not None else np.zeros(n, np.float32),
-                state.spaces[spl].all_scores(ctx, spl_f) if spl_f is not None else None]
-        bm25 = splade = None
-        reached = None
-        admitted = ctx.mask
-        values = full
+    k = state.arm(cfg.max_candidates)
+    on_device = _on_device(state, [(lex, lex_f), (spl, spl_f)])
+    if on_device is not None:
+        top, score_of, scored = _blend_on_device(state, on_device, w, k)
     else:
-        bm25 = state.spaces[lex].reached_scores(ctx, lex_f) if lex_f is not None else empty
-        splade = state.spaces[spl].reached_scores(ctx, spl_f) if spl_f is not None else None
-        reached = distinct(np.concatenate([bm25[0], splade[0]]), n) if splade is not None else bm25[0]
-        full = [None, None]
-        admitted = ctx.mask[reached]
-        values = [np.nan_to_num(lookup(*bm25, reached)),
-                  np.nan_to_num(lookup(*splade, reached)) if splade is not None else None]
-    # each space is scaled by its best admitted row: no other row shapes the blend (where every row
-    # is admitted, the plain maximum: the masked one costs a product over the corpus)
-    where = None if admitted.all() else admitted
-    blend = (1.0 - w) * _max_norm(values[0], where)
-    if values[1] is not None:
-        blend = blend + w * _max_norm(values[1], where)
-    pos, _ = ctx.ops.topk(blend, state.arm(cfg.max_candidates), mask=admitted & (blend > 0))
-    pos = np.asarray(pos, np.int64)
-    picked = [pos if reached is None else reached[pos]]
+        top, score_of, scored = _blend_on_host(state, [(lex, lex_f), (spl, spl_f)], w, k)
+    picked = [top]
     hdc = None
     n_hdc = 0
     if hdc_f is not None and cfg.hdc_candidates > 0:
@@ -93,16 +72,91 @@ def sparse_recall(state: State) -> str:
     c = Candidates(distinct(np.concatenate(picked), ctx.catalog.n_rows))
     in_blend = member(c.rows, picked[0])
     if lex is not None:
-        b = _at(bm25, full[0], c.rows)
+        b = score_of(0, c.rows)
         c.set_space(lex, b, in_blend & ~np.isnan(b))
     if spl_f is not None:
-        sc = _at(splade, full[1], c.rows)
+        sc = score_of(1, c.rows)
         c.set_space(spl, sc, in_blend & ~np.isnan(sc))
     if hdc is not None:
         c.set_space(ngram, lookup(*hdc, c.rows), member(c.rows, picked[1]))
     state.cands = c
     return (f"sparse_weight={w:g} bm25={'on' if lex_f is not None else 'off'} splade={'on' if spl_f is not None else 'off'} "
-            f"hdc={n_hdc} scored={'every row' if reached is None else 'reached rows'}")
+            f"hdc={n_hdc} scored={scored}")
+
+
+Scores = Callable[[int, np.ndarray], np.ndarray]  # (0: BM25, 1: SPLADE; memory rows) -> scores, NaN: not reached
+
+
+def _blend_on_host(state: State, spaces: list[tuple[str | None, Any]], w: float, k: int) -> tuple[np.ndarray, Scores, str]:
+    """The top ``k`` memory rows by the blend, scored on the host, the spaces' scores of any rows,
+    and how they were scored."""
+    ctx = state.ctx
+    (lex, lex_f), (spl, spl_f) = spaces
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+    n = ctx.catalog.n_rows
+    sparse = [(state.spaces[name], f) for name, f in spaces if name is not None and f is not None]
+    bm25 = splade = reached = None
+    full: list[np.ndarray | None] = [None, None]
+    if sum(space.reach(ctx, f) for space, f in sparse) >= WHOLE_CORPUS_SHARE * n:
+        # the query terms' postings cover a good share of the memories (common words, SPLADE's
+        # expansions): one score per memory costs less than listing the rows they reach and
+        # joining the lists
+        full = [state.spaces[lex].all_scores(ctx, lex_f) if lex_f is not None else np.zeros(n, np.float32),
+                state.spaces[spl].all_scores(ctx, spl_f) if spl_f is not None else None]
+        admitted = ctx.mask
+        values = full
+    else:
+        bm25 = state.spaces[lex].reached_scores(ctx, lex_f) if lex_f is not None else empty
+        splade = state.spaces[spl].reached_scores(ctx, spl_f) if spl_f is not None else None
+        reached = distinct(np.concatenate([bm25[0], splade[0]]), n) if splade is not None else bm25[0]
+        admitted = ctx.mask[reached]
+        values = [np.nan_to_num(lookup(*bm25, reached)),
+                  np.nan_to_num(lookup(*splade, reached)) if splade is not None else None]
+    # each space is scaled by its best admitted row: no other row shapes the blend (where every row
+    # is admitted, the plain maximum: the masked one costs a product over the corpus)
+    where = None if admitted.all() else admitted
+    blend = (1.0 - w) * _max_norm(values[0], where)
+    if values[1] is not None:
+        blend = blend + w * _max_norm(values[1], where)
+    pos, _ = ctx.ops.topk(blend, k, mask=admitted & (blend > 0))
+    pos = np.asarray(pos, np.int64)
+    top = pos if reached is None else reached[pos]
+    found = (bm25, splade)
+    return top, lambda i, rows: _at(found[i], full[i], rows), "every row" if reached is None else "reached rows"
+
+
+def _blend_on_device(state: State, on_device: tuple[str, list[Any]], w: float, k: int) -> tuple[np.ndarray, Scores, str]:
+    """As :func:`_blend_on_host`, every memory's scores kept on the device, blended and cut there
+    (the same float32 arithmetic): only the top rows and, later, the candidates' scores cross."""
+    from teleo_server.gpu import recall as device_recall
+
+    runtime_name, scores = on_device
+    weights = [(scores[0], 1.0 - w), (scores[1], w)]
+    top = device_recall.blend_top(runtime_name, [(x, c) for x, c in weights if x is not None], state.ctx.mask, k)
+
+    def score_of(i: int, rows: np.ndarray) -> np.ndarray:
+        x = scores[i]
+        return np.full(rows.size, np.nan, np.float32) if x is None else device_recall.gather(runtime_name, x, rows)
+
+    return top, score_of, "on the device"
+
+
+def _on_device(state: State, spaces: list[tuple[str | None, Any]]) -> tuple[str, list[Any]] | None:
+    """(runtime, each space's device scores or None) when every sparse space with a query side
+    keeps this caller's scores on one device (``Space.device_scores``), else None (the host
+    blends)."""
+    found: list[Any] = []
+    where = ""
+    for name, feats in spaces:
+        if name is None or feats is None:
+            found.append(None)
+            continue
+        got = state.spaces[name].device_scores(state.ctx, feats)
+        if got is None or (where and got[0] != where):
+            return None
+        where = got[0]
+        found.append(got[1])
+    return (where, found) if where else None
 
 
 @stage("keywords")

@@ -192,6 +192,13 @@ class SparseScoredSpace(Space):
         if self.index.pending:
             self.index.merge()
 
+    def device_scores(self, ctx: QueryContext, feats: Any) -> tuple[str, Any] | None:
+        """(runtime, device float32 (n_rows,)): every memory's score left in device memory (0
+        where not reached), when this space's index keeps its rows on a device and scores this
+        caller there, so that sparse recall blends the spaces on the device and only the top rows
+        cross the bus (:mod:`teleo_server.gpu.recall`); None (the default): scored on the host."""
+        return None
+
     def reach(self, ctx: QueryContext, feats: Any) -> int:
         """An upper bound, known before scoring, of the rows :meth:`reached_scores` lists (an
         inverted index's postings of the query terms): a recall stage compares it with the corpus

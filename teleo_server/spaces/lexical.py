@@ -170,6 +170,16 @@ class LexicalSpace(NamedBackend, SparseScoredSpace):
         readable = None if ctx.sees_all else ctx.readable
         return self.field.scores(ctx.ops, ids, w, self.catalog.n_rows, readable)
 
+    def device_scores(self, ctx: QueryContext, feats: Any) -> tuple[str, Any] | None:
+        named = self._named(ctx)  # a caller who may read every memory, on a named backend
+        own = getattr(named, "device_scores", None)
+        if own is None:
+            return None
+        from teleo_server.gpu.recall import fit
+
+        ids, w = feats
+        return named.runtime, fit(named.runtime, own(SparseQuery(ids, w)), self.catalog.n_rows)
+
     def reach(self, ctx: QueryContext, feats: Any) -> int:
         return self.field.index.postings_count(feats[0])
 

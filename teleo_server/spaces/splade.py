@@ -124,6 +124,19 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
         out = fold_rows(chunk_scores, self.catalog.chunk_mem, self.catalog.n_rows, self.catalog.one_chunk_each)
         return np.maximum(out, 0.0)
 
+    def device_scores(self, ctx: QueryContext, feats: Any) -> tuple[str, Any] | None:
+        """Each memory's best chunk score, folded on the device from its backend's chunk scores."""
+        backend = self._backend(ctx)
+        own = getattr(backend, "device_scores", None)
+        if own is None:
+            return None
+        from teleo_server.gpu.recall import fold_chunks
+
+        ids, w = feats
+        cat = self.catalog
+        return backend.runtime, fold_chunks(backend.runtime, own(SparseQuery(ids, w)), cat.chunk_mem[: cat.n_chunks],
+                                            cat.n_rows, cat.one_chunk_each)
+
     def reach(self, ctx: QueryContext, feats: Any) -> int:
         ids, w = feats
         return reach(self._backend(ctx), SparseQuery(ids, w))
