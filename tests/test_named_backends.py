@@ -483,3 +483,35 @@ def test_a_device_backend_without_its_runtime_stops_the_retriever_at_start(space
                                               r"needs the cuda runtime, but .*install the GPU extra"):
         make_retriever(PipelineSettings(spaces={space: {"index": name}}), "numpy")
     assert make_retriever(PipelineSettings(spaces={space: {"index": name}}), "emulated").spaces[space].named == name
+
+
+def test_sparse_recall_on_the_device_sends_the_top_rows_not_every_score(monkeypatch):
+    """Blended on the device, a query's sparse recall sends the host its top rows and the
+    candidates' scores; blended on the host over the same resident backends, each space sends the
+    scores of every memory its terms reach (here most of them): several times the bytes, for the
+    same answers."""
+    from teleo_server.gpu import runtime
+    from teleo_server.query import Overrides
+    from teleo_server.spaces.lexical import LexicalSpace
+    from teleo_server.spaces.splade import SpladeSpace
+
+    c = make_corpus(CorpusSpec(n=3000, seed=43))
+    queries = make_queries(c, 8, seed=44)
+    r = inproc.make({}, backend=DEVICE)
+    inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(len(c))))
+    rt = runtime.get(r.runtime)
+    few = Overrides(max_candidates=100)
+
+    def sent() -> tuple[int, list[list[str]]]:
+        _answers(r, queries, "hybrid")  # backends made
+        before = rt.downloaded
+        got = [inproc.run_query(r, queries.texts[j], queries.embedding(j), "hybrid", 10, overrides=few).ids
+               for j in range(len(queries))]
+        return (rt.downloaded - before) // len(queries), got
+
+    on_device, answers = sent()
+    for space in (LexicalSpace, SpladeSpace):  # the host blends what the backends send it
+        monkeypatch.setattr(space, "device_scores", lambda self, ctx, feats: None)
+    on_host, host_answers = sent()
+    assert host_answers == answers
+    assert on_host > 3 * on_device and on_host > 4 * 3000, (on_device, on_host)

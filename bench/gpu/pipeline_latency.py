@@ -94,7 +94,13 @@ def measure(size: int, backend: str, profiles: list[str], n_queries: int, repeat
     _, build_s = inproc.build(retriever, ((memory_of(corpus, i), corpus.embedding(i)) for i in range(size)))
     inproc.warm_up(retriever, queries.texts[0], queries.embedding(0), profiles)
     out: dict = {"build_s": build_s, "profiles": {}, "device_bytes_per_memory": device_bytes(retriever, size)}
+    rt = None
+    if getattr(retriever, "runtime", None):
+        from teleo_server.gpu import runtime
+
+        rt = runtime.get(retriever.runtime)
     for profile in profiles:
+        sent = rt.downloaded if rt is not None else 0
         walls: list[float] = []
         answers: list[list[str]] = []
         stages: dict[str, list[float]] = {}
@@ -111,6 +117,8 @@ def measure(size: int, backend: str, profiles: list[str], n_queries: int, repeat
             "p99_ms": float(np.percentile(walls, 99)), "queries": len(walls),
             "stage_p50_ms": {k: float(np.percentile(v, 50)) for k, v in stages.items()},
             "queries_per_s": len(walls) / (sum(walls) / 1e3),
+            # device-to-host bytes a query sent (to_host copies; None on the host backend)
+            "bytes_to_host_per_query": None if rt is None else (rt.downloaded - sent) / len(walls),
             "answers": answers,
         }
         if group > 1:

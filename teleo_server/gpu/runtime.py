@@ -54,8 +54,17 @@ class Runtime:
     def is_array(self, x: Any) -> bool:
         return isinstance(x, self.xp.ndarray)
 
+    # bytes this runtime's arrays have sent to the host through to_host, since the process started
+    # (what crosses the bus from the device: pipeline_latency reports it per query)
+    downloaded = 0
+
     def to_host(self, x: Any) -> Any:
-        """A host NumPy copy of a device array."""
+        """A host NumPy copy of a device array (counted in ``downloaded``)."""
+        out = self._to_host(x)
+        self.downloaded += int(out.nbytes)
+        return out
+
+    def _to_host(self, x: Any) -> Any:
         raise NotImplementedError
 
     def address(self, x: Any) -> int:
@@ -103,7 +112,7 @@ class CudaRuntime(Runtime):
         stream.use()  # the current stream of this thread from now on
         return stream
 
-    def to_host(self, x: Any) -> Any:
+    def _to_host(self, x: Any) -> Any:
         return x.get()
 
     def address(self, x: Any) -> int:
@@ -145,7 +154,7 @@ class EmulatedRuntime(Runtime):
     def bind_thread(self, device_id: int) -> Any:
         return None
 
-    def to_host(self, x: Any) -> Any:
+    def _to_host(self, x: Any) -> Any:
         import numpy
 
         return numpy.array(x, copy=True)
