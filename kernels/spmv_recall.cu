@@ -33,6 +33,11 @@
 // avgdl, so a write that moves it re-weighs nothing: the resident BM25 index appends and deletes
 // like the others. compute.sparse.bm25_scores is its reference.
 //
+// Coded variant (spmv_coded_scatter): values are int8 codes (SPLADE's, as the host index keeps
+// them: each row's values are its codes times one step per row); the scatter adds weight x code,
+// and the caller multiplies each rounded score by its row's step, in float32: the host index's
+// own arithmetic, so the same bits, at a byte a posting instead of four.
+//
 // Launch  spmv_plan<<<1, 256>>>: prefix sum of the Q posting-list lengths into plan_off (Q+1,)
 //         and term starts into plan_start (Q,), int64, on the device: no host round trip.
 //         spmv_scatter<<<grid, 256, 0>>>: grid-stride over the flattened (term, posting) space;
@@ -116,6 +121,11 @@ struct SpmvStored {
 };
 
 // BM25's term-frequency part of a raw frequency, in float64, with the row's length.
+struct SpmvCoded {  // int8 codes: the row's step multiplies the rounded sum afterwards, as on the host
+    const signed char* codes;
+    __device__ __forceinline__ double operator()(long long p, int) const { return (double)codes[p]; }
+};
+
 struct SpmvBm25 {
     const float* tf;
     const float* doc_len;
@@ -149,4 +159,16 @@ spmv_bm25_scatter(const int* __restrict__ indices, const float* __restrict__ tf,
     spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
     __syncthreads();
     spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, SpmvBm25{tf, doc_len, k1, b, avgdl});
+}
+
+extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
+spmv_coded_scatter(const int* __restrict__ indices, const signed char* __restrict__ codes,
+                   const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
+                   const float* __restrict__ q_weights, int n_terms, double* __restrict__ scores) {
+    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
+    __shared__ long long s_start[SPMV_MAX_TERMS];
+    __shared__ float s_w[SPMV_MAX_TERMS];
+    spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
+    __syncthreads();
+    spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, SpmvCoded{codes});
 }

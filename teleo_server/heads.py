@@ -55,6 +55,31 @@ class SparseVector:
         return int(self.ids.size)
 
 
+@dataclass(frozen=True, slots=True)
+class SparseCodes:
+    """A sparse vector as an int8-coded index keeps it: int32 term ids (ascending), int8 codes and
+    one float32 step, the values being ``codes x step`` (``weights``, float32). Read through
+    ``ids``, ``weights`` and ``size`` it is the :class:`SparseVector` of those values, so a backend
+    that does not keep codes takes it as one; one that does keeps a byte a value."""
+
+    ids: np.ndarray
+    codes: np.ndarray
+    step: np.float32
+
+    @classmethod
+    def of(cls, ids, codes, step) -> SparseCodes:
+        return cls(np.ascontiguousarray(ids, dtype=np.int32), np.ascontiguousarray(codes, dtype=np.int8),
+                   np.float32(step))
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.codes.astype(np.float32) * self.step
+
+    @property
+    def size(self) -> int:
+        return int(self.ids.size)
+
+
 # "code{bits}x{dim}:{dim_in}:s{seed}[:p{pool}[m{keep}]]", e.g. "code2x128:384:s0:p3m64"
 # ("code2x128:384:s0": pool 1; "...:p3": pool 3 with no floor)
 _CODEC_TAG = re.compile(r"code(\d+)x(\d+):(\d+):s(\d+)(?::p(\d+)(?:m(\d+))?)?")

@@ -165,7 +165,8 @@ def test_a_host_backend_named_by_setting_is_used_as_named():
 def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index(values):
     """``[pipeline.spaces.E13_splade] index = "sparse.resident"``: the postings in device memory,
     scored by the SpMV kernel, through writes, compaction and a snapshot's state; it is given the
-    weights as the built-in index keeps them (int8 codes decoded, by default), so both score alike."""
+    weights as the built-in index keeps them (by default its int8 codes and a step a row, which the
+    device keeps as they are and scores with the host's arithmetic), so both score alike."""
     from teleo_server.gpu.backends import ResidentSparseBackend
 
     c = make_corpus(CorpusSpec(n=200, seed=19))
@@ -186,7 +187,11 @@ def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index(val
     sparse = queries.embedding(0).chunks[0].vectors["splade"]
     q = SparseQuery(sparse.ids, sparse.weights)
     built_in = every_score(SparseBackend(host.ops, index=host.spaces["E13_splade"].index), q)
-    np.testing.assert_allclose(every_score(space.backend, q), built_in, rtol=1e-6, atol=1e-7)
+    if values == "int8":  # the device keeps the index's own codes (a byte a value) and steps: the same bits
+        np.testing.assert_array_equal(every_score(space.backend, q), built_in)
+        assert all(seg[2].dtype == np.int8 for seg in space.backend.index.segments)
+    else:
+        np.testing.assert_allclose(every_score(space.backend, q), built_in, rtol=1e-6, atol=1e-7)
     ids = [memory_of(c, i).id for i in range(150)]
     for r in (host, named):  # more writes, deletes and a compaction
         inproc.build(r, ((memory_of(c, i), c.embedding(i)) for i in range(150, 200)))
@@ -197,6 +202,9 @@ def test_splade_scored_by_a_named_sparse_backend_ranks_as_the_built_in_index(val
         r.compact()
     assert _answers(named, queries, "hybrid") == _answers(host, queries, "hybrid")
     assert space.backend.n == space.index.n_rows == space.catalog.n_chunks
+    if values == "int8":  # made again from the index's rows: the codes and steps read back exactly
+        np.testing.assert_array_equal(every_score(space.backend, q),
+                                      every_score(SparseBackend(host.ops, index=host.spaces["E13_splade"].index), q))
     state = space.__getstate__()
     assert state["backend"] is None
     space.__setstate__(state)
@@ -515,3 +523,24 @@ def test_sparse_recall_on_the_device_sends_the_top_rows_not_every_score(monkeypa
     on_host, host_answers = sent()
     assert host_answers == answers
     assert on_host > 3 * on_device and on_host > 4 * 3000, (on_device, on_host)
+
+
+def test_a_resident_sparse_backend_keeps_int8_codes_as_a_byte_and_refuses_mixed_rows():
+    """Rows given as ``SparseCodes`` (the SPLADE index's int8 codes and step) are kept a byte a
+    value with a step a row, scored as the host scores them; rows without terms say nothing of
+    the kind; float rows after coded ones are refused rather than mixed."""
+    from teleo_server.compute.errors import InternalValueError
+    from teleo_server.gpu.backends import ResidentSparseBackend
+    from teleo_server.heads import SparseCodes, SparseVector
+    from teleo_server.index.base import SparseQuery
+
+    b = ResidentSparseBackend(vocab=50, runtime=_runtime())
+    empty = SparseVector.of(np.zeros(0), np.zeros(0))
+    b.add([empty, SparseCodes.of([1, 7], [127, -3], 0.02), SparseCodes.of([7, 9], [64, 127], 0.5), empty])
+    got = b.every_score(SparseQuery(np.array([7, 9], np.int32), np.array([1.0, 0.25], np.float32)))
+    want = np.array([0, np.float32(-3.0) * np.float32(0.02), np.float32(64 + 127 * 0.25) * np.float32(0.5), 0], np.float32)
+    np.testing.assert_array_equal(got, np.maximum(want, 0))
+    assert b.index.nbytes == sum(int(a.nbytes) for seg in b.index.segments for a in seg)
+    assert all(seg[2].dtype == np.int8 for seg in b.index.segments) and b.device_bytes == b.index.nbytes + b.live.nbytes + 16
+    with pytest.raises(InternalValueError, match="either int8-coded rows or float rows"):
+        b.add([SparseVector.of([3], [1.5])])

@@ -28,7 +28,7 @@ from teleo_server.errors import Unavailable
 from teleo_server.gpu import runtime
 from teleo_server.gpu.cagra import CagraIndex, CagraParams, cagra_available, searches_exactly
 from teleo_server.gpu.resident import LiveRows, ResidentDenseMatrix, ResidentSparseIndex, ResidentTokenStore
-from teleo_server.heads import CodecSpec, SparseVector, TokenCodes
+from teleo_server.heads import CodecSpec, SparseCodes, SparseVector, TokenCodes
 from teleo_server.index.base import DenseQuery, RowFilter, SparseQuery, TokenQuery, register_backend
 from teleo_server.index.backends import RowLengths
 from teleo_server.index.columns import Column
@@ -189,15 +189,18 @@ class CagraBackend(ResidentDenseBackend):
     search_many = None  # type: ignore[assignment]
 
 
-def _segment(vectors: list[SparseVector], first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _segment(vectors: list[Any], first: int, coded: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Rows ``first``, ``first + 1``, ... holding ``vectors`` as one term-major CSC segment over the
     terms they hold (not the whole vocabulary: a write's offsets are few): indptr int64, row ids
-    int32, values float32; None when they hold no term."""
+    int32, values float32 (``coded``: the vectors' int8 codes); None when they hold no term."""
     terms = np.concatenate([np.asarray(v.ids, np.int64) for v in vectors] or [np.zeros(0, np.int64)])
     if not terms.size:
         return None
     rows = np.repeat(np.arange(first, first + len(vectors), dtype=np.int64), [v.size for v in vectors])
-    vals = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors])
+    if coded:
+        vals = np.concatenate([np.asarray(v.codes, np.int8) for v in vectors if v.size])
+    else:
+        vals = np.concatenate([np.asarray(v.weights, np.float32) for v in vectors])
     order = np.lexsort((rows, terms))
     indptr = np.zeros(int(terms.max()) + 2, dtype=np.int64)
     np.cumsum(np.bincount(terms, minlength=indptr.size - 1), out=indptr[1:])
@@ -213,6 +216,8 @@ class ResidentSparseBackend:
     def __init__(self, ops: Any = None, vocab: int = 30522, runtime: str = "cuda", **_: Any) -> None:
         self.runtime = _runtime(runtime)
         self.live, self.index = self._make(vocab)
+        self._coded: bool | None = None  # rows as int8 codes and a step a row (see _coding)
+        self._steps: Any = None  # each row's step on the device, for coded rows
 
     @_on_runtime
     def _make(self, vocab: int) -> tuple[LiveRows, ResidentSparseIndex]:
@@ -225,11 +230,28 @@ class ResidentSparseBackend:
 
     @property
     def device_bytes(self) -> int:
-        return self.index.nbytes + self.live.nbytes
+        steps = 4 * self.n if self._coded else 0
+        return self.index.nbytes + self.live.nbytes + steps
 
     def _scorer(self) -> Callable[[Any, Any], Any]:
-        """(device term ids, device weights) -> device float32 scores of every row."""
-        return self.index.scores
+        """(device term ids, device weights) -> device float32 scores of every row (a coded
+        index's sums times each row's step, in float32, as the host index scores its codes)."""
+        if not self._coded:
+            return self.index.scores
+        return lambda ids, w: self.index.scores(ids, w) * self._steps[: self.n]
+
+    def _coding(self, vectors: list[Any]) -> bool:
+        """Whether these rows come as int8 codes (``SparseCodes``: the SPLADE index's, by default),
+        which the backend then keeps with a step a row; fixed by the first rows holding terms.
+        Rows without terms say nothing."""
+        kinds = {isinstance(v, SparseCodes) for v in vectors if v.size}
+        if len(kinds) > 1 or (self._coded is not None and kinds and kinds != {self._coded}):
+            raise InternalValueError("a sparse backend takes either int8-coded rows or float rows, not both")
+        if self._coded is None and kinds:
+            self._coded = kinds.pop()
+            if self._coded:
+                self._steps = runtime.current().xp.zeros(self.n, dtype=np.float32)
+        return bool(self._coded)
 
     def _device_scores(self, query: SparseQuery) -> Any:
         rt = runtime.current()
@@ -238,10 +260,17 @@ class ResidentSparseBackend:
 
     @_on_runtime
     def add(self, vectors: list[SparseVector]) -> np.ndarray:
+        coded = self._coding(vectors)
+        first = self.n
         ids = self.live.append(len(vectors))
-        segment = _segment(vectors, int(ids[0])) if ids.size else None
+        segment = _segment(vectors, int(ids[0]), coded) if ids.size else None
         if segment is not None:
             self.index.append(*segment)
+        if coded:
+            xp = runtime.current().xp
+            self._steps = _grow_vector(xp, self._steps, self.n)
+            self._steps[first:self.n] = xp.asarray(
+                np.array([v.step if isinstance(v, SparseCodes) else 0.0 for v in vectors], np.float32))
         return ids
 
     @_on_runtime

@@ -175,7 +175,9 @@ class ResidentSparseIndex:
         ----------
         indptr : np.ndarray int64, shape (V+1,), host; terms past a segment's V have no postings in it
         indices : np.ndarray int32, shape (nnz,), host; ids of rows already made live
-        data : np.ndarray float32, shape (nnz,), host
+        data : np.ndarray float32, shape (nnz,), host; or int8 codes, kept as such (a coded
+            index: every segment's values are codes, and its scores are multiplied by each row's
+            step by the caller)
         """
         xp = self._rt.xp
         indptr = np.asarray(indptr, dtype=np.int64)
@@ -184,8 +186,9 @@ class ResidentSparseIndex:
         self.vocab = max(self.vocab, indptr.size - 1)  # a segment may cover fewer terms (a growing vocabulary)
         if len(indices) and (int(np.min(indices)) < 0 or int(np.max(indices)) >= self.live.n_rows):
             raise InternalValueError(f"posting row id outside [0, {self.live.n_rows})")
+        values = xp.int8 if np.asarray(data).dtype == np.int8 else xp.float32  # codes stay a byte each
         self.segments.append(
-            (xp.array(indptr), xp.array(indices, dtype=xp.int32), xp.array(data, dtype=xp.float32))
+            (xp.array(indptr), xp.array(indices, dtype=xp.int32), xp.array(data, dtype=values))
         )
         if len(self.segments) > self.max_segments:
             base, newer = self.segments[0][1].shape[0], sum(seg[1].shape[0] for seg in self.segments[1:])

@@ -14,10 +14,10 @@ _THREADS = 256
 MAX_TERMS_PER_LAUNCH = 1024  # SPMV_MAX_TERMS in the kernel
 
 
-def _check_index(indptr: Any, indices: Any, data: Any) -> None:
+def _check_index(indptr: Any, indices: Any, data: Any, dtype: Any = np.float32) -> None:
     _checks.device_array("indptr", indptr, np.int64, 1)
     _checks.device_array("indices", indices, np.int32, 1)
-    _checks.device_array("data", data, np.float32, 1, (indices.shape[0],))
+    _checks.device_array("data", data, dtype, 1, (indices.shape[0],))
     if indptr.shape[0] < 1:
         raise InternalValueError("indptr must hold V+1 >= 1 entries")
 
@@ -29,18 +29,20 @@ def spmv_accumulate(indptr: Any, indices: Any, data: Any, q_ids: Any, q_weights:
     ----------
     indptr : device array int64, shape (V+1,), device
     indices : device array int32, shape (nnz,), device; every id < len(scores) (not re-checked)
-    data : device array float32, shape (nnz,), device
+    data : device array float32, shape (nnz,), device; or int8 codes (a coded index's: the caller
+        multiplies each row's rounded score by the row's step afterwards)
     q_ids : device array int32, shape (Q,), device; ids outside [0, V) are ignored
     q_weights : device array float32, shape (Q,), device
     scores : device array float64, shape (N,), device; accumulated into with float64 atomics
         (rounded to float32 by the caller once every segment is in: the reference's bits)
     """
     rt = runtime.current()
-    _check_index(indptr, indices, data)
+    coded = getattr(data, "dtype", None) == np.int8
+    _check_index(indptr, indices, data, np.int8 if coded else np.float32)
     _checks.device_array("q_ids", q_ids, np.int32, 1)
     _checks.device_array("q_weights", q_weights, np.float32, 1, (q_ids.shape[0],))
     _checks.device_array("scores", scores, np.float64, 1)
-    _launch(rt, "spmv_scatter", (indices, data), indptr, q_ids, q_weights, scores)
+    _launch(rt, "spmv_coded_scatter" if coded else "spmv_scatter", (indices, data), indptr, q_ids, q_weights, scores)
 
 
 def _launch(rt: Any, scatter_name: str, head: tuple, indptr: Any, q_ids: Any, q_weights: Any, scores: Any) -> None:

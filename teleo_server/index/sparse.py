@@ -23,6 +23,7 @@ import numpy as np
 
 from teleo_server.compute.backend import ops as backend_ops
 from teleo_server.compute.sets import group_sum
+from teleo_server.heads import SparseCodes, SparseVector
 from teleo_server.index.catalog import Column, value_dtype
 from teleo_server.index.chunks import ranges, slices
 
@@ -191,6 +192,31 @@ class SparseIndex:
             codes, step = self._codes(v)
             return codes.astype(np.float32) * np.float32(step)
         return v.astype(self._values).astype(np.float32)
+
+    def stored(self, ids: np.ndarray, values: np.ndarray) -> SparseVector | SparseCodes:
+        """One row as :meth:`add` keeps it: its int8 codes and step (``SparseCodes``) for a coded
+        index, else a ``SparseVector`` of the values as kept (float16 rounded, float32 as given)."""
+        if self.coded:
+            codes, step = self._codes(np.asarray(values, dtype=np.float32))
+            return SparseCodes.of(ids, codes, step)
+        return SparseVector.of(ids, self.as_stored(values))
+
+    def stored_rows(self, n: int) -> list[SparseVector | SparseCodes]:
+        """Rows ``[0, n)`` as :meth:`stored` gives them (terms ascending), read off the postings in
+        one pass; a row without terms is an empty ``SparseVector``."""
+        which, terms, values = self.rows_entries(np.arange(n, dtype=np.int64))
+        order = np.lexsort((terms, which))
+        which, terms, values = which[order], terms[order], values[order]
+        cut = np.searchsorted(which, np.arange(n + 1))
+        steps = self.steps(np.arange(n, dtype=np.int64)) if self.coded else None
+        out: list[SparseVector | SparseCodes] = []
+        for r in range(n):
+            t, v = terms[cut[r]:cut[r + 1]], values[cut[r]:cut[r + 1]]
+            if steps is not None and t.size and steps[r] > 0:  # the codes back from their decoded values
+                out.append(SparseCodes.of(t, np.rint(v / steps[r]), steps[r]))
+            else:
+                out.append(SparseVector.of(t, v))
+        return out
 
     def steps(self, rows: np.ndarray) -> np.ndarray:
         """float32 (len(rows),): each row's step (int8 values; 0 for rows never given terms). Every

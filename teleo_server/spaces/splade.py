@@ -10,7 +10,7 @@ from pydantic import Field
 
 from teleo_server.compute.sets import distinct_inverse, group_max
 from teleo_server.domain import EmbeddingSet, Memory
-from teleo_server.heads import SparseVector, get_head
+from teleo_server.heads import SparseCodes, SparseVector, get_head
 from teleo_server.index.catalog import Catalog
 from teleo_server.index.chunks import expand, fold_rows
 from teleo_server.index.backends import SparseBackend
@@ -64,7 +64,7 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         floor = self.config.min_doc_weight
-        added: dict[int, SparseVector] = {}
+        added: dict[int, SparseVector | SparseCodes] = {}
         with self._sync:
             for chunk_row, v in self.chunk_vectors(chunk_rows, embeddings):
                 ids, weights = np.asarray(v.ids, dtype=np.int64), np.asarray(v.weights, dtype=np.float32)
@@ -72,8 +72,8 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
                     keep = weights >= floor
                     ids, weights = ids[keep], weights[keep]
                 self.index.add(chunk_row, ids, weights)
-                if self.named:  # the weights as the built-in index keeps them (its codes)
-                    added[chunk_row] = SparseVector.of(ids, self.index.as_stored(weights))
+                if self.named:  # as the built-in index keeps them (its int8 codes and step, by default)
+                    added[chunk_row] = self.index.stored(ids, weights)
             if chunk_rows.size:
                 self.index.grow_rows(int(chunk_rows[-1]) + 1)
             empty = SparseVector.of(np.zeros(0), np.zeros(0))  # a chunk without SPLADE terms
@@ -85,17 +85,14 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
         return self._make_named(vocab=get_head(self.head).dim or 2**31)
 
     def _resync(self) -> VectorIndex:
-        """A named backend made again from every row of the built-in index, as it scores them (its
-        codes decoded): after a compaction, a write the named one failed, or a snapshot read (which
-        holds no device memory). Called with ``_sync`` held."""
+        """A named backend made again from every row of the built-in index, as it keeps them (its
+        int8 codes and steps, by default: ``SparseIndex.stored_rows``): after a compaction, a write
+        the named one failed, or a snapshot read (which holds no device memory). Called with
+        ``_sync`` held."""
         named = self._named()
         n = self.index.n_rows
         if n:
-            which, terms, values = self.index.rows_entries(np.arange(n, dtype=np.int64))
-            order = np.lexsort((terms, which))
-            which, terms, values = which[order], terms[order], values[order]
-            cut = np.searchsorted(which, np.arange(n + 1))
-            named.add([SparseVector.of(terms[cut[r]:cut[r + 1]], values[cut[r]:cut[r + 1]]) for r in range(n)])
+            named.add(self.index.stored_rows(n))
         self.backend = named
         return named
 
