@@ -307,6 +307,7 @@ __all__ = [
     "MAX_POOL",
     "MAX_POOL_KEEP",
     "SPLADE",
+    "SparseCodes",
     "SparseVector",
     "TOKENS",
     "TokenCodes",

@@ -958,7 +958,8 @@ def test_a_write_whose_indexing_failed_is_indexed_again_by_the_next_upkeep_round
     """The store keeps a write whose index call then failed (the caller is told it failed): an
     Update that replaced the indexed version, and a Store. Until then neither version answers; the
     next upkeep round indexes what the store holds, and a delete meanwhile is not undone."""
-    srv = Running(tmp_path)
+    # the upkeep round is run by the test (a scheduled one could come at any moment of a slow machine)
+    srv = Running(tmp_path, maintenance_seconds=3600)
     retriever = srv.core.retriever
     add = retriever.add
 
