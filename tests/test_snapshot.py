@@ -631,7 +631,8 @@ def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_servi
         # while the copy writes, the server serves reads and writes as usual
         (late,) = srv.store([TEXTS[6]])
         found = srv.stub.Retrieve(pb.RetrieveRequest(text=TEXTS[6], top_k=3), metadata=srv.auth, timeout=30)
-        assert late in [e.result.memory.id for e in found if e.WhichOneof("event") == "result"]
+        returned = [e.result.memory.id for e in found if e.WhichOneof("event") == "result"]
+        assert late in returned
         assert not srv.path.exists() and not running.done()
         gate.touch()
         assert running.result(60) is True
@@ -644,9 +645,12 @@ def test_a_checkpoint_is_written_by_a_copy_of_the_process_while_it_goes_on_servi
     assert core.snapshots == {("checkpoint", "written"): 1}
     assert core.checkpoint_hold_seconds < core.snapshot_write_seconds["checkpoint"]
     assert core._snapshot_change == head
-    # pruned up to the snapshot only: the store made during the write is still listed (and
-    # the usage counters the retrieval wrote, if they were flushed already)
-    assert [i for i, counters in core.store.changes_since(0) if not counters] == [late]
+    # pruned up to the snapshot only: the store made during the write is still listed. The
+    # retrieval's usage counters are listed too when they were written before the prune (half a
+    # second after it, or sooner on a busy machine): a memory whose content change was still in
+    # the journal then keeps that change's mark, so it is listed as changed, not as counters only
+    listed = [i for i, counters in core.store.changes_since(0) if not counters]
+    assert late in listed and set(listed) <= set(returned), (listed, returned)
     assert len(ids) == 6
 
 
