@@ -114,6 +114,23 @@ __device__ __forceinline__ void spmv_scatter_all(const long long* s_off, const l
     }
 }
 
+// A scatter kernel's whole body: the plan and the query weights into the block's shared memory,
+// then every (term, posting) scattered with ``value``. Each kernel that calls it gets arrays of
+// its own (static shared memory declared in a device function is the calling kernel's).
+template <typename Value>
+__device__ __forceinline__ void spmv_planned_scatter(const long long* __restrict__ plan_start,
+                                                     const long long* __restrict__ plan_off,
+                                                     const float* __restrict__ q_weights, int n_terms,
+                                                     const int* __restrict__ indices, double* __restrict__ scores,
+                                                     const Value& value) {
+    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
+    __shared__ long long s_start[SPMV_MAX_TERMS];
+    __shared__ float s_w[SPMV_MAX_TERMS];
+    spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
+    __syncthreads();
+    spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, value);
+}
+
 // The stored value as it is (a BM25 impact, a SPLADE weight).
 struct SpmvStored {
     const float* data;
@@ -140,12 +157,7 @@ extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
 spmv_scatter(const int* __restrict__ indices, const float* __restrict__ data,
              const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
              const float* __restrict__ q_weights, int n_terms, double* __restrict__ scores) {
-    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
-    __shared__ long long s_start[SPMV_MAX_TERMS];
-    __shared__ float s_w[SPMV_MAX_TERMS];
-    spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
-    __syncthreads();
-    spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, SpmvStored{data});
+    spmv_planned_scatter(plan_start, plan_off, q_weights, n_terms, indices, scores, SpmvStored{data});
 }
 
 extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
@@ -153,22 +165,13 @@ spmv_bm25_scatter(const int* __restrict__ indices, const float* __restrict__ tf,
                   const float* __restrict__ doc_len, double k1, double b, double avgdl,
                   const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
                   const float* __restrict__ q_weights, int n_terms, double* __restrict__ scores) {
-    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
-    __shared__ long long s_start[SPMV_MAX_TERMS];
-    __shared__ float s_w[SPMV_MAX_TERMS];
-    spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
-    __syncthreads();
-    spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, SpmvBm25{tf, doc_len, k1, b, avgdl});
+    spmv_planned_scatter(plan_start, plan_off, q_weights, n_terms, indices, scores,
+                         SpmvBm25{tf, doc_len, k1, b, avgdl});
 }
 
 extern "C" __global__ void __launch_bounds__(SPMV_THREADS)
 spmv_coded_scatter(const int* __restrict__ indices, const signed char* __restrict__ codes,
                    const long long* __restrict__ plan_start, const long long* __restrict__ plan_off,
                    const float* __restrict__ q_weights, int n_terms, double* __restrict__ scores) {
-    __shared__ long long s_off[SPMV_MAX_TERMS + 1];
-    __shared__ long long s_start[SPMV_MAX_TERMS];
-    __shared__ float s_w[SPMV_MAX_TERMS];
-    spmv_load_plan(s_off, s_start, s_w, plan_off, plan_start, q_weights, n_terms);
-    __syncthreads();
-    spmv_scatter_all(s_off, s_start, s_w, n_terms, indices, scores, SpmvCoded{codes});
+    spmv_planned_scatter(plan_start, plan_off, q_weights, n_terms, indices, scores, SpmvCoded{codes});
 }

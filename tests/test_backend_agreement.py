@@ -96,3 +96,32 @@ def test_device_backend_sees_every_write_between_queries():
         assert served["E13_splade"].n == device.spaces["E13_splade"].index.n_rows
         assert served["E12_late"].n == device.spaces["E12_late"].store.n
         assert served["E6_lexical"].n == device.spaces["E6_lexical"].field.doc_len.n
+
+
+def test_memories_of_several_chunks_are_folded_on_the_device_as_on_the_host():
+    """Sparse recall on the device folds SPLADE's chunk scores to their memories with the catalog's
+    chunk map kept on the device (sent once, then what writes add): with memories of one, two and
+    three chunks, written in two rounds, the device answers as the host."""
+    from dataclasses import replace
+
+    from teleo_server.domain import EmbeddingSet
+
+    require_device()
+    c = make_corpus(CorpusSpec(n=300, seed=9))
+    queries = make_queries(c, 10, seed=10)
+
+    def memory(i: int):  # memory i also holds the chunks of the next one or two texts
+        extra = [c.embedding((i + j) % len(c)).chunks[0] for j in range(1, 1 + i % 3)]
+        emb = c.embedding(i)
+        return replace(memory_of(c, i), chunk_count=1 + len(extra)), EmbeddingSet(emb.model_version, emb.chunks + extra)
+
+    retrievers = {"numpy": inproc.make(HOST, backend="numpy"), DEVICE: inproc.make(SETTINGS, backend=DEVICE)}
+    for lo, hi in ((0, 200), (200, 300)):
+        for r in retrievers.values():
+            inproc.build(r, (memory(i) for i in range(lo, hi)))
+        assert not retrievers[DEVICE].catalog.one_chunk_each
+        for j in range(len(queries)):
+            answers = [inproc.run_query(r, queries.texts[j], queries.embedding(j), "hybrid", 10).ids
+                       for r in retrievers.values()]
+            assert answers[1] == answers[0], (hi, j)
+    assert retrievers[DEVICE].spaces["E13_splade"]._chunk_rows.n == retrievers[DEVICE].catalog.n_chunks

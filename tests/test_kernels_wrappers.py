@@ -392,12 +392,16 @@ def test_sparse_recall_on_the_device_folds_blends_and_cuts_as_the_host_does(devi
     n_rows = 500
     chunk_mem = np.sort(rng.integers(0, n_rows, 1400)).astype(np.int32)  # 0..n chunks a memory
     chunk_scores = np.where(rng.random(1400) < 0.3, rng.gamma(2.0, 1.0, 1400), 0).astype(np.float32)
-    got = device.to_host(recall.fold_chunks(device.name, xp.asarray(chunk_scores[:1300]), chunk_mem, n_rows, False))
+    column = recall.DeviceColumn(device.name)
+    column.view(chunk_mem[:900])  # then the map grows: only the new values are sent, to the same copy
+    rows = column.view(chunk_mem)
+    np.testing.assert_array_equal(device.to_host(rows), chunk_mem)
+    assert column.n == 1400
+    got = device.to_host(recall.fold_chunks(device.name, xp.asarray(chunk_scores[:1300]), rows, 1400, n_rows))
     want = np.maximum(fold_rows(np.concatenate([chunk_scores[:1300], np.zeros(100, np.float32)]), chunk_mem, n_rows), 0)
     np.testing.assert_array_equal(got, want)  # the chunks the index does not hold yet score 0
     one = rng.gamma(2.0, 1.0, n_rows).astype(np.float32)
-    np.testing.assert_array_equal(
-        device.to_host(recall.fold_chunks(device.name, xp.asarray(one), np.arange(n_rows, dtype=np.int32), n_rows, True)), one)
+    np.testing.assert_array_equal(device.to_host(recall.fold_chunks(device.name, xp.asarray(one), None, n_rows, n_rows)), one)
 
     bm25 = np.where(rng.random(n_rows) < 0.4, rng.gamma(2.0, 2.0, n_rows), 0).astype(np.float32)
     bm25[[3, 4]] = bm25[5] = 7.0  # ties

@@ -136,7 +136,7 @@ class ResidentDenseBackend:
         for i, q in enumerate(queries):
             by_dim.setdefault(q.dim if q.dim and q.dim < self.matrix.dim else None, []).append(i)
         alive = self.live.host_mask() if any(f is not None for f in filters) else None
-        for dim, at in by_dim.items():
+        for dim, at in by_dim.items():  # each filter's live rows, as _admitted gives them
             admitted = [None if filters[i] is None else alive & filters[i].bits(alive.size) for i in at]
             fetch = k if dim is None else k * FIRST_PASS_OVERSAMPLE
             found = self.matrix.search_many(np.stack([np.asarray(queries[i].vector, np.float32) for i in at]), fetch,
@@ -145,7 +145,7 @@ class ResidentDenseBackend:
                 if dim is not None:  # rescored at full width, as search does
                     ids, scores = self.matrix.search(queries[i].vector, k, candidates=np.asarray(ids, np.int64))
                 out[i] = (np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32))
-        return [o for o in out if o is not None]
+        return out  # type: ignore[return-value] - every query's slot is filled above
 
     @_on_runtime
     def score(self, ids: np.ndarray, query: DenseQuery) -> np.ndarray:
@@ -294,8 +294,7 @@ class ResidentSparseBackend:
 
     @_on_runtime
     def every_score(self, query: SparseQuery) -> np.ndarray:
-        s = runtime.current().to_host(self._device_scores(query))
-        return np.where((s > 0) & self.live.host_mask(), s, np.float32(0.0)).astype(np.float32)
+        return runtime.current().to_host(self.device_scores(query))
 
     def score(self, ids: np.ndarray, query: SparseQuery) -> np.ndarray:
         s = self.every_score(query)[np.asarray(ids, dtype=np.int64)]
@@ -305,7 +304,10 @@ class ResidentSparseBackend:
     def reached(self, query: SparseQuery) -> tuple[np.ndarray, np.ndarray]:
         """The live rows the query scores above 0 and their scores, picked out on the device: only
         those cross the bus, not a score for every row."""
-        return _device_reached(runtime.current(), self._device_scores(query), self.live)
+        rt = runtime.current()
+        scores = self.device_scores(query)
+        rows = rt.xp.flatnonzero(scores > 0)
+        return rt.to_host(rows).astype(np.int64), rt.to_host(scores[rows]).astype(np.float32)
 
     @_on_runtime
     def reach(self, query: SparseQuery) -> int:
@@ -355,14 +357,6 @@ class ResidentBm25Backend(ResidentSparseBackend):
         rows = np.unique(rows[self.live.alive(rows)]) if rows.size else rows
         self.lengths.forget(rows)
         super().remove(rows)
-
-
-def _device_reached(rt: Any, scores: Any, live: LiveRows) -> tuple[np.ndarray, np.ndarray]:
-    """Rows int64 (ascending) of device ``scores`` above 0 among ``live``'s rows, and their scores
-    float32, compacted on the device before they cross the bus."""
-    xp = rt.xp
-    rows = xp.flatnonzero((scores > 0) & live.device_mask())
-    return rt.to_host(rows).astype(np.int64), rt.to_host(scores[rows]).astype(np.float32)
 
 
 def _grow_vector(xp: Any, buf: Any, need: int) -> Any:

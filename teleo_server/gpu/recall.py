@@ -38,24 +38,50 @@ def fit(runtime_name: str, scores: Any, n: int) -> Any:
         return out
 
 
-def fold_chunks(runtime_name: str, chunk_scores: Any, chunk_mem: np.ndarray, n_rows: int, one_each: bool) -> Any:
+class DeviceColumn:
+    """A device copy of a host int column that only grows until its owner drops the copy (the
+    catalog's chunk -> memory map between compactions): each :meth:`view` sends only the values
+    appended since the last one, into a device buffer with room to grow."""
+
+    def __init__(self, runtime_name: str) -> None:
+        self.runtime = runtime_name
+        self._buf: Any = None
+        self.n = 0
+
+    def view(self, host: np.ndarray) -> Any:
+        """Device int64 (len(host),): ``host`` as it is now, whose first ``n`` values are those sent
+        before (the owner drops this copy when they change)."""
+        with runtime.use(self.runtime) as rt:
+            xp = rt.xp
+            need = int(host.shape[0])
+            if self._buf is None or self._buf.shape[0] < need:
+                grown = xp.zeros(max(need, 2 * self.n, 1024), dtype=xp.int64)
+                if self._buf is not None:
+                    grown[: self.n] = self._buf[: self.n]
+                self._buf = grown
+            if need > self.n:
+                self._buf[self.n:need] = xp.asarray(np.asarray(host[self.n:need], np.int64))
+            self.n = max(self.n, need)
+            return self._buf[:need]
+
+
+def fold_chunks(runtime_name: str, chunk_scores: Any, chunk_rows: Any | None, n_chunks: int, n_rows: int) -> Any:
     """Device float32 (n_rows,): each memory's best chunk score, 0 where it has none above 0, from
-    device chunk scores (0 where none) and the host map chunk row -> memory row (``fold_rows``
-    on the host)."""
+    device chunk scores (0 where none) and the device map chunk row -> memory row (``chunk_rows``,
+    (n_chunks,); None when every memory has exactly one chunk, chunk row r being memory row r):
+    ``fold_rows`` on the host."""
     with runtime.use(runtime_name) as rt:
         xp = rt.xp
-        n_chunks = int(chunk_mem.shape[0])
         scores = fit(runtime_name, chunk_scores, n_chunks)
-        if one_each and n_chunks == n_rows:
+        if chunk_rows is None:
             return xp.maximum(scores, xp.float32(0.0))
         out = xp.zeros(n_rows, dtype=xp.float32)
-        rows = xp.asarray(np.asarray(chunk_mem, np.int64))
         if xp is np:
-            np.maximum.at(out, rows, scores)
+            np.maximum.at(out, chunk_rows, scores)
         else:
             import cupyx
 
-            cupyx.scatter_max(out, rows, scores)
+            cupyx.scatter_max(out, chunk_rows, scores)
         return out
 
 
@@ -89,4 +115,4 @@ def gather(runtime_name: str, scores: Any, rows: np.ndarray) -> np.ndarray:
         return np.where(got > 0, got, np.nan).astype(np.float32)
 
 
-__all__ = ["blend_top", "fit", "fold_chunks", "gather"]
+__all__ = ["DeviceColumn", "blend_top", "fit", "fold_chunks", "gather"]

@@ -387,15 +387,12 @@ class ResidentDenseMatrix:
     def search(self, query: np.ndarray, k: int, *, candidates: np.ndarray | None = None,
                admitted: np.ndarray | None = None, dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` live rows by inner product (prefix ``dim`` re-normalised), host arrays: among
-        every live row, the live ones of host bool ``admitted`` (n_rows,) (sent as a bitset, n / 8
-        bytes, which the kernel reads before it reads a row), or the ``candidates`` row ids (a few:
-        a Matryoshka first pass's, rescored)."""
+        every live row, the rows of host bool ``admitted`` (n_rows,: live rows only, as the caller
+        filters them; sent as a bitset, n / 8 bytes, which the kernel reads before it reads a row),
+        or the ``candidates`` row ids (a few: a Matryoshka first pass's, rescored)."""
         xp = self._rt.xp
-        words = self.live.words()[: (self._rows + 31) // 32]
         if candidates is None:
-            if admitted is not None:
-                words = xp.asarray(pack_mask(admitted[: self._rows] & self.live.host_mask()))
-            scores = dense_scores_device(self.matrix, query, mask=words, dim=dim)
+            scores = dense_scores_device(self.matrix, query, mask=self._words(admitted), dim=dim)
             return _host_topk(self._rt, *topk_device(scores, k))
         rows = distinct(np.asarray(candidates, dtype=np.int64))
         rows = rows[(rows >= 0) & (rows < self._rows)]
@@ -404,22 +401,26 @@ class ResidentDenseMatrix:
         pos, vals = _host_topk(self._rt, *topk_device(scores, k))
         return rows[pos].astype(np.int32), vals
 
+    def _words(self, admitted: np.ndarray | None) -> Any:
+        """The device row bitset of host bool ``admitted`` (live rows only), or of every live row."""
+        if admitted is None:
+            return self.live.words()[: (self._rows + 31) // 32]
+        return self._rt.xp.asarray(pack_mask(admitted[: self._rows]))
+
     def search_many(self, queries: np.ndarray, k: int, admitted: list[np.ndarray | None],
                     dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` of each of ``queries`` (B, dim) under its own admitted rows (host bool
-        (n_rows,), None: every live row), the matrix read once per ``batch_size(dim)`` queries
+        (n_rows,) of live rows, None: every live row), the matrix read once per ``batch_size(dim)`` queries
         (``dense_scores_batch_device``); the same rows and scores as one search each."""
         xp = self._rt.xp
         d = self.dim if dim is None else int(dim)
         step = batch_size(d)
         if step == 0 or self._rows == 0:
             return [self.search(q, k, admitted=a, dim=dim) for q, a in zip(queries, admitted)]
-        live = self.live.words()[: (self._rows + 31) // 32]
-        alive = self.live.host_mask() if any(a is not None for a in admitted) else None
         out: list[tuple[np.ndarray, np.ndarray]] = []
         for lo in range(0, len(queries), step):
             part = admitted[lo:lo + step]
-            words = xp.stack([live if a is None else xp.asarray(pack_mask(a[: self._rows] & alive)) for a in part])
+            words = xp.stack([self._words(a) for a in part])
             scores = dense_scores_batch_device(self.matrix, np.asarray(queries[lo:lo + step], np.float32),
                                                masks=words, dim=dim)
             out.extend(_host_topk(self._rt, *topk_device(scores[b], k)) for b in range(len(part)))

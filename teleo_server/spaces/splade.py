@@ -61,6 +61,14 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
                                  row_major=False, term_bound=get_head(self.head).dim or 2**31)
         self.backend: VectorIndex | None = None  # scoring goes through the index interface
         self._sync = threading.Lock()  # a named backend is (re)made while no write adds to either
+        # the catalog's chunk -> memory map on the device, for sparse recall there (device_scores);
+        # dropped at compaction, which renumbers the chunks, and not pickled
+        self._chunk_rows: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_chunk_rows"] = None
+        return state
 
     def add(self, row: int, chunk_rows: np.ndarray, memory: Memory, embeddings: EmbeddingSet) -> None:
         floor = self.config.min_doc_weight
@@ -100,6 +108,7 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
         with self._sync:
             self.index.compact(keep_chunks)
             self.backend = None
+            self._chunk_rows = None
 
     def prepare(self, ctx: QueryContext) -> Any | None:
         v = self.query_vector(ctx)
@@ -127,12 +136,16 @@ class SpladeSpace(NamedBackend, SparseScoredSpace):
         own = getattr(backend, "device_scores", None)
         if own is None:
             return None
-        from teleo_server.gpu.recall import fold_chunks
+        from teleo_server.gpu.recall import DeviceColumn, fold_chunks
 
         ids, w = feats
         cat = self.catalog
-        return backend.runtime, fold_chunks(backend.runtime, own(SparseQuery(ids, w)), cat.chunk_mem[: cat.n_chunks],
-                                            cat.n_rows, cat.one_chunk_each)
+        rows = None
+        if not (cat.one_chunk_each and cat.n_chunks == cat.n_rows):  # sent once, then what writes add
+            if getattr(self, "_chunk_rows", None) is None or self._chunk_rows.runtime != backend.runtime:
+                self._chunk_rows = DeviceColumn(backend.runtime)
+            rows = self._chunk_rows.view(cat.chunk_mem[: cat.n_chunks])
+        return backend.runtime, fold_chunks(backend.runtime, own(SparseQuery(ids, w)), rows, cat.n_chunks, cat.n_rows)
 
     def reach(self, ctx: QueryContext, feats: Any) -> int:
         ids, w = feats
